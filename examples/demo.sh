@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The main demo: a real workspace, a shared runner, jobs submitted at several placements, and their
+# state shown the way an operator sees it. Run it through `./dev demo` (which puts httk on PATH).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ws=${HTTK_DEMO_WORKSPACE:-$(mktemp -d)/demo-workspace}
+payloads=$(mktemp -d)
+trap 'rm -rf "$payloads"' EXIT
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "Initialize a workspace"
+httk workflow workspace init "$ws" --name demo
+httk workflow workspace policy show "$ws"
+
+step "Publish one shared runner into the workspace store"
+runner=$(httk workflow runner publish "$ws" --name hello.sh "$here/runners/hello.sh" --json)
+printf '%s\n' "$runner"
+sha=$(printf '%s' "$runner" | python3 -c 'import json,sys; print(json.load(sys.stdin)["runner"]["sha256"])')
+
+step "Prepare three payloads that each hold only job.json"
+for name in silicon germanium carbon; do
+    id=$(python3 -c 'import uuid; print(uuid.uuid4())')
+    mkdir -p "$payloads/$name"
+    cat > "$payloads/$name/job.json" <<JSON
+{
+  "format": "httk-workflow-job",
+  "format_version": 1,
+  "id": "$id",
+  "tag": "$name-relax",
+  "name": "$name relaxation",
+  "runner": {"source": "workspace", "path": "hello.sh", "sha256": "$sha", "arguments": []},
+  "workdir": {"mode": "persistent", "path": "run"},
+  "data": {"mode": "none"},
+  "initial_step": "relax",
+  "priority": 500,
+  "claim": {"pool": "default", "required_capabilities": []},
+  "inputs": {"element": "$name"}
+}
+JSON
+done
+
+step "Submit them: two into project-a/00, one into project-b"
+httk workflow job submit "$ws" "$payloads/silicon" "$payloads/germanium" --placement project-a/00
+httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
+
+step "Submitting the same job again is harmless"
+httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
+
+step "The workspace, legible with ls and find"
+(cd "$ws" && find . -path ./.httk-workflow -prune -o -name job.json -print | sort)
+(cd "$ws" && find .httk-workflow/state -type f | sort)
+printf '\nworkspace kept at %s\n' "$ws"

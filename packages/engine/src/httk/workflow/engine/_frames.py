@@ -1,0 +1,205 @@
+"""The byte format of journal segments and frames (``spec/01``, "Packed transition journal"; D12).
+
+A segment is the 12-byte header ``HTTK-HWJ-V1\\n`` followed by frames, each laid out as::
+
+    8-byte big-endian payload length | payload (compact UTF-8 JSON object)
+    | 32-byte SHA-256 over the length bytes and the payload | the same 8-byte length again
+
+What this module guarantees: :func:`decode_frame` accepts a buffer only when every one of those parts
+agrees with itself and with the ``hwref-v1`` reference that named it, and otherwise raises
+:class:`JournalDamageError` with the spec's problem code, checked in a fixed order so that the same
+damage always yields the same code. It never raises anything else on bad bytes and never returns a
+record other than the one the reference was computed from.
+
+Why this way: the length prefix tells a reader how much to read before it can check anything; the
+checksum covers the length too, so a damaged length cannot masquerade as a shorter valid frame; the
+trailer repeats the length so that a scan walking a segment forwards can tell whether the framing
+around a damaged payload is still trustworthy. Pure functions on bytes: no I/O here.
+
+Cost: one SHA-256 pass over the payload to encode and one to decode, plus JSON (de)serialization.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.protocol import (
+    SEGMENT_BITS,
+    InvalidNameError,
+    JournalDamageError,
+    JournalError,
+    RecordRef,
+    decode_base36,
+    encode_base36,
+)
+
+SEGMENT_HEADER = b"HTTK-HWJ-V1\n"
+"""The 12 bytes every core journal segment begins with."""
+
+SEGMENT_SUFFIX = ".hwj"
+LENGTH_BYTES = 8
+CHECKSUM_BYTES = 32
+TRAILER_BYTES = LENGTH_BYTES
+
+MAX_FRAME_PAYLOAD = 16 * 1024 * 1024
+"""The largest payload this implementation writes (and hence the largest a valid reference names)."""
+
+CHECKSUM128_BYTES = 16  # the prefix of the SHA-256 digest a reference carries
+
+
+def encode_record(record: Mapping[str, Any]) -> bytes:
+    """Serialize one journal record as compact UTF-8 JSON (no BOM, no ASCII escaping).
+
+    Refuses with :class:`JournalError` a record JSON cannot represent exactly: NaN or an infinity,
+    a value of a type JSON lacks, a string that is not valid Unicode, or a payload over
+    :data:`MAX_FRAME_PAYLOAD` bytes.
+
+    Examples
+    --------
+    >>> encode_record({"kind": "ready", "priority": 500, "note": "å"})
+    b'{"kind":"ready","priority":500,"note":"\\xc3\\xa5"}'
+    """
+    try:
+        text = json.dumps(dict(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        payload = text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        raise JournalError(f"journal record cannot be encoded as JSON: {exc}") from exc
+    _check_payload_size(len(payload))
+    return payload
+
+
+def _check_payload_size(size: int) -> None:
+    if size > MAX_FRAME_PAYLOAD:
+        raise JournalError(f"journal record of {size} bytes exceeds the {MAX_FRAME_PAYLOAD}-byte frame limit")
+
+
+def encode_frame(payload: bytes) -> tuple[bytes, bytes]:
+    """Frame ``payload``; return the frame bytes and the full 32-byte SHA-256 digest they carry.
+
+    Examples
+    --------
+    >>> frame, digest = encode_frame(b"{}")
+    >>> len(frame), frame[:8] == frame[-8:], frame[10:42] == digest
+    (50, True, True)
+    """
+    _check_payload_size(len(payload))
+    length = len(payload).to_bytes(LENGTH_BYTES, "big")
+    digest = hashlib.sha256(length + payload).digest()
+    return length + payload + digest + length, digest
+
+
+def checksum128(digest: bytes) -> str:
+    """The ``-h`` member of a reference: the first 128 bits of a frame's digest in lowercase hex."""
+    return digest[:CHECKSUM128_BYTES].hex()
+
+
+def segment_name(number: int) -> str:
+    """The file name of segment ``number``: lowercase base 36 without leading zeroes, then ``.hwj``.
+
+    Examples
+    --------
+    >>> segment_name(0), segment_name(36)
+    ('0.hwj', '10.hwj')
+    """
+    if not 0 <= number < 1 << SEGMENT_BITS:
+        raise InvalidNameError("journal segment number", number, "must be an unsigned 32-bit number")
+    return encode_base36(number) + SEGMENT_SUFFIX
+
+
+def parse_segment_name(name: str) -> int:
+    """The segment number a canonical segment file name carries; anything else is InvalidNameError.
+
+    Examples
+    --------
+    >>> parse_segment_name("10.hwj")
+    36
+    """
+    if not name.endswith(SEGMENT_SUFFIX):
+        raise InvalidNameError("journal segment name", name, f"must end with {SEGMENT_SUFFIX}")
+    return decode_base36(name[: -len(SEGMENT_SUFFIX)], bits=SEGMENT_BITS, what="journal segment name")
+
+
+def segment_path(journal_dir: Path, writer: str, number: int) -> Path:
+    """Where segment ``number`` of ``writer`` (hyphenated UUID, D12) lives below ``journal_dir``."""
+    return journal_dir / writer / segment_name(number)
+
+
+def decode_frame(buffer: bytes, ref: RecordRef, *, path: Path | str | None = None) -> dict[str, Any]:
+    """Check a complete frame against the reference that named it and return its record.
+
+    ``buffer`` holds the ``ref.frame_size`` bytes found at ``ref.offset``. The checks run in this
+    order, each raising :class:`JournalDamageError` with its code: the length prefix against
+    ``ref.length`` (length_mismatch), the stored checksum against the bytes (checksum_mismatch), the
+    digest prefix against ``ref.checksum128`` (reference_mismatch), the trailer against the prefix
+    (trailer_mismatch), and the payload as a UTF-8 JSON object (undecodable_frame). A buffer shorter
+    than the frame is a short_read.
+
+    Examples
+    --------
+    >>> payload = encode_record({"kind": "ready"})
+    >>> frame, digest = encode_frame(payload)
+    >>> ref = RecordRef("01234567-89ab-cdef-0123-456789abcdef", 0, 12, len(payload), checksum128(digest))
+    >>> decode_frame(frame, ref)
+    {'kind': 'ready'}
+    """
+    text = str(ref)
+    end_payload = LENGTH_BYTES + ref.length
+    if len(buffer) < ref.frame_size:
+        raise JournalDamageError("short_read", text, f"{len(buffer)} of {ref.frame_size} bytes", path)
+    prefix = buffer[:LENGTH_BYTES]
+    check_length_prefix(prefix, ref, path=path)
+    digest = hashlib.sha256(buffer[:end_payload]).digest()
+    if digest != buffer[end_payload : end_payload + CHECKSUM_BYTES]:
+        raise JournalDamageError("checksum_mismatch", text, "stored SHA-256 does not match the bytes", path)
+    if checksum128(digest) != ref.checksum128:
+        raise JournalDamageError(
+            "reference_mismatch", text, "frame checksum differs from the reference", path
+        )
+    if buffer[end_payload + CHECKSUM_BYTES : ref.frame_size] != prefix:
+        raise JournalDamageError("trailer_mismatch", text, "trailer differs from the length prefix", path)
+    return decode_payload(buffer[LENGTH_BYTES:end_payload], text, path=path)
+
+
+def check_length_prefix(prefix: bytes, ref: RecordRef, *, path: Path | str | None = None) -> None:
+    """Raise length_mismatch unless the 8-byte ``prefix`` states the payload length ``ref`` names.
+
+    A reader can apply this as soon as the prefix is present: a prefix naming another length belongs
+    to a different frame however much of the rest arrives later.
+    """
+    stated = int.from_bytes(prefix, "big")
+    if stated != ref.length:
+        raise JournalDamageError(
+            "length_mismatch", str(ref), f"frame states {stated} payload bytes, reference {ref.length}", path
+        )
+
+
+def decode_payload(payload: bytes, ref_text: str, *, path: Path | str | None = None) -> dict[str, Any]:
+    """Decode a checksummed payload as the one JSON object a writer produced, or undecodable_frame.
+
+    Stricter than :func:`json.loads` on purpose: a byte-order mark, NaN/Infinity literals and
+    duplicate member names are refused, since :func:`encode_record` never writes them.
+    """
+    try:
+        value = json.loads(
+            payload.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique_members
+        )
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise JournalDamageError("undecodable_frame", ref_text, f"payload is not JSON: {exc}", path) from exc
+    if not isinstance(value, dict):
+        raise JournalDamageError("undecodable_frame", ref_text, "payload is not a JSON object", path)
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("duplicate member name")
+    return result

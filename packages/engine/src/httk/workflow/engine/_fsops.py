@@ -1,0 +1,279 @@
+"""The one seam through which the engine mutates protocol state on the filesystem.
+
+Every create, write, rename, mkdir, unlink and rmdir of protocol state goes through a function here, and
+each of them reports itself to :func:`_mutated` afterwards. That is what makes crashes enumerable: a test
+sets ``HTTK_WORKFLOW_CRASH_AFTER=k`` and the process exits abruptly (``os._exit``, no cleanup, no
+``finally``) right after its k-th mutation, and ``HTTK_WORKFLOW_MUTATION_TRACE=FILE`` records one line
+per mutation so a test can first count them and then crash after each one in turn.
+
+Durability follows the specification's table: with ``durable=True`` file contents are synchronized
+before the name that makes them authoritative is published, and the directory holding a new or removed
+name is synchronized after the namespace operation. ``fsync`` calls are not counted as mutations: a
+process that dies after a write and before its fsync is indistinguishable, to a later process, from one
+that died after the fsync.
+
+Cost: one ``os.environ`` lookup at import; nothing per call beyond an integer increment.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+CRASH_EXIT_STATUS = 86
+"""Exit status of a process stopped by crash injection (distinct from every status we use otherwise)."""
+
+_crash_after = int(os.environ.get("HTTK_WORKFLOW_CRASH_AFTER", "0") or 0)
+_trace_path = os.environ.get("HTTK_WORKFLOW_MUTATION_TRACE") or None
+_count = 0
+
+_RENAME_NOREPLACE = 1
+_renameat2: object | None = None  # the libc function, False when unavailable, None before the first probe
+
+
+def mutation_count() -> int:
+    """How many mutations this process has performed through the seam."""
+    return _count
+
+
+def _mutated(what: str, path: Path | str) -> None:
+    global _count
+    _count += 1
+    if _trace_path is not None:
+        fd = os.open(_trace_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{_count}\t{what}\t{path}\n".encode())
+        finally:
+            os.close(fd)
+    if _crash_after and _count >= _crash_after:
+        os._exit(CRASH_EXIT_STATUS)
+
+
+def fsync_dir(path: Path | str) -> None:
+    """Synchronize a directory so that the names it holds survive a storage crash."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def create_file(path: Path | str, data: bytes, *, durable: bool, mode: int = 0o644) -> None:
+    """Create ``path`` exclusively (``O_EXCL``) with ``data``; fails with FileExistsError if present.
+
+    The name is visible before the contents are complete, so use this only for names nobody reads
+    until a later rename publishes them (staging entries) or whose readers tolerate a short file.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        _mutated("create", path)
+        if data:
+            _write_all(fd, data)
+            _mutated("write", path)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file_atomic(path: Path | str, data: bytes, *, durable: bool, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` through an exclusively created temporary name and a rename.
+
+    Readers see the old contents or the new, never a torn file.
+    """
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}.{os.urandom(4).hex()}")
+    create_file(tmp, data, durable=durable, mode=mode)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    _mutated("rename", target)
+    if durable:
+        fsync_dir(target.parent)
+
+
+def _unlink_quietly(path: Path) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def make_dir(path: Path | str, *, durable: bool, exist_ok: bool = False) -> bool:
+    """Create one directory; return whether it was created (``False`` only when ``exist_ok``)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not exist_ok or not Path(path).is_dir():
+            raise
+        return False
+    _mutated("mkdir", path)
+    if durable:
+        fsync_dir(Path(path).parent)
+    return True
+
+
+def make_dirs(path: Path | str, *, durable: bool) -> None:
+    """Create ``path`` and its missing parents; with ``durable``, synchronize each new entry's parent."""
+    target = Path(path)
+    missing: list[Path] = []
+    probe = target
+    while not probe.is_dir():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    for directory in reversed(missing):
+        make_dir(directory, durable=durable, exist_ok=True)
+
+
+def _libc_renameat2() -> object | None:
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            function = libc.renameat2
+            function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            function.restype = ctypes.c_int
+            _renameat2 = function
+        except (OSError, AttributeError):
+            _renameat2 = False
+    return _renameat2 or None
+
+
+def _rename_noreplace(src: Path | str, dst: Path | str) -> None:
+    function = _libc_renameat2()
+    if function is not None:
+        import ctypes
+
+        at_fdcwd = -100
+        result = function(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), _RENAME_NOREPLACE)  # type: ignore[operator]
+        if result == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL):
+            raise OSError(err, os.strerror(err), str(src), None, str(dst))
+    # No kernel support: refuse a visible destination, then rename. The verified-transition algorithm
+    # that calls this resolves the remaining window by what it finds afterwards.
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst))
+    os.rename(src, dst)
+
+
+def rename(src: Path | str, dst: Path | str, *, durable: bool, noreplace: bool = True) -> None:
+    """Rename ``src`` to ``dst`` in one namespace operation; refuse to replace unless ``noreplace=False``.
+
+    With ``durable`` both parent directories are synchronized afterwards, so neither the new name nor the
+    disappearance of the old one can be lost.
+    """
+    if noreplace:
+        _rename_noreplace(src, dst)
+    else:
+        os.rename(src, dst)
+    _mutated("rename", dst)
+    if durable:
+        dst_parent = Path(dst).parent
+        src_parent = Path(src).parent
+        fsync_dir(dst_parent)
+        if src_parent != dst_parent:
+            fsync_dir(src_parent)
+
+
+def unlink(path: Path | str, *, durable: bool, missing_ok: bool = False) -> bool:
+    """Remove one file; return whether it was there."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise
+        return False
+    _mutated("unlink", path)
+    if durable:
+        fsync_dir(Path(path).parent)
+    return True
+
+
+def remove_dir(path: Path | str, *, durable: bool) -> bool:
+    """Remove one empty directory; return ``False`` when it is absent or not empty (never an error)."""
+    try:
+        os.rmdir(path)
+    except (FileNotFoundError, OSError) as exc:
+        if isinstance(exc, FileNotFoundError) or exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return False
+        raise
+    _mutated("rmdir", path)
+    if durable:
+        fsync_dir(Path(path).parent)
+    return True
+
+
+class AppendHandle:
+    """An exclusively created file that only this process appends to (a journal segment)."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+        self.size = os.fstat(fd).st_size
+
+    def append(self, data: bytes, *, durable: bool) -> int:
+        """Append ``data`` in full; return the offset at which it starts."""
+        offset = self.size
+        _write_all(self._fd, data)
+        self.size += len(data)
+        _mutated("append", self.path)
+        if durable:
+            os.fsync(self._fd)
+        return offset
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def create_append_file(path: Path | str, header: bytes, *, durable: bool) -> AppendHandle:
+    """Create ``path`` exclusively, write ``header`` and return a handle that appends to it.
+
+    The file is never reopened for append by anyone: a later process creates its own.
+    """
+    target = Path(path)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    _mutated("create", target)
+    handle = AppendHandle(target, fd)
+    try:
+        if header:
+            _write_all(fd, header)
+            handle.size = len(header)
+            _mutated("write", target)
+        if durable:
+            os.fsync(fd)
+            fsync_dir(target.parent)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+@contextmanager
+def trace_to(path: Path | str) -> Iterator[None]:
+    """Record this process's mutations into ``path`` for the duration (in-process tests)."""
+    global _trace_path
+    previous = _trace_path
+    _trace_path = str(path)
+    try:
+        yield
+    finally:
+        _trace_path = previous

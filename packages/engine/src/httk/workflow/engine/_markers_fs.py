@@ -1,0 +1,64 @@
+"""Where markers are: the path of a marker, and finding a job's one marker at its placement.
+
+A job's placement never changes in the core profile, so its current marker is one of a finite set of
+directories (one per state kind) at that placement. Probing them is the bounded lookup that joins,
+requests and transitions use; nothing here scans a whole workspace.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from httk.workflow.protocol import InvalidNameError, MarkerName, TransitionError
+
+from ._states import CORE_KINDS, Kind
+from ._workspace import Workspace
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerLocation:
+    """One marker: its state kind, its placement and its parsed basename."""
+
+    kind: Kind
+    placement: str
+    name: MarkerName
+
+    def path(self, workspace: Workspace) -> Path:
+        return workspace.marker_dir(self.kind, self.placement) / str(self.name)
+
+    @property
+    def job_key(self) -> str:
+        return str(self.name.key)
+
+    @property
+    def job_id(self) -> str:
+        return self.name.job_id
+
+
+def probe_marker(workspace: Workspace, placement: str, job_key: str) -> MarkerLocation | None:
+    """The current marker of ``job_key`` at ``placement``, or ``None`` when no state kind holds one.
+
+    More than one marker for the job is corruption and raises :class:`TransitionError`.
+    """
+    prefix = job_key + "."
+    found: list[MarkerLocation] = []
+    for kind in CORE_KINDS:
+        try:
+            entries = os.scandir(workspace.marker_dir(kind, placement))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with entries:
+            for entry in entries:
+                if entry.name.startswith(prefix):
+                    try:
+                        name = MarkerName.parse(entry.name)
+                    except InvalidNameError:
+                        continue
+                    if str(name.key) == job_key and entry.is_file(follow_symlinks=False):
+                        found.append(MarkerLocation(kind, placement, name))
+    if len(found) > 1:
+        paths = ", ".join(str(m.path(workspace)) for m in found)
+        raise TransitionError(f"job {job_key} has {len(found)} markers, which is corruption: {paths}")
+    return found[0] if found else None

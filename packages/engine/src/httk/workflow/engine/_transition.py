@@ -1,0 +1,147 @@
+"""Verified marker transitions: the only way a job's state changes.
+
+A transition appends the new state frame to this process's journal (synchronized when durable), derives
+the new marker name from the frame's reference, and renames the exact old marker to that unique name.
+The rename's return status is not trusted as the result: after any error the actor re-probes until it
+sees its own destination (it won), the source (retry the same rename), or another current marker of the
+job (another actor won). If all three stay absent past the workspace's visibility deadline the workspace
+is unavailable or corrupt and mutation stops with :class:`WorkspaceUnavailableError`.
+
+Cost: one journal append and one rename in the common case; directory probes only after an error.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.protocol import TransitionError, WorkspaceUnavailableError
+
+from . import _fsops
+from ._clock import Clock, backoff_schedule, utc_timestamp
+from ._markers_fs import MarkerLocation, probe_marker
+from ._states import Kind, Trigger, check_transition
+from ._workspace import Workspace
+
+FRAME_FORMAT = "httk-workflow-state"
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionResult:
+    """What a verified transition established: whether this actor won, and the marker now current."""
+
+    won: bool
+    current: MarkerLocation | None
+
+
+def verified_rename(
+    src: Path,
+    dst: Path,
+    *,
+    durable: bool,
+    deadline_seconds: float,
+    clock: Clock,
+    locate_current: Callable[[], Path | None],
+) -> bool:
+    """Rename ``src`` to the unique ``dst`` and return whether this actor's rename is the one that won.
+
+    ``locate_current`` returns the job's current marker path (or ``None``); it is consulted only after
+    the rename failed or was ambiguous.
+    """
+    _fsops.make_dirs(dst.parent, durable=durable)
+    try:
+        _fsops.rename(src, dst, durable=durable)
+        return True
+    except OSError as exc:
+        first_error: OSError = exc
+    for pause in [0.0, *backoff_schedule(deadline_seconds)]:
+        if pause:
+            clock.sleep(pause)
+        if os.path.lexists(dst):
+            if not os.path.isfile(dst) or os.path.islink(dst):
+                raise TransitionError(f"{dst} exists but is not a regular marker file: corruption")
+            return True  # our unique name exists: a rename we were told failed did happen
+        if os.path.lexists(src):
+            try:
+                _fsops.make_dirs(dst.parent, durable=durable)
+                _fsops.rename(src, dst, durable=durable)
+                return True
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.EEXIST, errno.ESTALE):
+                    raise
+            continue
+        current = locate_current()
+        if current is not None and current != dst:
+            return False
+    raise WorkspaceUnavailableError(
+        f"marker rename {src} -> {dst} unresolved after {deadline_seconds} s: source, destination and any "
+        f"other current marker are all absent (first error: {first_error})"
+    )
+
+
+def state_frame(
+    workspace: Workspace,
+    marker: MarkerLocation,
+    destination: Kind,
+    members: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The state frame of a move of ``marker`` to ``destination``: the common members, then ``members``."""
+    frame: dict[str, Any] = {
+        "format": FRAME_FORMAT,
+        "format_version": 1,
+        "workspace_id": workspace.workspace_id,
+        "job_id": marker.job_id,
+        "job_key": marker.job_key,
+        "placement": marker.placement,
+        "state_generation": marker.name.generation + 1,
+        "kind": destination.value,
+        "previous_record_ref": None if marker.name.ref is None else str(marker.name.ref),
+        "created_at": utc_timestamp(workspace.clock.now()),
+    }
+    frame.update(members)
+    return frame
+
+
+def move_marker(
+    workspace: Workspace,
+    marker: MarkerLocation,
+    destination: Kind,
+    trigger: Trigger,
+    members: Mapping[str, Any],
+    *,
+    priority: int | None = None,
+) -> TransitionResult:
+    """Move ``marker`` to ``destination`` by one legal, journaled, verified rename.
+
+    ``members`` become part of the new state frame (step, activation, reason, failure, ...). The marker
+    keeps its priority unless ``priority`` is given. A lost race returns ``won=False`` with the marker that
+    is current instead; the appended frame then stays in the journal as a harmless orphan.
+    """
+    check_transition(marker.kind, destination, trigger)
+    frame = state_frame(workspace, marker, destination, members)
+    if priority is not None:
+        frame["priority"] = priority
+    frame.setdefault("priority", marker.name.priority if priority is None else priority)
+    ref = workspace.journal().append(frame)
+    target = MarkerLocation(destination, marker.placement, marker.name.successor(ref, frame["priority"]))
+    target_path = target.path(workspace)
+
+    def locate() -> Path | None:
+        found = probe_marker(workspace, marker.placement, marker.job_key)
+        return None if found is None else found.path(workspace)
+
+    won = verified_rename(
+        marker.path(workspace),
+        target_path,
+        durable=workspace.durable,
+        deadline_seconds=workspace.policy.visibility_deadline_seconds,
+        clock=workspace.clock,
+        locate_current=locate,
+    )
+    if won:
+        return TransitionResult(True, target)
+    return TransitionResult(False, probe_marker(workspace, marker.placement, marker.job_key))

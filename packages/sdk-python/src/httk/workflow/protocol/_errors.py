@@ -1,0 +1,132 @@
+"""The one exception hierarchy of httk-workflow.
+
+Every error names what it is about (a path, a document member, a name) so the command line can print one
+line that an operator can act on. Lower-layer exceptions (``OSError``, ``json.JSONDecodeError``,
+``pydantic.ValidationError``, ``jsonschema.ValidationError``) are translated into these at the seam that
+meets them.
+
+::
+
+    WorkflowError
+    ├── InvalidNameError            a tag, job key, placement, label, step or base-36 number is malformed
+    ├── InvalidDocumentError        a protocol document breaks its schema or a rule beside it
+    │   └── UnsafePathError         a path escapes its root, is a symlink or a forbidden file type
+    ├── WorkspaceError              a workspace cannot be attached or changed
+    │   ├── WorkspaceFormatError    format.json is missing, invalid, or names what we do not support
+    │   └── PolicyError             a policy or settings change is refused
+    ├── SubmissionError             a job cannot be submitted (conflicting UUID, missing payload, ...)
+    ├── RunnerStoreError            a runner cannot be published to the workspace store
+    ├── JournalError                a journal segment cannot be written
+    │   └── JournalDamageError      a referenced frame is lastingly unreadable; carries a problem code
+    └── TransitionError             a marker rename could not be resolved
+        └── WorkspaceUnavailableError
+                                    source, destination and any current marker all stayed absent
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class WorkflowError(Exception):
+    """Base of every error httk-workflow raises on purpose."""
+
+
+class InvalidNameError(WorkflowError, ValueError):
+    """A protocol name (tag, job key, placement, label, step, base-36 number, marker) is malformed."""
+
+    def __init__(self, what: str, value: object, rule: str) -> None:
+        self.what = what
+        self.value = value
+        self.rule = rule
+        super().__init__(f"invalid {what} {value!r}: {rule}")
+
+
+class InvalidDocumentError(WorkflowError, ValueError):
+    """A protocol document is invalid; ``member`` is a dotted JSON path such as ``runner.sha256``."""
+
+    def __init__(self, document: str, member: str, rule: str, path: Path | str | None = None) -> None:
+        self.document = document
+        self.member = member
+        self.rule = rule
+        self.path = None if path is None else str(path)
+        where = f" {self.path}" if self.path else ""
+        at = f" member {member!r}:" if member else ""
+        super().__init__(f"invalid {document}{where}:{at} {rule}")
+
+
+class UnsafePathError(InvalidDocumentError):
+    """A path is absolute, escapes its root, is a symlink, or is a forbidden file type."""
+
+
+class WorkspaceError(WorkflowError):
+    """A workspace cannot be attached, initialized or changed."""
+
+    def __init__(self, message: str, path: Path | str | None = None) -> None:
+        self.path = None if path is None else str(path)
+        super().__init__(message if path is None else f"{path}: {message}")
+
+
+class WorkspaceFormatError(WorkspaceError):
+    """format.json is missing, unreadable, invalid, or declares something this version cannot serve."""
+
+
+class PolicyError(WorkspaceError):
+    """A policy or settings change is refused (unknown key, out-of-range value)."""
+
+
+class SubmissionError(WorkflowError):
+    """A job cannot be submitted."""
+
+    def __init__(self, message: str, path: Path | str | None = None) -> None:
+        self.path = None if path is None else str(path)
+        super().__init__(message if path is None else f"{path}: {message}")
+
+
+class RunnerStoreError(WorkflowError):
+    """A runner cannot be published into, or resolved from, the workspace runner store."""
+
+
+class JournalError(WorkflowError):
+    """A journal segment cannot be created or appended to."""
+
+
+class JournalDamageError(JournalError):
+    """A referenced journal frame is lastingly unreadable.
+
+    ``code`` is one of the problem codes of the specification: missing_segment, short_read,
+    checksum_mismatch, length_mismatch, trailer_mismatch, reference_mismatch, invalid_header,
+    undecodable_frame, invalid_record_ref.
+    """
+
+    CODES = frozenset(
+        {
+            "missing_segment",
+            "short_read",
+            "checksum_mismatch",
+            "length_mismatch",
+            "trailer_mismatch",
+            "reference_mismatch",
+            "invalid_header",
+            "undecodable_frame",
+            "invalid_record_ref",
+        }
+    )
+
+    def __init__(self, code: str, ref: str, detail: str, path: Path | str | None = None) -> None:
+        if code not in self.CODES:
+            raise ValueError(f"unknown journal problem code {code!r}")
+        self.code = code
+        self.ref = ref
+        self.detail = detail
+        self.path = None if path is None else str(path)
+        where = f" ({self.path})" if self.path else ""
+        super().__init__(f"{code}: journal frame {ref}{where}: {detail}")
+
+
+class TransitionError(WorkflowError):
+    """A state-marker rename could not be carried out or resolved."""
+
+
+class WorkspaceUnavailableError(TransitionError):
+    """Source, expected destination and any other current marker all stayed absent past the deadline."""

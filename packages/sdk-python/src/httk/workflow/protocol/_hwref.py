@@ -1,0 +1,86 @@
+"""``hwref-v1`` record references: where a journal frame lives and what its checksum begins with.
+
+``w<writer-hex32>-s<segment>-o<offset>-l<length>-h<checksum128-hex>``; numbers are lowercase base 36
+without leading zeroes. Per DECISIONS D12 ``offset`` is where the frame's 8-byte length prefix starts and
+``length`` is the length of the JSON payload alone, so the whole frame is ``8 + length + 32 + 8`` bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+from . import _base36
+from ._errors import InvalidNameError
+from ._names import validate_uuid
+
+SEGMENT_BITS = 32
+SEGMENT_MAX_DIGITS = 7
+OFFSET_BITS = 64
+MAX_REF_BYTES = 106
+FRAME_OVERHEAD = 8 + 32 + 8
+
+_REF_RE = re.compile(
+    r"w(?P<writer>[0-9a-f]{32})-s(?P<segment>[0-9a-z]+)-o(?P<offset>[0-9a-z]+)"
+    r"-l(?P<length>[0-9a-z]+)-h(?P<checksum>[0-9a-f]{32})\Z"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRef:
+    """A parsed ``hwref-v1`` reference.
+
+    Invariant: ``str(RecordRef.parse(text)) == text`` for every accepted ``text``.
+    """
+
+    writer: str  # canonical hyphenated writer UUID, the journal directory name
+    segment: int
+    offset: int
+    length: int
+    checksum128: str
+
+    def __post_init__(self) -> None:
+        validate_uuid(self.writer, "record reference writer")
+        if not 0 <= self.segment < 1 << SEGMENT_BITS:
+            raise InvalidNameError(
+                "record reference", self.segment, "segment must be an unsigned 32-bit number"
+            )
+        if len(_base36.encode(self.segment)) > SEGMENT_MAX_DIGITS:
+            raise InvalidNameError("record reference", self.segment, "segment exceeds 7 base-36 digits")
+        for name in ("offset", "length"):
+            value = getattr(self, name)
+            if not 0 <= value < 1 << OFFSET_BITS:
+                raise InvalidNameError("record reference", value, f"{name} must be an unsigned 64-bit number")
+        if not isinstance(self.checksum128, str) or not re.fullmatch(r"[0-9a-f]{32}", self.checksum128):
+            raise InvalidNameError(
+                "record reference", self.checksum128, "checksum must be 32 lowercase hex digits"
+            )
+
+    def __str__(self) -> str:
+        return (
+            f"w{uuid.UUID(self.writer).hex}-s{_base36.encode(self.segment)}"
+            f"-o{_base36.encode(self.offset)}-l{_base36.encode(self.length)}-h{self.checksum128}"
+        )
+
+    @property
+    def frame_size(self) -> int:
+        """Bytes the whole frame occupies: length prefix, payload, checksum and trailer."""
+        return FRAME_OVERHEAD + self.length
+
+    @classmethod
+    def parse(cls, text: str) -> RecordRef:
+        """Parse a canonical ``hwref-v1`` reference; anything else raises :class:`InvalidNameError`."""
+        match = _REF_RE.match(text) if isinstance(text, str) else None
+        if match is None:
+            raise InvalidNameError(
+                "record reference", text, "must be w<32 hex>-s<base36>-o<base36>-l<base36>-h<32 hex>"
+            )
+        what = "record reference"
+        return cls(
+            writer=str(uuid.UUID(hex=match["writer"])),
+            segment=_base36.decode(match["segment"], bits=SEGMENT_BITS, what=what),
+            offset=_base36.decode(match["offset"], bits=OFFSET_BITS, what=what),
+            length=_base36.decode(match["length"], bits=OFFSET_BITS, what=what),
+            checksum128=match["checksum"],
+        )

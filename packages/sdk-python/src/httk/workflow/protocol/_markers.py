@@ -1,0 +1,104 @@
+"""State-marker basenames: ``<job-key>.p<priority>.g<generation>.<record-ref>``.
+
+The submitted marker of a fresh job uses ``g0.init``. Priority is always three zero-padded digits,
+generation is base 36 of an unsigned 64-bit number. The worst-case basename is 213 bytes
+(86 job key + 5 priority + 15 generation + 1 dot + 106 reference) and no field may grow within format
+version 1.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import _base36
+from ._errors import InvalidNameError
+from ._hwref import RecordRef
+from ._names import JobKey
+
+MAX_MARKER_BYTES = 213
+INIT_REF = "init"
+PRIORITY_MIN, PRIORITY_MAX = 0, 999
+GENERATION_BITS = 64
+
+_MARKER_RE = re.compile(r"(?P<key>.+)\.p(?P<priority>[0-9]{3})\.g(?P<generation>[0-9a-z]+)\.(?P<ref>[^.]+)\Z")
+
+
+def validate_priority(value: object) -> int:
+    """Accept an integer priority from 0 (highest) through 999."""
+    if isinstance(value, bool) or not isinstance(value, int) or not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise InvalidNameError("priority", value, "must be an integer from 0 through 999")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerName:
+    """A parsed marker basename.
+
+    Invariant: ``ref`` is ``None`` exactly when ``generation == 0`` (the ``init`` submission marker);
+    every later generation names a journal frame.
+    """
+
+    key: JobKey
+    priority: int
+    generation: int
+    ref: RecordRef | None
+
+    def __post_init__(self) -> None:
+        validate_priority(self.priority)
+        if not 0 <= self.generation < 1 << GENERATION_BITS:
+            raise InvalidNameError("marker", self.generation, "generation must be an unsigned 64-bit number")
+        if (self.ref is None) != (self.generation == 0):
+            raise InvalidNameError(
+                "marker", self.generation, "generation 0 and only it uses the 'init' reference"
+            )
+
+    @property
+    def job_id(self) -> str:
+        return self.key.job_id
+
+    @property
+    def ref_text(self) -> str:
+        return INIT_REF if self.ref is None else str(self.ref)
+
+    def __str__(self) -> str:
+        return f"{self.key}.p{self.priority:03d}.g{_base36.encode(self.generation)}.{self.ref_text}"
+
+    @classmethod
+    def initial(cls, key: JobKey, priority: int) -> MarkerName:
+        """The ``g0.init`` marker that submission publishes."""
+        return cls(key, priority, 0, None)
+
+    def successor(self, ref: RecordRef, priority: int | None = None) -> MarkerName:
+        """The marker of the next generation, naming ``ref`` and keeping the priority unless given."""
+        return MarkerName(self.key, self.priority if priority is None else priority, self.generation + 1, ref)
+
+    @classmethod
+    def parse(cls, text: str) -> MarkerName:
+        """Parse a marker basename, refusing every form the grammar does not produce.
+
+        Examples
+        --------
+        >>> str(MarkerName.parse("01234567-89ab-cdef-0123-456789abcdef.p500.g0.init"))
+        '01234567-89ab-cdef-0123-456789abcdef.p500.g0.init'
+        """
+        if not isinstance(text, str):
+            raise InvalidNameError("marker", text, "must be a string")
+        try:
+            size = len(text.encode("utf-8", "surrogateescape"))
+        except UnicodeEncodeError:
+            raise InvalidNameError("marker", text, "has a character no filename can hold") from None
+        if size > MAX_MARKER_BYTES:
+            raise InvalidNameError("marker", text, f"exceeds {MAX_MARKER_BYTES} bytes")
+        match = _MARKER_RE.match(text)
+        if match is None:
+            raise InvalidNameError("marker", text, "must be <job-key>.p<000-999>.g<base36>.<record-ref|init>")
+        key = JobKey.parse(match["key"])
+        generation = _base36.decode(match["generation"], bits=GENERATION_BITS, what="marker generation")
+        ref_text = match["ref"]
+        ref = None if ref_text == INIT_REF else RecordRef.parse(ref_text)
+        if ref is None and generation != 0:
+            raise InvalidNameError("marker", text, "only generation 0 may use the 'init' reference")
+        if ref is not None and generation == 0:
+            raise InvalidNameError("marker", text, "generation 0 must use the 'init' reference")
+        return cls(key, int(match["priority"]), generation, ref)

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import pytest
+from httk.workflow.engine._states import (
+    CORE_KINDS,
+    TERMINAL_KINDS,
+    TRANSITIONS,
+    Kind,
+    Trigger,
+    check_transition,
+)
+from httk.workflow.protocol import TransitionError
+
+K = Kind
+
+# The specification's table "Every transition of the core profile, exhaustively", as (from, to) pairs.
+SPEC_ROWS = {
+    (K.SUBMITTED, K.READY),
+    (K.SUBMITTED, K.FAILED),
+    (K.READY, K.CLAIMED),
+    (K.CLAIMED, K.RUNNING),
+    (K.CLAIMED, K.READY),
+    (K.CLAIMED, K.FAILED),
+    (K.RUNNING, K.COMMITTING),
+    (K.RUNNING, K.READY),
+    (K.RUNNING, K.FAILED),
+    (K.RUNNING, K.CANCELLING),
+    (K.COMMITTING, K.READY),
+    (K.COMMITTING, K.WAITING),
+    (K.COMMITTING, K.SUCCEEDED),
+    (K.COMMITTING, K.FAILED),
+    (K.COMMITTING, K.PAUSED),
+    (K.WAITING, K.READY),
+    (K.WAITING, K.FAILED),
+    (K.FAILED, K.READY),
+    (K.PAUSED, K.READY),
+    (K.CANCELLING, K.CANCELLED),
+    *(
+        (k, K.CANCELLED)
+        for k in (K.SUBMITTED, K.READY, K.CLAIMED, K.RUNNING, K.COMMITTING, K.WAITING, K.PAUSED)
+    ),
+    *((k, K.PAUSED) for k in (K.SUBMITTED, K.READY, K.WAITING)),
+    *((k, k) for k in (K.SUBMITTED, K.READY, K.WAITING, K.PAUSED, K.FAILED)),
+}
+# Moves the specification describes outside that table: recovery's takeover of an abandoned attempt
+# ("a recoverer appends a new claimed frame and renames the exact old claimed or running marker") and
+# fsck repair, which re-points a marker at the next generation without changing its kind.
+RECOVERY_ROWS = {(K.CLAIMED, K.CLAIMED), (K.RUNNING, K.CLAIMED)}
+REPAIR_ROWS = {(k, k) for k in CORE_KINDS}
+
+
+def test_table_is_exactly_the_specification() -> None:
+    pairs = {(source, destination) for source, destination, _ in TRANSITIONS}
+    assert pairs == SPEC_ROWS | RECOVERY_ROWS | REPAIR_ROWS
+
+
+def test_nothing_leaves_a_permanent_kind_except_by_repair() -> None:
+    for source, destination, trigger in TRANSITIONS:
+        if source in (K.SUCCEEDED, K.CANCELLED):
+            assert (destination, trigger) == (source, Trigger.FSCK_REPAIR)
+
+
+def test_failed_is_terminal_but_revivable() -> None:
+    assert K.FAILED in TERMINAL_KINDS
+    check_transition(K.FAILED, K.READY, Trigger.OPERATOR_CONTINUE)
+
+
+@pytest.mark.parametrize(
+    ("source", "destination", "trigger"),
+    [
+        (K.SUCCEEDED, K.READY, Trigger.OPERATOR_CONTINUE),
+        (K.READY, K.RUNNING, Trigger.LAUNCH),
+        (K.RUNNING, K.PAUSED, Trigger.PAUSE),
+        (K.CLAIMED, K.CLAIMED, Trigger.SET_PRIORITY),
+        (K.SUBMITTED, K.READY, Trigger.CLAIM),
+        (K.CANCELLING, K.READY, Trigger.RETRY),
+    ],
+)
+def test_illegal_moves_are_refused(source: Kind, destination: Kind, trigger: Trigger) -> None:
+    with pytest.raises(TransitionError, match="illegal transition"):
+        check_transition(source, destination, trigger)
