@@ -1,6 +1,4 @@
-"""Rendering command results: JSON for scripts, small rich tables or plain lines for people.
-
-rich is imported inside the functions that draw, so loading this module costs nothing.
+"""Rendering command results: JSON for scripts, aligned tables or plain lines for people.
 """
 
 from collections.abc import Iterable, Sequence
@@ -23,20 +21,24 @@ def json_text(value: object) -> str:
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    """Print a borderless table on standard output, as wide as the terminal, without trailing blanks."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    """Print a borderless table with aligned columns, a header rule, and no trailing blanks.
 
-    table = Table(*headers, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for row in rows:
-        table.add_row(*(Text(cell) for cell in row))
-    console = Console(highlight=False)
-    with console.capture() as captured:
-        console.print(table)
-    for line in captured.get().splitlines():
-        typer.echo(line.rstrip())
+    Written here rather than with rich: importing rich costs about 70 ms, which a read command on a
+    parallel filesystem cannot afford (start-up is part of speed).
+    """
+    body = [[str(cell) for cell in row] for row in rows]
+    widths = [len(header) for header in headers]
+    for row in body:
+        for index, cell in enumerate(row):
+            widths[index] = max(widths[index], len(cell))
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False)).rstrip()
+
+    typer.echo(line(headers))
+    typer.echo(line(["-" * width for width in widths]))
+    for row in body:
+        typer.echo(line(row))
 
 
 def note(message: str) -> None:

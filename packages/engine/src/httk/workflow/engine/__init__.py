@@ -3,8 +3,7 @@
 The public names below are what the command line and library callers use; everything else lives in
 private modules (``_workspace``, ``_submit``, ``_runner_store``, ...) and may change without notice.
 
-Importing this package loads the engine and the protocol rules it applies, so the command line imports
-it inside command bodies only, never for ``--help``.
+Names load lazily, so importing this package costs only what the first name used needs.
 
 Examples
 --------
@@ -13,9 +12,27 @@ Examples
 >>> Submitter(workspace).submit_payload(payload, "project-a/00")  # doctest: +SKIP
 """
 
-from ._runner_store import PublishedRunner, publish_runner
-from ._submit import SubmitResult, SubmitStatus, Submitter
-from ._workspace import Workspace, attach, init
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._runner_store import PublishedRunner, publish_runner
+    from ._submit import SubmitResult, SubmitStatus, Submitter
+    from ._workspace import Workspace, attach, init
+
+# Loaded on first use: a read command needs the workspace module, not the submission machinery.
+_HOMES = {
+    "PublishedRunner": "_runner_store",
+    "publish_runner": "_runner_store",
+    "SubmitResult": "_submit",
+    "SubmitStatus": "_submit",
+    "Submitter": "_submit",
+    "Workspace": "_workspace",
+    "attach": "_workspace",
+    "init": "_workspace",
+}
 
 __all__ = [
     "PublishedRunner",
@@ -27,3 +44,12 @@ __all__ = [
     "init",
     "publish_runner",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
