@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperGroup
 
-from . import _job_cmd, _runner_cmd, _workspace_cmd
+from . import _job_cmd, _manager_cmd, _runner_cmd, _workspace_cmd
 
 if TYPE_CHECKING:
     from typer._click import Context  # typer 0.29 vendors click; its Context is what groups receive
@@ -109,6 +109,10 @@ workflow_app = typer.Typer(
 workflow_app.add_typer(_workspace_cmd.app)
 workflow_app.add_typer(_job_cmd.app)
 workflow_app.add_typer(_runner_cmd.app)
+workflow_app.add_typer(_manager_cmd.app)
+workflow_app.command("run", help="Run a task manager in the foreground (same as 'manager run').")(
+    _manager_cmd.run
+)
 
 app = _root("httk", "The httk command line.")
 app.add_typer(workflow_app)
@@ -118,6 +122,7 @@ app.add_typer(_job_cmd.app, help="Alias of 'httk workflow job'.")
 taskmanager_app = _root("httk-taskmanager", "The task-manager alias of 'httk workflow'.")
 taskmanager_app.command("init", help="Alias of 'httk workflow workspace init'.")(_workspace_cmd.init)
 taskmanager_app.command("submit", help="Alias of 'httk workflow job submit'.")(_job_cmd.submit)
+taskmanager_app.command("run", help="Alias of 'httk workflow run'.")(_manager_cmd.run)
 
 
 def main() -> None:

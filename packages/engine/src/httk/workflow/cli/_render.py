@@ -1,5 +1,4 @@
-"""Rendering command results: JSON for scripts, aligned tables or plain lines for people.
-"""
+"""Rendering command results: JSON for scripts, aligned tables or plain lines for people."""
 
 from collections.abc import Iterable, Sequence
 

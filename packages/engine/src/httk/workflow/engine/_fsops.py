@@ -220,6 +220,17 @@ def remove_dir(path: Path | str, *, durable: bool) -> bool:
     return True
 
 
+def remove_tree(path: Path | str) -> None:
+    """Remove a whole directory tree that no protocol reader needs any more (an attempt's control dir).
+
+    Counted as one mutation: a crash part-way leaves scratch that a later collection removes again.
+    """
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    _mutated("rmtree", path)
+
+
 class AppendHandle:
     """An exclusively created file that only this process appends to (a journal segment)."""
 

@@ -1,0 +1,525 @@
+"""Preparing one attempt: control directory, workdir, runner, context.json and environment.
+
+What :func:`prepare_attempt` guarantees, in the order it does the work:
+
+1. ``<job_dir>/.httk-attempt.<attempt-id>/`` is created exclusively, so two preparations can never share
+   one attempt's control directory.
+2. The workdir is the job's persistent ``workdir.path`` (created if absent, otherwise reused and reported
+   as ``workdir_reused``) or a new ``run.<attempt-id>/`` for an isolated job.
+3. The runner is resolved without following a symbolic link anywhere below its root: every component is
+   opened with ``O_NOFOLLOW`` relative to its already opened parent, and empty, ``.``, ``..`` and absolute
+   paths are refused before anything is opened. A payload runner is executed in place, because the job
+   digest already pins it. A shared runner (``workspace`` or ``installed``) is never executed in place:
+   it is copied to ``<control>/runner`` and ``runner.sha256`` is checked against that staged copy, which
+   is what runs. A disagreement is ``runner_mismatch``, a runner that cannot be resolved
+   ``runner_unavailable``, a persistent workdir path holding a symlink ``workdir_unavailable``: each a
+   :class:`RunnerFailure`, which the manager turns into a claimed -> failed move. The staged copy is not
+   synchronized: it is not in the specification's durability table, and storage that loses it has also
+   lost the process that would have run it; the next attempt stages afresh.
+4. ``context.json`` is written last, through the mutation seam and synchronized when the workspace is
+   durable, so its presence means the attempt was completely prepared. A failed preparation leaves the
+   control directory without it, as evidence.
+
+The environment (:attr:`PreparedAttempt.env`) holds only what the attempt adds to the manager's own:
+the protocol's ``HTTK_WORKFLOW_*`` variables and ``HTTK_<NAME>`` for each scalar workspace setting. A
+setting never overrides a variable the manager's environment already has: that variable is a deployment
+override (spec/02 "Application settings": "a real HTTK_VASP_COMMAND deployment override" ranks above the
+workspace setting), so the runner must still see it. Settings never export into the ``HTTK_WORKFLOW_``
+namespace, which belongs to the protocol. The executor removes stale protocol variables inherited from
+the manager's environment (:data:`PROTOCOL_VARIABLES`) before adding these.
+
+Cost per attempt: two or three directories, one context.json (three fsyncs when durable), and for a
+shared runner one copy plus one digest of its bytes. Nothing here grows with the number of jobs.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.util
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.protocol import WorkflowError
+from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
+from httk.workflow.protocol._jsonio import dump_pretty
+from httk.workflow.protocol._policy import setting_environment_name
+
+from . import _fsops
+from ._runner_store import runner_digest
+from ._workspace import Workspace
+
+CONTEXT_FORMAT = "httk-workflow-attempt-context"
+CONTEXT_FILE = "context.json"
+STAGED_RUNNER = "runner"
+TREE_ENTRY = "run"
+PKG_PREFIX = "pkg:"
+DEFAULT_PKG_MODULES = frozenset({"httk.workflow"})
+
+PROTOCOL_VARIABLES = (
+    "HTTK_WORKFLOW_CONTEXT",
+    "HTTK_WORKFLOW_CONTROL_DIR",
+    "HTTK_WORKFLOW_WORKSPACE_DIR",
+    "HTTK_WORKFLOW_JOB_DIR",
+    "HTTK_WORKFLOW_WORKDIR",
+    "HTTK_WORKFLOW_IS_RESTART",
+    "HTTK_WORKFLOW_UNCLEAN_RESTART",
+    "HTTK_WORKFLOW_DURABLE",
+    "HTTK_WORKFLOW_ATTEMPT_REASON",
+    "HTTK_WORKFLOW_STEP",
+    "HTTK_WORKFLOW_PYTHON",
+    "HTTK_WORKFLOW_BASH_API",
+    "HTTK_WORKFLOW_DATA_DIR",
+)
+"""Every attempt-specific variable of the protocol; none of them is ever inherited from the manager."""
+
+_PROTOCOL_NAMESPACE = "HTTK_WORKFLOW_"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_NOFOLLOW_DIR_FLAGS = _DIR_FLAGS | os.O_NOFOLLOW
+_NOFOLLOW_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_ENTRY_MODE = 0o755
+_READ_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class AttemptPlan:
+    """Everything the manager decided when it claimed the job; prepare_attempt adds no decision."""
+
+    workspace: Workspace
+    job: dict[str, Any]  # the validated job.json
+    job_dir: Path
+    job_id: str
+    job_key: str
+    placement: str
+    step: str
+    activation_id: str
+    activation_ordinal: int
+    activation_reason: str
+    attempt_id: str
+    attempt_ordinal: int
+    total_attempts: int
+    is_restart: bool
+    is_unclean_restart: bool
+    attempt_reason: str
+    previous_attempt_id: str | None
+    data_generation: int | None
+    priority: int
+    resources: dict[str, Any] = field(default_factory=dict)
+    join: dict[str, Any] | None = None
+    children: list[Any] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)  # the workspace settings snapshot
+
+
+@dataclass(frozen=True)
+class PreparedAttempt:
+    """A prepared attempt, ready for the executor: what to run, where, and with which variables."""
+
+    control_dir: Path
+    workdir: Path
+    argv: list[str]
+    env: dict[str, str]  # added to (and overriding) the manager's environment
+    context: dict[str, Any]
+    stdout_path: Path
+    stderr_path: Path
+
+
+class RunnerFailure(WorkflowError):  # noqa: N818 -- a job failure the manager records, not our error
+    """The attempt cannot run; carries the protocol failure object the manager records.
+
+    ``code`` is ``runner_unavailable`` (unresolvable, not a regular file, a tree without ``run``),
+    ``runner_mismatch`` (the staged copy's digest is not ``runner.sha256``), ``workdir_unavailable``
+    (the persistent workdir path holds a symbolic link or a non-directory) or ``process_failure`` (the
+    executor could not start the gate).
+    """
+
+    def __init__(self, code: str, message: str, details: Mapping[str, Any] | None = None) -> None:
+        self.code = code
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+        super().__init__(f"{code}: {message}")
+
+    @property
+    def failure(self) -> dict[str, Any]:
+        """The failure object (``schemas/failure.schema.json``) for the failed state frame (a copy)."""
+        return {"code": self.code, "message": self.message, "details": dict(self.details)}
+
+
+class _NotFoundError(Exception):
+    """A component of a runner path does not exist below one root (try the next search root)."""
+
+
+def prepare_attempt(
+    plan: AttemptPlan,
+    *,
+    runner_search_path: Sequence[Path] = (),
+    pkg_modules: frozenset[str] = DEFAULT_PKG_MODULES,
+    python: str = sys.executable,
+    bash_api: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PreparedAttempt:
+    """Create the attempt's control directory and workdir, resolve its runner, write context.json.
+
+    ``environ`` is the manager's environment (default ``os.environ``); a setting whose variable it
+    already holds is not exported. Raises :class:`RunnerFailure` for a job whose runner or workdir cannot
+    be used, ``ValueError`` for a backend other than ``path`` (the manager must leave those unclaimed),
+    and ``FileExistsError`` when the attempt's control directory already exists.
+    """
+    runner = plan.job["runner"]
+    backend = runner.get("backend", "path")
+    if backend != "path":
+        raise ValueError(f"runner.backend {backend!r} is not executed by the local path executor")
+    plan.workspace.require_writable()
+    durable = plan.workspace.durable
+    job_dir = Path(os.path.abspath(plan.job_dir))
+    control = job_dir / f"{ATTEMPT_DIR_PREFIX}{plan.attempt_id}"
+    _fsops.make_dir(control, durable=durable)
+    workdir, reused = _prepare_workdir(plan, job_dir, durable)
+    entry = _resolve_runner(
+        runner,
+        job_dir=job_dir,
+        control=control,
+        workspace=plan.workspace,
+        search_path=runner_search_path,
+        pkg_modules=pkg_modules,
+    )
+    context = _context(plan, job_dir, control, workdir, reused)
+    _fsops.write_file_atomic(control / CONTEXT_FILE, dump_pretty(context), durable=durable)
+    env = _settings_environment(plan.settings, os.environ if environ is None else environ)
+    env.update(_protocol_environment(context, python, bash_api))
+    return PreparedAttempt(
+        control_dir=control,
+        workdir=workdir,
+        argv=[str(entry), *runner.get("arguments", [])],
+        env=env,
+        context=context,
+        stdout_path=control / "stdout.log",
+        stderr_path=control / "stderr.log",
+    )
+
+
+# -- workdir ---------------------------------------------------------------------------------------
+def _prepare_workdir(plan: AttemptPlan, job_dir: Path, durable: bool) -> tuple[Path, bool]:
+    """The attempt's workdir and whether it already existed."""
+    if plan.job["workdir"]["mode"] == "isolated":
+        workdir = job_dir / f"run.{plan.attempt_id}"
+        _fsops.make_dir(workdir, durable=durable)
+        _populate_isolated_workdir(plan, workdir)
+        return workdir, False
+    return _persistent_workdir(job_dir, plan.job["workdir"]["path"], durable)
+
+
+def _persistent_workdir(job_dir: Path, relative: str, durable: bool) -> tuple[Path, bool]:
+    """Walk (creating what is missing) the persistent workdir; refuse symbolic links and non-directories.
+
+    A runner may symlink freely inside its workdir, but the manager follows nothing inside the payload.
+    """
+    parts = _components(relative, "workdir.path", "workdir_unavailable")
+    current, existed = job_dir, True
+    for part in parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            _fsops.make_dir(current, durable=durable, exist_ok=True)
+            existed = False
+            continue
+        if not stat.S_ISDIR(mode):
+            what = "a symbolic link" if stat.S_ISLNK(mode) else "not a directory"
+            raise RunnerFailure(
+                "workdir_unavailable",
+                f"the persistent workdir {relative!r} cannot be used: {current} is {what}",
+                {"workdir": relative, "path": str(current)},
+            )
+    return current, existed
+
+
+def _populate_isolated_workdir(plan: AttemptPlan, workdir: Path) -> None:
+    """Initialize a new isolated workdir. Hook: nothing is copied yet.
+
+    transactional-data-v1 will populate ``workdir`` from the committed ``data/`` (copy, reflink or
+    snapshot) here; writes through the workdir must never reach committed ``data/``.
+    """
+
+
+# -- runner resolution -----------------------------------------------------------------------------
+def _resolve_runner(
+    runner: Mapping[str, Any],
+    *,
+    job_dir: Path,
+    control: Path,
+    workspace: Workspace,
+    search_path: Sequence[Path],
+    pkg_modules: frozenset[str],
+) -> Path:
+    """The executable entry point: a payload runner in place, or the verified staged copy."""
+    source = runner.get("source", "payload")
+    relative = runner["path"]
+    if source == "payload":
+        return _payload_runner(job_dir, relative)
+    if source == "workspace":
+        roots: list[tuple[Path, str]] = [(workspace.runners_dir, relative)]
+    elif source != "installed":
+        raise ValueError(f"unknown runner.source {source!r}")
+    elif relative.startswith(PKG_PREFIX):
+        roots = _package_roots(relative, pkg_modules)
+    else:
+        roots = [(Path(root), relative) for root in search_path]
+    fd, where = _open_first(roots, source, relative)
+    try:
+        staged = _stage(fd, control / STAGED_RUNNER, where)
+    finally:
+        os.close(fd)
+    _verify(staged, runner["sha256"], source, relative)
+    return _entry_point(staged, where)
+
+
+def _payload_runner(job_dir: Path, relative: str) -> Path:
+    fd, _ = _open_first([(job_dir, relative)], "payload", relative)
+    try:
+        mode = os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(mode):
+        raise _unavailable(f"the payload runner {relative!r} is not a regular file", relative)
+    if not mode & 0o111:
+        raise _unavailable(f"the payload runner {relative!r} is not executable", relative)
+    return job_dir / relative
+
+
+def _package_roots(relative: str, pkg_modules: frozenset[str]) -> list[tuple[Path, str]]:
+    """The directories of an allowed package; ``find_spec`` imports its parents, never the package itself."""
+    module, _, resource = relative[len(PKG_PREFIX) :].partition("/")
+    if module not in pkg_modules:
+        raise _unavailable(
+            f"pkg: module {module!r} is not in this manager's runner module allowlist "
+            f"({', '.join(sorted(pkg_modules)) or 'empty'})",
+            relative,
+        )
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not locations:
+        raise _unavailable(f"pkg: module {module!r} is not an installed package directory", relative)
+    return [(Path(location), resource) for location in locations]
+
+
+def _open_first(roots: Sequence[tuple[Path, str]], source: str, relative: str) -> tuple[int, str]:
+    """Open the runner below the first root that has it: a descriptor and the path it was found at."""
+    for root, path in roots:
+        try:
+            return _open_beneath(root, path, "runner.path"), str(root / path)
+        except _NotFoundError:
+            continue
+    searched = ", ".join(str(root) for root, _ in roots) or "no configured root"
+    raise _unavailable(f"{source} runner {relative!r} was not found (searched {searched})", relative)
+
+
+def _open_beneath(root: Path, relative: str, member: str) -> int:
+    """Open ``root/relative`` without following a symlink below ``root``; raise _NotFoundError if absent."""
+    parts = _components(relative, member)
+    try:
+        fd = os.open(root, _DIR_FLAGS)  # the root is configured, not job input: it may be a symlink
+    except (FileNotFoundError, NotADirectoryError):
+        raise _NotFoundError(str(root)) from None
+    try:
+        for index, part in enumerate(parts):
+            flags = _NOFOLLOW_DIR_FLAGS if index < len(parts) - 1 else _NOFOLLOW_FLAGS
+            child = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except FileNotFoundError:
+        os.close(fd)
+        raise _NotFoundError(relative) from None
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EACCES):
+            raise
+        raise _unavailable(
+            f"{member} {relative!r} below {root} passes through a symbolic link or a non-directory, "
+            f"or is unreadable ({os.strerror(exc.errno)})",
+            relative,
+        ) from None
+    return fd
+
+
+def _components(relative: str, member: str, code: str = "runner_unavailable") -> list[str]:
+    parts = relative.split("/")
+    if relative.startswith("/") or "\0" in relative or any(p in ("", ".", "..") for p in parts):
+        raise RunnerFailure(
+            code,
+            f"{member} {relative!r} must be a normalized relative path below its root",
+            {"path": relative},
+        )
+    return parts
+
+
+def _unavailable(message: str, relative: str) -> RunnerFailure:
+    return RunnerFailure("runner_unavailable", message, {"path": relative})
+
+
+# -- staging and verification ----------------------------------------------------------------------
+def _stage(fd: int, target: Path, where: str) -> Path:
+    """Copy the opened runner file or tree to ``target`` (not synchronized: see the module header)."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        _fsops.make_dir(target, durable=False)
+        _copy_tree(fd, target, where, top=True)
+    elif stat.S_ISREG(mode):
+        _fsops.create_file(target, _read_all(fd), durable=False, mode=_ENTRY_MODE)
+    else:
+        raise _unavailable(f"the runner at {where} is not a regular file or directory", where)
+    return target
+
+
+def _copy_tree(dir_fd: int, target: Path, where: str, *, top: bool) -> None:
+    for name in sorted(_names(dir_fd)):
+        fd = _open_entry(dir_fd, name, f"{where}/{name}")
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                _fsops.make_dir(target / name, durable=False)
+                _copy_tree(fd, target / name, f"{where}/{name}", top=False)
+            elif stat.S_ISREG(mode):
+                file_mode = _ENTRY_MODE if top and name == TREE_ENTRY else stat.S_IMODE(mode) & 0o755
+                _fsops.create_file(target / name, _read_all(fd), durable=False, mode=file_mode)
+            else:
+                raise _unavailable(f"the runner tree holds a special file at {where}/{name}", where)
+        finally:
+            os.close(fd)
+
+
+def _names(dir_fd: int) -> Iterator[str]:
+    with os.scandir(dir_fd) as entries:
+        yield from (entry.name for entry in entries)
+
+
+def _open_entry(dir_fd: int, name: str, where: str) -> int:
+    try:
+        return os.open(name, _NOFOLLOW_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EACCES):
+            raise
+        what = "a symbolic link" if exc.errno == errno.ELOOP else "an unreadable entry"
+        raise _unavailable(f"the runner tree holds {what} at {where}", where) from None
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while chunk := os.read(fd, _READ_CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _verify(staged: Path, expected: str, source: str, relative: str) -> None:
+    actual = runner_digest(staged)
+    if actual != expected:
+        raise RunnerFailure(
+            "runner_mismatch",
+            f"the staged copy of {source} runner {relative!r} has digest {actual}, "
+            f"but the job pins {expected}",
+            {"path": relative, "source": source, "expected_sha256": expected, "actual_sha256": actual},
+        )
+
+
+def _entry_point(staged: Path, where: str) -> Path:
+    if not staged.is_dir():
+        return staged
+    entry = staged / TREE_ENTRY
+    if not entry.is_file():  # the staged copy holds no symlinks: _copy_tree refused them
+        raise _unavailable(f"the runner tree at {where} has no top-level {TREE_ENTRY!r} file", where)
+    return entry
+
+
+# -- context and environment -----------------------------------------------------------------------
+def _context(plan: AttemptPlan, job_dir: Path, control: Path, workdir: Path, reused: bool) -> dict[str, Any]:
+    transactional = plan.job["data"]["mode"] == "transactional"
+    return {
+        "format": CONTEXT_FORMAT,
+        "format_version": 1,
+        "workspace_id": plan.workspace.workspace_id,
+        "job_id": plan.job_id,
+        "job_key": plan.job_key,
+        "placement": plan.placement,
+        "step": plan.step,
+        "activation_id": plan.activation_id,
+        "activation_ordinal": plan.activation_ordinal,
+        "activation_reason": plan.activation_reason,
+        "attempt_id": plan.attempt_id,
+        "attempt_ordinal": plan.attempt_ordinal,
+        "total_attempts": plan.total_attempts,
+        "is_restart": plan.is_restart,
+        "is_unclean_restart": plan.is_unclean_restart,
+        "attempt_reason": plan.attempt_reason,
+        "previous_attempt_id": plan.previous_attempt_id,
+        "workdir_mode": plan.job["workdir"]["mode"],
+        "workdir_reused": reused,
+        "data_generation": plan.data_generation,
+        "durable": plan.workspace.durable,
+        "priority": plan.priority,
+        "resources": plan.resources,
+        "settings": plan.settings,
+        "join": plan.join,
+        "children": plan.children,
+        "workspace_dir": os.path.abspath(plan.workspace.root),
+        "job_dir": str(job_dir),
+        "control_dir": str(control),
+        "workdir": str(workdir),
+        "data_dir": str(job_dir / "data") if transactional else None,
+    }
+
+
+def _protocol_environment(context: Mapping[str, Any], python: str, bash_api: Path | None) -> dict[str, str]:
+    env = {
+        "HTTK_WORKFLOW_CONTEXT": str(Path(context["control_dir"]) / CONTEXT_FILE),
+        "HTTK_WORKFLOW_CONTROL_DIR": context["control_dir"],
+        "HTTK_WORKFLOW_WORKSPACE_DIR": context["workspace_dir"],
+        "HTTK_WORKFLOW_JOB_DIR": context["job_dir"],
+        "HTTK_WORKFLOW_WORKDIR": context["workdir"],
+        "HTTK_WORKFLOW_IS_RESTART": _flag(context["is_restart"]),
+        "HTTK_WORKFLOW_UNCLEAN_RESTART": _flag(context["is_unclean_restart"]),
+        "HTTK_WORKFLOW_DURABLE": _flag(context["durable"]),
+        "HTTK_WORKFLOW_ATTEMPT_REASON": context["attempt_reason"],
+        "HTTK_WORKFLOW_STEP": context["step"],
+        "HTTK_WORKFLOW_PYTHON": python,
+    }
+    if bash_api is not None:
+        env["HTTK_WORKFLOW_BASH_API"] = os.path.abspath(bash_api)
+    if context["data_dir"] is not None:
+        env["HTTK_WORKFLOW_DATA_DIR"] = context["data_dir"]
+    return env
+
+
+def _flag(value: object) -> str:
+    return "1" if value else "0"
+
+
+def _settings_environment(settings: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """``HTTK_<NAME>`` for each scalar setting the manager's environment does not already override.
+
+    Strings are exported as they are, numbers and booleans in their JSON spelling (``4``, ``0.5``,
+    ``true``). Arrays, objects, null and strings holding NUL stay in context.json only. When two names
+    map to one variable (``a.b`` and ``a_b``), the one that sorts first wins.
+    """
+    env: dict[str, str] = {}
+    for name in sorted(settings):
+        value = settings[name]
+        variable = setting_environment_name(name)
+        if variable in environ or variable in env or variable.startswith(_PROTOCOL_NAMESPACE):
+            continue
+        text = value if isinstance(value, str) else _scalar_json(value)
+        if text is not None and "\0" not in text:
+            env[variable] = text
+    return env
+
+
+def _scalar_json(value: object) -> str | None:
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return None

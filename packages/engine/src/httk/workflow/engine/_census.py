@@ -1,0 +1,90 @@
+"""The census a manager prints when it stops: every job left, classified by what would progress it.
+
+This is the one exhaustive walk a manager makes, once, at exit; it reads job.json only for ready jobs,
+to say why this manager could not claim them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from httk.workflow.protocol import WorkflowError
+
+from ._jobs import load_job
+from ._manager_config import ManagerConfig
+from ._markers_fs import MarkerLocation
+from ._scan import walk_markers
+from ._states import CORE_KINDS, Kind
+from ._workspace import Workspace
+
+
+@dataclass
+class Census:
+    kinds: Counter[str] = field(default_factory=Counter)
+    not_claimable: Counter[str] = field(default_factory=Counter)
+    unreadable: int = 0
+    anomalies: int = 0
+
+    def line(self) -> str:
+        reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(self.not_claimable.items()))
+        blocked = sum(self.not_claimable.values())
+        parts = [
+            f"{self.kinds['succeeded']} succeeded",
+            f"{self.kinds['failed']} failed",
+            f"{blocked} not claimable here" + (f" ({reasons})" if reasons else ""),
+            f"{self.kinds['waiting']} waiting",
+            f"{self.kinds['paused']} paused",
+            f"{self.unreadable} unreadable",
+        ]
+        others = {
+            k: v
+            for k, v in self.kinds.items()
+            if k in ("submitted", "claimed", "running", "committing", "cancelling", "cancelled") and v
+        }
+        if others:
+            parts.append(", ".join(f"{v} {k}" for k, v in sorted(others.items())))
+        if self.anomalies:
+            parts.append(f"{self.anomalies} unparseable entries (run workspace fsck)")
+        return "summary: " + ", ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "kinds": dict(self.kinds),
+            "not_claimable": dict(self.not_claimable),
+            "unreadable": self.unreadable,
+            "anomalies": self.anomalies,
+        }
+
+
+def _why_not(workspace: Workspace, marker: MarkerLocation, config: ManagerConfig) -> str | None:
+    try:
+        job = load_job(workspace, marker.placement, marker.job_key).document
+    except WorkflowError:
+        return "unreadable"
+    if job["claim"]["pool"] not in config.pools:
+        return f"pool {job['claim']['pool']}"
+    missing = sorted(set(job["claim"].get("required_capabilities", [])) - set(config.capabilities))
+    if missing:
+        return f"capability {missing[0]}"
+    backend = job["runner"].get("backend", "path")
+    if backend != "path":
+        return f"executor {backend}"
+    return None
+
+
+def take_census(workspace: Workspace, config: ManagerConfig) -> Census:
+    census = Census()
+    for kind in CORE_KINDS:
+        for item in walk_markers(workspace, kind, placement_prefixes=config.placement_prefixes):
+            if not isinstance(item, MarkerLocation):
+                census.anomalies += 1
+                continue
+            census.kinds[kind.value] += 1
+            if kind is Kind.READY:
+                reason = _why_not(workspace, item, config)
+                if reason == "unreadable":
+                    census.unreadable += 1
+                elif reason is not None:
+                    census.not_claimable[reason] += 1
+    return census

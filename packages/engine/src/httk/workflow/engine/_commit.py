@@ -1,0 +1,175 @@
+"""The end of an attempt: committing its outcome, or classifying an exit without one.
+
+The specification's processing order, for a valid current outcome: validate job, activation and attempt;
+append the committing frame and rename running → committing, which fences the attempt; apply data and
+children (a later version); decide the destination (budgets included); append its frame and rename
+committing → destination; clean up afterwards. The committing frame embeds the validated outcome, so a
+manager that finds an abandoned committing marker finishes the same decision without rerunning the step.
+
+An exit without an outcome is ``protocol_error`` for status 0 (success is ambiguous) and
+``process_failure`` otherwise; retry policy and budgets then decide between ready and failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from typing import Any
+
+from . import _fsops
+from ._budgets import Counters
+from ._jobs import LoadedJob
+from ._manager_state import LiveAttempt, ManagerState
+from ._markers_fs import MarkerLocation
+from ._outcome import (
+    Decision,
+    UnusableOutcomeError,
+    carried,
+    decide,
+    failed,
+    protocol_failure,
+    read_outcome,
+    retry_or_fail,
+    validate_outcome,
+)
+from ._states import Kind, Trigger
+
+log = logging.getLogger("httk.workflow.manager")
+
+_RETIRE_CONTROL_ON = frozenset({Kind.READY, Kind.WAITING, Kind.PAUSED, Kind.SUCCEEDED})
+
+
+def finish_attempt(state: ManagerState, live: LiveAttempt, status: int) -> None:
+    """A process this manager launched has exited with ``status``."""
+    try:
+        outcome = read_outcome(live.prepared.control_dir)
+    except UnusableOutcomeError as exc:
+        commit(state, live.marker, live.frame, live.job, outcome=None, defect=str(exc), live=live)
+        return
+    if outcome is not None:
+        commit(state, live.marker, live.frame, live.job, outcome=outcome, live=live)
+        return
+    drained = live.terminated_at is not None
+    failure = exit_failure(status, drained=drained)
+    decision = exit_decision(live.job.document, live.frame, failure, drained=drained)
+    state.apply(live.marker, decision, Trigger.RETRY if decision.kind is Kind.READY else Trigger.FAILURE)
+
+
+def exit_failure(status: int, *, drained: bool) -> dict[str, Any]:
+    """The failure object of an attempt that ended without publishing an outcome."""
+    if drained:
+        return {
+            "code": "lease_lost",
+            "message": "the manager drained and stopped the attempt",
+            "details": {"exit_status": status},
+        }
+    if status == 0:
+        return protocol_failure("the runner exited successfully without publishing an outcome", exit_status=0)
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return {
+            "code": "process_failure",
+            "message": f"the runner was killed by {name} without publishing an outcome",
+            "details": {"signal": -status},
+        }
+    return {
+        "code": "process_failure",
+        "message": f"the runner exited with status {status} without publishing an outcome",
+        "details": {"exit_status": status},
+    }
+
+
+def exit_decision(
+    job: dict[str, Any], frame: dict[str, Any], failure: dict[str, Any], *, drained: bool
+) -> Decision:
+    if drained:
+        # Stopping the attempt was this manager's decision, never the job's: retry within budgets.
+        job = {**job, "retry_policy": {**(job.get("retry_policy") or {}), "retry_on": ["lease_lost"]}}
+    return retry_or_fail(job, frame, failure, declared=False, unclean=True, attempt_reason=failure["code"])
+
+
+def commit(
+    state: ManagerState,
+    running: MarkerLocation,
+    frame: dict[str, Any],
+    job: LoadedJob,
+    *,
+    outcome: dict[str, Any] | None,
+    defect: str | None = None,
+    live: LiveAttempt | None = None,
+) -> None:
+    """Validate, fence into committing, then finish; an unusable outcome still goes through committing."""
+    if outcome is not None:
+        try:
+            outcome, notes = validate_outcome(
+                outcome,
+                job_id=running.job_id,
+                activation_id=frame["activation_id"],
+                attempt_id=frame["attempt_id"],
+            )
+        except UnusableOutcomeError as exc:
+            defect, outcome, notes = str(exc), None, []
+        for note in notes:
+            log.info("%s: %s", running.job_key, note)
+    committing = {
+        **carried(frame),
+        **Counters.of(frame).as_members(),
+        "attempt_id": frame["attempt_id"],
+        "manager_id": state.manager_id,
+        "writer_id": state.writer_id,
+        "outcome": outcome,
+        "reason": "outcome" if defect is None else "unusable_outcome",
+    }
+    if defect is not None:
+        committing["failure"] = protocol_failure(f"the published outcome is unusable: {defect}")
+    result = state.move(running, Kind.COMMITTING, Trigger.OUTCOME, committing)
+    if not result.won or result.current is None:
+        return  # another actor fenced the attempt first (a cancellation or a recoverer): not ours to apply
+    finish_committing(state, result.current, committing, job, live)
+
+
+def finish_committing(
+    state: ManagerState,
+    marker: MarkerLocation,
+    frame: dict[str, Any],
+    job: LoadedJob,
+    live: LiveAttempt | None,
+) -> None:
+    """Move a committing marker to the destination its frame's outcome decides."""
+    outcome = frame.get("outcome")
+    if outcome is None:
+        failure = frame.get("failure") or protocol_failure("the published outcome is unusable")
+        decision = failed(frame, failure, "failure")
+    else:
+        decision = decide(job.document, frame, outcome)
+    won = state.apply(marker, decision, Trigger.COMMIT)
+    if won and live is not None and decision.kind in _RETIRE_CONTROL_ON:
+        retire_attempt_control(live)
+
+
+def retire_attempt_control(live: LiveAttempt) -> None:
+    """D5: keep what the attempt printed in logs/stdio.log, then remove its control directory.
+
+    Only the manager that reaped the process does this; a manager inheriting a commit leaves the
+    control directory to collection.
+    """
+    frame = live.frame
+    ordinal, step, attempt_id = frame.get("attempt_ordinal"), frame.get("step"), frame["attempt_id"]
+    header = f"== attempt {ordinal} of step {step!r} ({attempt_id}) ==\n"
+    chunks = [header.encode()]
+    for label, path in ((b"", live.prepared.stdout_path), (b"-- stderr --\n", live.prepared.stderr_path)):
+        try:
+            content = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        if content:
+            chunks.append(label + content + (b"" if content.endswith(b"\n") else b"\n"))
+    logs = live.job.payload_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    # Evidence for an operator, not protocol state: appended without synchronization (spec table).
+    with open(logs / "stdio.log", "ab") as handle:
+        handle.write(b"".join(chunks))
+    _fsops.remove_tree(live.prepared.control_dir)

@@ -1,0 +1,208 @@
+"""Registration, claiming and launching: submitted → ready, ready → claimed → running.
+
+A launch is ordered so that no runner can execute without its running marker: the attempt is prepared,
+its process is created blocked on the launch gate, the process identity is recorded, the running
+frame (naming that identity) is appended and the marker renamed, and only then is the gate released. A
+lost rename aborts the gate, whose process exits without running anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from httk.workflow.protocol import InvalidDocumentError, WorkflowError
+
+from ._attempt import AttemptPlan, RunnerFailure, prepare_attempt
+from ._budgets import Counters
+from ._clock import utc_timestamp
+from ._executor import spawn_gated, write_process_file
+from ._jobs import LoadedJob
+from ._manager_state import LiveAttempt, ManagerState
+from ._markers_fs import MarkerLocation
+from ._outcome import carried, protocol_failure
+from ._states import Kind, Trigger
+
+log = logging.getLogger("httk.workflow.manager")
+
+
+def register(state: ManagerState, marker: MarkerLocation) -> bool:
+    """Validate a submitted job and move it to ready, or to failed with ``protocol_error``."""
+    try:
+        job = state.jobs.get(marker)
+        check_identity(marker, job)
+    except (InvalidDocumentError, WorkflowError) as exc:
+        failure = protocol_failure(f"the submitted job is invalid: {exc}", defect=str(exc)[:2000])
+        state.move(
+            marker, Kind.FAILED, Trigger.PROTOCOL_ERROR, {"failure": failure, "reason": "invalid_submission"}
+        )
+        return True
+    document = job.document
+    frame = {
+        "step": document["initial_step"],
+        "activation_id": str(uuid.uuid4()),
+        "activation_reason": "initial",
+        "attempt_reason": "initial",
+        "previous_attempt_id": None,
+        "unclean_restart": False,
+        **Counters(1, 0, 0).as_members(),
+        "data_generation": 0 if document["data"]["mode"] == "transactional" else None,
+        "resources": dict(document.get("resources") or {}),
+        "job_digest": job.digest,
+        "reason": "registered",
+    }
+    state.move(marker, Kind.READY, Trigger.REGISTER, frame)
+    return True
+
+
+def check_identity(marker: MarkerLocation, job: LoadedJob) -> None:
+    """job.json must be the job the marker names; at generation 0 its priority must agree too."""
+    document = job.document
+    if document["id"] != marker.job_id:
+        raise WorkflowError(f"job.json id {document['id']} does not match the marker's {marker.job_id}")
+    if document.get("tag") != marker.name.key.tag:
+        raise WorkflowError(
+            f"job.json tag {document.get('tag')!r} does not match the job key {marker.job_key}"
+        )
+    if marker.name.generation == 0 and document["priority"] != marker.name.priority:
+        raise WorkflowError(
+            f"job.json priority {document['priority']} does not match the submitted marker's "
+            f"{marker.name.priority}"
+        )
+
+
+def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
+    """The job behind a ready marker when this manager may claim it (pool, capabilities, executor)."""
+    try:
+        job = state.jobs.get(marker)
+    except (InvalidDocumentError, WorkflowError):
+        return None  # reported by the census: a ready job whose definition broke is fsck's business
+    claim = job.document["claim"]
+    if claim["pool"] not in state.config.pools:
+        return None
+    if not set(claim.get("required_capabilities", [])) <= set(state.config.capabilities):
+        return None
+    if job.document["runner"].get("backend", "path") != "path":
+        return None
+    return job
+
+
+def claim_and_launch(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> bool:
+    """Claim one ready job and launch its attempt; ``False`` when another actor won the claim."""
+    frame = state.frame_or_none(marker)
+    if frame is None:
+        return False
+    claim = claim_frame(state, frame, job)
+    result = state.move(marker, Kind.CLAIMED, Trigger.CLAIM, claim)
+    if not result.won or result.current is None:
+        return False
+    log.info("claimed %s (attempt %s of step %s)", marker.job_key, claim["attempt_id"], claim.get("step"))
+    launch(state, result.current, claim, job)
+    return True
+
+
+def claim_frame(state: ManagerState, frame: dict[str, Any], job: LoadedJob) -> dict[str, Any]:
+    claim: dict[str, Any] = {
+        **carried(frame),
+        **Counters.of(frame).claimed().as_members(),
+        "attempt_id": str(uuid.uuid4()),
+        "claim_id": str(uuid.uuid4()),
+        "manager_id": state.manager_id,
+        "writer_id": state.writer_id,
+        "lease_seconds": state.lease_seconds,
+        "lease_started_at": utc_timestamp(state.clock.now()),
+        "pool": job.document["claim"]["pool"],
+        "capabilities": list(job.document["claim"].get("required_capabilities", [])),
+        "attempt_reason": frame.get("attempt_reason", "initial"),
+        "previous_attempt_id": frame.get("previous_attempt_id"),
+        "unclean_restart": bool(frame.get("unclean_restart", False)),
+        "reason": "claimed",
+    }
+    if "takeover" in frame:
+        claim["takeover"] = frame["takeover"]  # the evidence belongs in the new attempt's frames
+    return claim
+
+
+def launch(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], job: LoadedJob) -> None:
+    """Prepare, spawn behind the gate, commit running, release (see the module header for the order)."""
+    try:
+        prepared = prepare_attempt(
+            plan(state, claimed, frame, job),
+            runner_search_path=state.config.runner_search_path,
+            pkg_modules=frozenset(state.config.runner_modules),
+            bash_api=state.config.bash_api,
+        )
+        process = spawn_gated(prepared)
+    except RunnerFailure as exc:
+        prepare_failed(state, claimed, frame, exc.failure)
+        return
+    except OSError as exc:
+        prepare_failed(
+            state,
+            claimed,
+            frame,
+            {"code": "process_failure", "message": f"the attempt could not be prepared: {exc}"},
+        )
+        return
+    identity = process.identity
+    write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
+    running = {**frame, "process": dict(identity), "workdir": str(prepared.workdir), "reason": "launched"}
+    result = state.move(claimed, Kind.RUNNING, Trigger.LAUNCH, running)
+    if not result.won or result.current is None:
+        process.abort()  # the gate exits without running anything
+        return
+    process.release()
+    state.launched += 1
+    state.live[frame["attempt_id"]] = LiveAttempt(result.current, running, job, prepared, process)
+    log.info(
+        "launched %s step %s attempt %s (pid %s)",
+        claimed.job_key,
+        frame.get("step"),
+        frame["attempt_id"],
+        identity["pid"],
+    )
+
+
+def plan(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], job: LoadedJob) -> AttemptPlan:
+    counters = Counters.of(frame)
+    return AttemptPlan(
+        workspace=state.workspace,
+        job=job.document,
+        job_dir=job.payload_dir,
+        job_id=claimed.job_id,
+        job_key=claimed.job_key,
+        placement=claimed.placement,
+        step=frame["step"],
+        activation_id=frame["activation_id"],
+        activation_ordinal=counters.activation_ordinal,
+        activation_reason=frame.get("activation_reason", "initial"),
+        attempt_id=frame["attempt_id"],
+        attempt_ordinal=counters.attempt_ordinal,
+        total_attempts=counters.total_attempts,
+        is_restart=counters.attempt_ordinal > 1,
+        is_unclean_restart=bool(frame.get("unclean_restart")) and counters.attempt_ordinal > 1,
+        attempt_reason=frame.get("attempt_reason", "initial"),
+        previous_attempt_id=frame.get("previous_attempt_id"),
+        data_generation=frame.get("data_generation"),
+        priority=claimed.name.priority,
+        resources=dict(frame.get("resources") or {}),
+        join=None,
+        children=[],
+        settings=state.workspace.settings,
+    )
+
+
+def prepare_failed(
+    state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], failure: dict[str, Any]
+) -> None:
+    log.warning("attempt of %s could not be prepared: %s", claimed.job_key, failure["message"])
+    members = {
+        **carried(frame),
+        **Counters.of(frame).as_members(),
+        "attempt_id": frame["attempt_id"],
+        "manager_id": state.manager_id,
+        "failure": failure,
+        "reason": "prepare_failure",
+    }
+    state.move(claimed, Kind.FAILED, Trigger.PREPARE_FAILURE, members)

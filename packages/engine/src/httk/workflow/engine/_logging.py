@@ -1,0 +1,66 @@
+"""Manager logging: the complete record in a file, warnings on the console, optionally as JSON lines.
+
+Every record carries the manager id, so the logs of several managers sharing a file or a collector can
+be told apart. The file receives everything at ``level`` (info by default); the console receives
+warnings and errors; an explicit ``--log-level`` sets both.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+LOGGER = "httk.workflow"
+
+
+class _ManagerFilter(logging.Filter):
+    def __init__(self, manager_id: str) -> None:
+        super().__init__()
+        self.manager_id = manager_id
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.manager_id = self.manager_id
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, manager id, message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        document = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "manager_id": getattr(record, "manager_id", None),
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            document["exception"] = self.formatException(record.exc_info)
+        return json.dumps(document, ensure_ascii=False)
+
+
+def configure(manager_id: str, log_file: Path, *, level: str | None = None, json_logs: bool = False) -> None:
+    """Route the ``httk.workflow`` loggers to ``log_file`` and standard error.
+
+    Without ``level`` the file gets info and the console warnings; a given level sets both.
+    """
+    numeric = logging.getLevelName((level or "info").upper())
+    if not isinstance(numeric, int):
+        raise ValueError(f"unknown log level {level!r}; use debug, info, warning or error")
+    logger = logging.getLogger(LOGGER)
+    logger.handlers.clear()
+    logger.setLevel(numeric)
+    logger.propagate = False
+    text = logging.Formatter("%(asctime)s %(levelname)s [%(manager_id)s] %(message)s")
+    formatter: logging.Formatter = JsonFormatter() if json_logs else text
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    file_handler = logging.FileHandler(log_file, encoding="utf-8")
+    file_handler.setFormatter(formatter)
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(numeric if level is not None else logging.WARNING)
+    console.setFormatter(formatter if json_logs else logging.Formatter("%(levelname)s: %(message)s"))
+    for handler in (file_handler, console):
+        handler.addFilter(_ManagerFilter(manager_id))
+        logger.addHandler(handler)

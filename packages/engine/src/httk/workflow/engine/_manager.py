@@ -1,0 +1,270 @@
+"""The task manager: one loop of small passes that turns submitted jobs into finished ones.
+
+Each tick takes a heartbeat opportunity, reaps its own attempts, and then runs one bounded pass per
+active kind in the order startup recovery needs them: committing (finish what a dead manager fenced),
+claimed and running (recover abandoned attempts), submitted (register), ready (claim and launch, best
+priority within the window). A pass streams one kind through a :class:`MarkerStream` under entry and
+marker budgets, so no tick reads the whole workspace and the terminal kinds are never opened.
+
+Every marker move goes through :func:`move_marker`; a lost race only means another actor got there
+first. Nothing here holds a lock: the marker rename is the only compare-and-swap.
+
+Idleness: the manager is quiet once every active kind has completed a full discovery cycle with nothing
+to act on. Without ``idle`` it then stops (what it cannot progress is reported in the census, not waited
+for); with ``idle`` it keeps serving, and ``idle_timeout`` bounds how long it stays quiet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import _commit, _launch, _recovery
+from ._census import Census, take_census
+from ._clock import SYSTEM_CLOCK, Clock
+from ._jobs import LoadedJob
+from ._manager_config import ManagerConfig
+from ._manager_record import ManagerIdentity, ManagerRecord
+from ._manager_state import LiveAttempt, ManagerState
+from ._markers_fs import MarkerLocation
+from ._scan import Anomaly, MarkerStream
+from ._states import Kind
+from ._workspace import Workspace, attach
+
+log = logging.getLogger("httk.workflow.manager")
+
+SCANNED_KINDS = (Kind.COMMITTING, Kind.CLAIMED, Kind.RUNNING, Kind.SUBMITTED, Kind.READY)
+
+Handler = Callable[[ManagerState, MarkerLocation], "bool | None"]
+
+
+@dataclass
+class RunSummary:
+    manager_id: str
+    census: Census
+    launched: int = 0
+    committed: int = 0
+    exit_reason: str = "idle"
+
+
+class Manager:
+    """A task manager attached to one workspace."""
+
+    def __init__(
+        self, workspace: Workspace | Path | str, config: ManagerConfig, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        if not isinstance(workspace, Workspace):
+            workspace = attach(workspace, durable=config.durable, clock=clock)
+        workspace.require_writable()
+        self.state = ManagerState(workspace, config, clock)
+        self.draining = False
+        self._drain_started: float | None = None
+        self._last_beat = float("-inf")
+        self._quiet: set[Kind] = set()
+        self._reported: set[Path] = set()
+        self.record: ManagerRecord | None = None
+        self._streams = {
+            kind: MarkerStream(
+                workspace,
+                kind,
+                placement_prefixes=config.placement_prefixes,
+                discovery_budget=config.discovery_budget,
+                maximum_pass_markers=config.maximum_pass_markers,
+                heartbeat=self.heartbeat_opportunity,
+            )
+            for kind in SCANNED_KINDS
+        }
+
+    @property
+    def manager_id(self) -> str:
+        return self.state.manager_id
+
+    @property
+    def workspace(self) -> Workspace:
+        return self.state.workspace
+
+    @property
+    def config(self) -> ManagerConfig:
+        return self.state.config
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Open this incarnation's journal writer and publish the manager's manifest and heartbeat."""
+        state, config = self.state, self.state.config
+        identity = ManagerIdentity(
+            manager_id=state.manager_id,
+            pools=config.pools,
+            capabilities=config.capabilities,
+            placement_prefixes=config.placement_prefixes,
+            runner_modules=tuple(sorted(config.runner_modules)),
+            runner_search_paths=tuple(str(p) for p in config.runner_search_path),
+            workers=config.workers,
+            lease_seconds=state.lease_seconds,
+            label=config.label,
+        )
+        self.record = ManagerRecord(state.workspace, identity, state.writer_id)
+        self.record.create()
+        self._last_beat = state.clock.monotonic()
+
+    def run(self) -> RunSummary:
+        """Serve until quiet (or forever with ``config.idle``), then take the census."""
+        if self.record is None:
+            self.start()
+        previous = self._install_signal_handlers()
+        try:
+            reason = self._loop()
+        finally:
+            self._restore_signal_handlers(previous)
+            for stream in self._streams.values():
+                stream.close()
+        census = take_census(self.workspace, self.config)
+        self.workspace.close()
+        return RunSummary(self.manager_id, census, self.state.launched, self.state.committed, reason)
+
+    def _loop(self) -> str:
+        clock, config = self.state.clock, self.config
+        quiet_since: float | None = None
+        while True:
+            acted = self.tick()
+            if self.draining:
+                if not self.state.live or self._drain_expired():
+                    return "drained"
+                clock.sleep(config.poll_interval)
+                continue
+            if acted or self.state.live:
+                quiet_since = None
+                if not acted:
+                    clock.sleep(config.poll_interval)
+                continue
+            if not self._quiet >= set(SCANNED_KINDS):
+                continue
+            if not config.idle:
+                return "idle"
+            now = clock.monotonic()
+            quiet_since = now if quiet_since is None else quiet_since
+            if config.idle_timeout is not None and now - quiet_since >= config.idle_timeout:
+                return "idle-timeout"
+            clock.sleep(config.idle_poll_interval)
+
+    def tick(self) -> bool:
+        """One round: heartbeat, reap, then one bounded pass per active kind. Whether anything moved."""
+        self.heartbeat_opportunity()
+        acted = self._reap()
+        if not self.draining:
+            acted |= self._pass(Kind.COMMITTING, _recovery.on_committing)
+            acted |= self._pass(Kind.CLAIMED, _recovery.on_claimed_or_running)
+            acted |= self._pass(Kind.RUNNING, _recovery.on_claimed_or_running)
+            acted |= self._pass(Kind.SUBMITTED, _launch.register)
+            acted |= self._claim_pass()
+        if acted:
+            self._quiet.clear()
+        return acted
+
+    def _pass(self, kind: Kind, handler: Handler) -> bool:
+        result = self._streams[kind].next_pass()
+        self._report(result.anomalies)
+        acted = False
+        for marker in result.markers:
+            acted |= handler(self.state, marker) is True
+        self._note_cycle(kind, result.exhausted_cycle, acted)
+        self.heartbeat_opportunity()
+        return acted
+
+    def _claim_pass(self) -> bool:
+        if self._free_slots() <= 0:
+            return False  # the ready stream waits where it is; a full manager is not quiet
+        result = self._streams[Kind.READY].next_pass()
+        self._report(result.anomalies)
+        candidates: list[tuple[int, int, MarkerLocation, LoadedJob]] = []
+        for index, marker in enumerate(result.markers):
+            job = _launch.claimable(self.state, marker)
+            if job is not None:
+                candidates.append((marker.name.priority, index, marker, job))
+        candidates.sort(key=lambda item: (item[0], item[1]))  # best within the window, stable among equals
+        acted = False
+        for _priority, _index, marker, job in candidates:
+            if self._free_slots() <= 0 or self.draining:
+                break
+            acted |= _launch.claim_and_launch(self.state, marker, job)
+            self.heartbeat_opportunity()
+        self._note_cycle(Kind.READY, result.exhausted_cycle and not candidates, acted)
+        return acted
+
+    def _note_cycle(self, kind: Kind, exhausted: bool, acted: bool) -> None:
+        if acted:
+            self._quiet.discard(kind)
+        elif exhausted:
+            self._quiet.add(kind)
+
+    def _free_slots(self) -> int:
+        return self.config.workers - len(self.state.live)
+
+    def _reap(self) -> bool:
+        acted = False
+        for attempt_id, live in list(self.state.live.items()):
+            status = live.process.poll()
+            if status is None:
+                continue
+            del self.state.live[attempt_id]
+            _commit.finish_attempt(self.state, live, status)
+            acted = True
+        return acted
+
+    def _report(self, anomalies: Sequence[Anomaly]) -> None:
+        for anomaly in anomalies:
+            if anomaly.path not in self._reported:
+                self._reported.add(anomaly.path)
+                log.error(
+                    "not a job marker, never scheduled (workspace fsck quarantines it): %s (%s)",
+                    anomaly.path,
+                    anomaly.reason,
+                )
+
+    # -- heartbeat -------------------------------------------------------------------------------
+    def heartbeat_opportunity(self) -> None:
+        """Beat when the interval has passed; called between kinds and from inside long scans."""
+        if self.record is None:
+            return
+        now = self.state.clock.monotonic()
+        if now - self._last_beat >= self.config.heartbeat_interval(self.state.lease_seconds):
+            self.record.beat()
+            self._last_beat = now
+
+    # -- signals and draining --------------------------------------------------------------------
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        return previous
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.draining:
+            os._exit(128 + signum)  # the second signal: leave at once, recovery handles the rest
+        self.request_drain()
+
+    def request_drain(self) -> None:
+        """Stop claiming, stop the running attempts, and keep committing until the drain timeout."""
+        self.draining = True
+        self._drain_started = self.state.clock.monotonic()
+        for live in self.state.live.values():
+            live.terminated_at = self._drain_started
+            live.process.terminate_group(signal.SIGTERM)
+
+    def _drain_expired(self) -> bool:
+        started = self._drain_started
+        return started is not None and self.state.clock.monotonic() - started >= self.config.drain_timeout
+
+    def live_attempts(self) -> list[LiveAttempt]:
+        return list(self.state.live.values())

@@ -1,0 +1,45 @@
+"""What one task manager is configured to do; every member has the command line's default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_POLL_INTERVAL = 0.005
+DEFAULT_IDLE_POLL_INTERVAL = 0.25
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    """Deployment policy of one manager process.
+
+    ``lease_seconds`` ``None`` follows the workspace policy. ``idle`` keeps serving when there is nothing
+    to do; without it the manager exits once nothing it can progress remains (jobs it can never claim are
+    reported, not waited for), or after ``idle_timeout`` seconds of waiting on work other managers hold.
+    """
+
+    workers: int = 1
+    pools: tuple[str, ...] = ("default",)
+    capabilities: tuple[str, ...] = ()
+    lease_seconds: float | None = None
+    idle: bool = False
+    idle_timeout: float | None = None
+    placement_prefixes: tuple[str, ...] = ()
+    runner_search_path: tuple[Path, ...] = ()
+    runner_modules: tuple[str, ...] = ("httk.workflow",)
+    takeover_grace_factor: float = 2.0
+    unsafe_persistent_takeover: bool = False
+    unsafe_isolated_takeover: bool = False
+    join_grace_seconds: float = 3600.0
+    drain_timeout: float = 60.0
+    label: str | None = None
+    durable: bool | None = None
+    bash_api: Path | None = None
+    discovery_budget: int = 4096
+    maximum_pass_markers: int = 256
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    idle_poll_interval: float = DEFAULT_IDLE_POLL_INTERVAL
+
+    def heartbeat_interval(self, lease_seconds: float) -> float:
+        """Beat often enough that two missed beats still leave most of the lease."""
+        return min(lease_seconds / 4.0, 30.0)

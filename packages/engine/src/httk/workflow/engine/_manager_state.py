@@ -1,0 +1,106 @@
+"""What every part of a running manager shares: its identity, its workspace, its live attempts.
+
+The passes (:mod:`._launch`, :mod:`._commit`, :mod:`._recovery`) are functions of this state, so each
+can be read and tested on its own; :class:`~._manager.Manager` only drives them.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from httk.workflow.protocol import WorkflowError
+
+from ._attempt import PreparedAttempt
+from ._clock import Clock
+from ._executor import GatedProcess
+from ._jobs import JobCache, LoadedJob, read_frame
+from ._manager_config import ManagerConfig
+from ._manager_record import read_heartbeat
+from ._markers_fs import MarkerLocation
+from ._outcome import Decision
+from ._states import Kind, Trigger
+from ._transition import TransitionResult, move_marker
+from ._workspace import Workspace
+
+log = logging.getLogger("httk.workflow.manager")
+
+
+@dataclass
+class LiveAttempt:
+    """An attempt this manager launched and still supervises."""
+
+    marker: MarkerLocation  # the running marker
+    frame: dict[str, Any]  # the running frame
+    job: LoadedJob
+    prepared: PreparedAttempt
+    process: GatedProcess
+    terminated_at: float | None = None  # set when a drain stopped it
+
+
+class ManagerState:
+    """Identity, workspace and bookkeeping of one manager process."""
+
+    def __init__(self, workspace: Workspace, config: ManagerConfig, clock: Clock) -> None:
+        self.workspace = workspace
+        self.config = config
+        self.clock = clock
+        self.manager_id = str(uuid.uuid4())
+        self.lease_seconds = config.lease_seconds or workspace.policy.lease_seconds
+        self.jobs = JobCache(workspace)
+        # Invariant: an attempt id is in ``live`` exactly while its process is neither reaped nor handed
+        # to a successor; no other manager can hold the same attempt, because its running marker is ours.
+        self.live: dict[str, LiveAttempt] = {}
+        self.launched = 0
+        self.committed = 0
+
+    @property
+    def writer_id(self) -> str:
+        return self.workspace.journal().writer_id
+
+    def move(
+        self,
+        marker: MarkerLocation,
+        kind: Kind,
+        trigger: Trigger,
+        members: dict[str, Any],
+        *,
+        priority: int | None = None,
+    ) -> TransitionResult:
+        return move_marker(self.workspace, marker, kind, trigger, members, priority=priority)
+
+    def apply(self, marker: MarkerLocation, decision: Decision, trigger: Trigger) -> bool:
+        """Move ``marker`` where ``decision`` says; return whether this manager's move won."""
+        members = dict(decision.members)
+        members.setdefault("manager_id", self.manager_id)
+        result = self.move(marker, decision.kind, trigger, members, priority=decision.priority)
+        if result.won:
+            self.committed += 1
+            log.info("%s -> %s (%s)", marker.job_key, decision.kind.value, members.get("reason"))
+        return result.won
+
+    def owner_alive(self, frame: dict[str, Any]) -> tuple[bool, float | None]:
+        """Whether the manager a frame names still heartbeats within its lease, and the heartbeat age."""
+        owner = frame.get("manager_id")
+        if owner == self.manager_id:
+            return True, 0.0
+        if not isinstance(owner, str):
+            return False, None
+        heartbeat = read_heartbeat(self.workspace, owner)
+        age = heartbeat.age(self.clock.now())
+        lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
+        return (age is not None and age <= lease), age
+
+    def frame_or_none(self, marker: MarkerLocation) -> dict[str, Any] | None:
+        """The marker's frame; an unreadable one is logged (fsck repairs it) and yields ``None``."""
+        try:
+            return read_frame(self.workspace, marker)
+        except WorkflowError as exc:
+            log.error(
+                "marker %s names an unreadable frame: %s (run workspace fsck)",
+                marker.path(self.workspace),
+                exc,
+            )
+            return None
