@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main demo: a real workspace, a shared runner, jobs submitted at several placements, and their
-# state shown the way an operator sees it. Run it through `./dev demo` (which puts httk on PATH).
+# The main demo: a real workspace, a shared runner, jobs submitted at several placements, a task
+# manager running them to the end, and the result shown the way an operator sees it.
+# Run it through `./dev demo` (which puts httk on PATH).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -48,7 +49,18 @@ httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
 step "Submitting the same job again is harmless"
 httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
 
-step "The workspace, legible with ls and find"
-(cd "$ws" && find . -path ./.httk-workflow -prune -o -name job.json -print | sort)
+step "Before running: three submitted markers"
 (cd "$ws" && find .httk-workflow/state -type f | sort)
+
+step "Run a task manager until there is nothing left to do"
+httk workflow run "$ws" --workers 2
+
+step "After: every marker moved to succeeded, at the same placement"
+(cd "$ws" && find .httk-workflow/state -type f | sort)
+
+step "What one job printed, kept in its payload"
+cat "$ws"/project-b/carbon-relax--*/logs/stdio.log
+
+step "The payloads, legible with ls"
+(cd "$ws" && find . -path ./.httk-workflow -prune -o -type f -print | sort)
 printf '\nworkspace kept at %s\n' "$ws"

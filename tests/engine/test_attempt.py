@@ -14,9 +14,9 @@ from httk.workflow.engine._attempt import (
     PROTOCOL_VARIABLES,
     AttemptPlan,
     PreparedAttempt,
-    RunnerFailure,
     prepare_attempt,
 )
+from httk.workflow.engine._runner_staging import RunnerFailure
 from httk.workflow.engine._runner_store import publish_runner
 from httk.workflow.engine._submit import Submitter, job_key_of
 from httk.workflow.engine._workspace import Workspace, init

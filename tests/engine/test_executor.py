@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._attempt import AttemptPlan, PreparedAttempt, RunnerFailure, prepare_attempt
+from httk.workflow.engine._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
 from httk.workflow.engine._executor import (
     GATE_ABORTED,
     GatedProcess,
@@ -24,6 +24,7 @@ from httk.workflow.engine._executor import (
     spawn_gated,
     write_process_file,
 )
+from httk.workflow.engine._runner_staging import RunnerFailure
 from httk.workflow.engine._submit import Submitter, job_key_of
 from httk.workflow.engine._workspace import init
 from httk.workflow.protocol import InvalidDocumentError

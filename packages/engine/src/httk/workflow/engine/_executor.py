@@ -40,7 +40,8 @@ from httk.workflow.protocol import InvalidDocumentError
 from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
 
 from . import _fsops
-from ._attempt import PROTOCOL_VARIABLES, PreparedAttempt, RunnerFailure
+from ._attempt import PROTOCOL_VARIABLES, PreparedAttempt
+from ._runner_staging import RunnerFailure
 
 GATE_ABORTED = 125
 """Exit status of a gate that was never released (it executed nothing)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError
 
-from ._attempt import AttemptPlan, RunnerFailure, prepare_attempt
+from ._attempt import AttemptPlan, prepare_attempt
 from ._budgets import Counters
 from ._clock import utc_timestamp
 from ._executor import spawn_gated, write_process_file
@@ -22,6 +22,7 @@ from ._jobs import LoadedJob
 from ._manager_state import LiveAttempt, ManagerState
 from ._markers_fs import MarkerLocation
 from ._outcome import carried, protocol_failure
+from ._runner_staging import RunnerFailure
 from ._states import Kind, Trigger
 
 log = logging.getLogger("httk.workflow.manager")

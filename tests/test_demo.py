@@ -1,0 +1,26 @@
+"""The README's demo command runs end to end (the same script ``./dev demo`` runs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_demo_runs_every_job_to_success(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "HTTK_DEMO_WORKSPACE": str(tmp_path / "demo"),
+    }
+    result = subprocess.run(
+        ["bash", str(ROOT / "examples" / "demo.sh")], env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "summary: 3 succeeded, 0 failed" in result.stdout
+    succeeded = list((tmp_path / "demo" / ".httk-workflow" / "state" / "succeeded").rglob("*--*"))
+    assert len(succeeded) == 3
+    assert list((tmp_path / "demo" / "project-b").glob("carbon-relax--*/run/energy.txt"))
