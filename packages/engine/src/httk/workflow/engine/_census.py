@@ -48,6 +48,21 @@ class Census:
             parts.append(f"{self.anomalies} unparseable entries (run workspace fsck)")
         return "summary: " + ", ".join(parts)
 
+    def advice(self) -> list[str]:
+        """What would let a manager claim the jobs this one could not (flags for pools and capabilities)."""
+        lines: list[str] = []
+        for reason, count in sorted(self.not_claimable.items()):
+            what, _, label = reason.partition(" ")
+            if what == "pool":
+                lines.append(f"{count} ready job(s) need pool {label}: run a manager with --pool {label}")
+            elif what == "capability":
+                lines.append(f"{count} ready job(s) need capability {label}: add --capability {label}")
+            else:
+                lines.append(f"{count} ready job(s) need {reason}, which this manager does not serve")
+        if self.unreadable:
+            lines.append(f"{self.unreadable} job(s) have an unreadable definition: run workspace fsck")
+        return lines
+
     def as_dict(self) -> dict[str, object]:
         return {
             "kinds": dict(self.kinds),
@@ -73,6 +88,14 @@ def _why_not(workspace: Workspace, marker: MarkerLocation, config: ManagerConfig
     return None
 
 
+def _readable(workspace: Workspace, marker: MarkerLocation) -> bool:
+    try:
+        load_job(workspace, marker.placement, marker.job_key)
+    except WorkflowError:
+        return False
+    return True
+
+
 def take_census(workspace: Workspace, config: ManagerConfig) -> Census:
     census = Census()
     for kind in CORE_KINDS:
@@ -87,4 +110,6 @@ def take_census(workspace: Workspace, config: ManagerConfig) -> Census:
                     census.unreadable += 1
                 elif reason is not None:
                     census.not_claimable[reason] += 1
+            elif kind in (Kind.COMMITTING, Kind.CANCELLING) and not _readable(workspace, item):
+                census.unreadable += 1
     return census

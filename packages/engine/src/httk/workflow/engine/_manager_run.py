@@ -58,9 +58,13 @@ def run_manager(
                     "launched": summary.launched,
                     "committed": summary.committed,
                     **summary.census.as_dict(),
+                    "advice": summary.census.advice(),
                 }
             )
         )
     else:
         echo(summary.census.line())
+        if summary.exit_reason == "idle-timeout":
+            for line in summary.census.advice():
+                echo(f"advice: {line}")
     return summary

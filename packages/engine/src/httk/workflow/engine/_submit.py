@@ -207,6 +207,7 @@ class Submitter:
             self._rename_into(staged, target)
         except FileExistsError:
             _fsops.unlink(staged, durable=False, missing_ok=True)  # a concurrent identical submission won
+        self.workspace.note_marker(marker)
 
     def _rename_into(self, source: Path, destination: Path) -> None:
         """Rename into a placement directory, recreating it once if a pruner removed it meanwhile."""

@@ -142,6 +142,7 @@ def move_marker(
         clock=workspace.clock,
         locate_current=locate,
     )
-    if won:
-        return TransitionResult(True, target)
-    return TransitionResult(False, probe_marker(workspace, marker.placement, marker.job_key))
+    current = target if won else probe_marker(workspace, marker.placement, marker.job_key)
+    if current is not None:
+        workspace.note_marker(current)
+    return TransitionResult(won, current)

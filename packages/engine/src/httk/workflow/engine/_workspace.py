@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from httk.workflow.protocol import InvalidDocumentError, WorkspaceError, WorkspaceFormatError
 from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
@@ -28,6 +28,10 @@ from ._clock import SYSTEM_CLOCK, Clock, utc_timestamp
 from ._journal import JournalWriter
 from ._journal_reader import JournalReader
 from ._states import Kind
+
+if TYPE_CHECKING:
+    from ._index import MarkerIndex
+    from ._markers_fs import MarkerLocation
 
 CONTROL_DIR = ".httk-workflow"
 FORMAT_NAME = "httk-workflow-filesystem"
@@ -68,6 +72,7 @@ class Workspace:
     writable: bool
     clock: Clock = field(default=SYSTEM_CLOCK, repr=False)
     _writer: JournalWriter | None = field(default=None, init=False, repr=False)
+    _index: MarkerIndex | None = field(default=None, init=False, repr=False)
 
     # -- identity and layout -------------------------------------------------------------------
     @property
@@ -137,6 +142,20 @@ class Workspace:
                 self.journal_dir, segment_bytes=self.policy.journal_segment_bytes, durable=self.durable
             )
         return self._writer
+
+    @property
+    def index(self) -> MarkerIndex:
+        """This process's job-id → marker index for the workspace (see ``_index``), made on first use."""
+        if self._index is None:
+            from ._index import MarkerIndex
+
+            self._index = MarkerIndex(self)
+        return self._index
+
+    def note_marker(self, location: MarkerLocation) -> None:
+        """Keep an existing index current with a marker this process moved (it is never built for this)."""
+        if self._index is not None:
+            self._index.note(location)
 
     @cached_property
     def reader(self) -> JournalReader:
