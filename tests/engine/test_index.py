@@ -7,6 +7,7 @@ from httk.workflow.engine._states import Kind, Trigger
 from httk.workflow.engine._submit import JobSpec, submit_jobs
 from httk.workflow.engine._transition import move_marker
 from httk.workflow.engine._workspace import attach, init
+
 from tests.conftest import minimal_job
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import logging
 import signal
-from typing import Any
+from contextlib import suppress
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from . import _fsops
 from ._budgets import Counters
@@ -37,6 +39,7 @@ from ._states import Kind, Trigger
 log = logging.getLogger("httk.workflow.manager")
 
 _RETIRE_CONTROL_ON = frozenset({Kind.READY, Kind.WAITING, Kind.PAUSED, Kind.SUCCEEDED})
+_COPY_CHUNK = 1 << 20
 
 
 def finish_attempt(state: ManagerState, live: LiveAttempt, status: int) -> None:
@@ -159,17 +162,26 @@ def retire_attempt_control(live: LiveAttempt) -> None:
     frame = live.frame
     ordinal, step, attempt_id = frame.get("attempt_ordinal"), frame.get("step"), frame["attempt_id"]
     header = f"== attempt {ordinal} of step {step!r} ({attempt_id}) ==\n"
-    chunks = [header.encode()]
-    for label, path in ((b"", live.prepared.stdout_path), (b"-- stderr --\n", live.prepared.stderr_path)):
-        try:
-            content = path.read_bytes()
-        except FileNotFoundError:
-            continue
-        if content:
-            chunks.append(label + content + (b"" if content.endswith(b"\n") else b"\n"))
     logs = live.job.payload_dir / "logs"
     logs.mkdir(exist_ok=True)
     # Evidence for an operator, not protocol state: appended without synchronization (spec table).
     with open(logs / "stdio.log", "ab") as handle:
-        handle.write(b"".join(chunks))
+        handle.write(header.encode())
+        _append_output(handle, live.prepared.stdout_path, b"")
+        _append_output(handle, live.prepared.stderr_path, b"-- stderr --\n")
     _fsops.remove_tree(live.prepared.control_dir)
+
+
+def _append_output(handle: BinaryIO, path: Path, label: bytes) -> None:
+    """Copy one captured stream after ``label``, ending it with a newline; nothing for an empty one.
+
+    Streamed in bounded chunks: a runner decides how much it prints, and the manager serving every other
+    job must not hold that in memory.
+    """
+    last = b""
+    with suppress(FileNotFoundError), open(path, "rb") as source:
+        while chunk := source.read(_COPY_CHUNK):
+            handle.write(label + chunk if not last else chunk)
+            last = chunk[-1:]
+    if last and last != b"\n":
+        handle.write(b"\n")

@@ -12,6 +12,8 @@ import logging
 import sys
 from pathlib import Path
 
+from httk.workflow.protocol import InvalidNameError
+
 LOGGER = "httk.workflow"
 
 
@@ -41,14 +43,20 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(document, ensure_ascii=False)
 
 
+def level_number(level: str | None) -> int:
+    """The numeric level of a ``--log-level`` name (info when absent); an unknown name is bad input."""
+    numeric = logging.getLevelName((level or "info").upper())
+    if not isinstance(numeric, int):
+        raise InvalidNameError("log level", level, "use debug, info, warning or error")
+    return numeric
+
+
 def configure(manager_id: str, log_file: Path, *, level: str | None = None, json_logs: bool = False) -> None:
     """Route the ``httk.workflow`` loggers to ``log_file`` and standard error.
 
     Without ``level`` the file gets info and the console warnings; a given level sets both.
     """
-    numeric = logging.getLevelName((level or "info").upper())
-    if not isinstance(numeric, int):
-        raise ValueError(f"unknown log level {level!r}; use debug, info, warning or error")
+    numeric = level_number(level)
     logger = logging.getLogger(LOGGER)
     logger.handlers.clear()
     logger.setLevel(numeric)

@@ -155,6 +155,8 @@ class Manager:
     def tick(self) -> bool:
         """One round: heartbeat, reap, then one bounded pass per active kind. Whether anything moved."""
         self.heartbeat_opportunity()
+        if self.draining:
+            self._stop_live()  # also an attempt launched while the signal was being handled
         acted = self._reap()
         if not self.draining:
             acted |= self._pass(Kind.COMMITTING, _recovery.on_committing)
@@ -188,12 +190,16 @@ class Manager:
                 candidates.append((marker.name.priority, index, marker, job))
         candidates.sort(key=lambda item: (item[0], item[1]))  # best within the window, stable among equals
         acted = False
+        tried = 0
         for _priority, _index, marker, job in candidates:
             if self._free_slots() <= 0 or self.draining:
                 break
+            tried += 1
             acted |= _launch.claim_and_launch(self.state, marker, job)
             self.heartbeat_opportunity()
-        self._note_cycle(Kind.READY, result.exhausted_cycle and not candidates, acted)
+        # Only a candidate left for want of a slot keeps the kind awake; one tried and not won (a lost
+        # race, a frame that cannot be read) is nothing this manager can progress.
+        self._note_cycle(Kind.READY, result.exhausted_cycle and tried == len(candidates), acted)
         return acted
 
     def _note_cycle(self, kind: Kind, exhausted: bool, acted: bool) -> None:
@@ -258,9 +264,14 @@ class Manager:
         """Stop claiming, stop the running attempts, and keep committing until the drain timeout."""
         self.draining = True
         self._drain_started = self.state.clock.monotonic()
-        for live in self.state.live.values():
-            live.terminated_at = self._drain_started
-            live.process.terminate_group(signal.SIGTERM)
+        self._stop_live()
+
+    def _stop_live(self) -> None:
+        """SIGTERM every live attempt not stopped yet (each once)."""
+        for live in list(self.state.live.values()):
+            if live.terminated_at is None:
+                live.terminated_at = self.state.clock.monotonic()
+                live.process.terminate_group(signal.SIGTERM)
 
     def _drain_expired(self) -> bool:
         started = self._drain_started

@@ -43,6 +43,7 @@ def run_manager(
     echo: Callable[[str], object] = print,
 ) -> RunSummary:
     check_config(config)
+    _logging.level_number(log_level)  # refused before the manager writes anything
     manager = Manager(workspace, config)
     manager.start()
     path = log_file or manager.workspace.managers_dir / manager.manager_id / "log"

@@ -55,6 +55,9 @@ class ManagerState:
         self.live: dict[str, LiveAttempt] = {}
         self.launched = 0
         self.committed = 0
+        # What a pass repeated every tick has already logged (one key per stuck marker or attempt), so a
+        # job this manager must leave alone is reported once, not hundreds of times a second.
+        self._noted: set[str] = set()
 
     @property
     def writer_id(self) -> str:
@@ -93,14 +96,19 @@ class ManagerState:
         lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
         return (age is not None and age <= lease), age
 
+    def first_time(self, key: str) -> bool:
+        """Whether ``key`` is new to this manager (it is remembered from now on)."""
+        if key in self._noted:
+            return False
+        self._noted.add(key)
+        return True
+
     def frame_or_none(self, marker: MarkerLocation) -> dict[str, Any] | None:
-        """The marker's frame; an unreadable one is logged (fsck repairs it) and yields ``None``."""
+        """The marker's frame; an unreadable one is logged once (fsck repairs it) and yields ``None``."""
         try:
             return read_frame(self.workspace, marker)
         except WorkflowError as exc:
-            log.error(
-                "marker %s names an unreadable frame: %s (run workspace fsck)",
-                marker.path(self.workspace),
-                exc,
-            )
+            path = marker.path(self.workspace)
+            if self.first_time(f"unreadable frame {path}"):
+                log.error("marker %s names an unreadable frame: %s (run workspace fsck)", path, exc)
             return None

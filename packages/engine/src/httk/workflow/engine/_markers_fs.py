@@ -37,11 +37,27 @@ class MarkerLocation:
         return self.name.job_id
 
 
+PROBE_SCANS = 3
+"""How many times a probe that sees two markers looks again before it calls that corruption."""
+
+
 def probe_marker(workspace: Workspace, placement: str, job_key: str) -> MarkerLocation | None:
     """The current marker of ``job_key`` at ``placement``, or ``None`` when no state kind holds one.
 
-    More than one marker for the job is corruption and raises :class:`TransitionError`.
+    The kind directories are listed one after another, so a transition renaming the marker from a kind
+    already listed into one not yet listed shows the job twice in one scan. That is a race, not damage:
+    the probe scans again, and only two markers that every one of :data:`PROBE_SCANS` scans shows are
+    corruption (:class:`TransitionError`).
     """
+    for _ in range(PROBE_SCANS):
+        found = _scan(workspace, placement, job_key)
+        if len(found) <= 1:
+            return found[0] if found else None
+    paths = ", ".join(str(m.path(workspace)) for m in found)
+    raise TransitionError(f"job {job_key} has {len(found)} markers, which is corruption: {paths}")
+
+
+def _scan(workspace: Workspace, placement: str, job_key: str) -> list[MarkerLocation]:
     prefix = job_key + "."
     found: list[MarkerLocation] = []
     for kind in CORE_KINDS:
@@ -58,7 +74,4 @@ def probe_marker(workspace: Workspace, placement: str, job_key: str) -> MarkerLo
                         continue
                     if str(name.key) == job_key and entry.is_file(follow_symlinks=False):
                         found.append(MarkerLocation(kind, placement, name))
-    if len(found) > 1:
-        paths = ", ".join(str(m.path(workspace)) for m in found)
-        raise TransitionError(f"job {job_key} has {len(found)} markers, which is corruption: {paths}")
-    return found[0] if found else None
+    return found

@@ -12,9 +12,10 @@ isolated workdir   provably gone, or the heartbeat silent for takeover_grace_fac
                    --unsafe-isolated-takeover
 =================  ==================================================================================
 
-A process recorded on this host that is still alive is killed first (its group), and recovered on a
-later pass once it is gone. The evidence — rule, heartbeat age, previous manager — is recorded in the
-ready frame and carried into the next attempt's claimed frame.
+A process recorded on this host that is still alive is killed first (its whole group) and recovered in
+the same pass once the group is provably gone (rule ``process_gone`` with ``killed_orphan``). The
+evidence — rule, heartbeat age, previous manager — is recorded in the ready frame and carried into the
+next attempt's claimed frame.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from httk.workflow.protocol import InvalidDocumentError, WorkflowError
 
 from ._budgets import Counters
 from ._commit import commit, finish_committing
-from ._executor import process_alive
+from ._executor import group_alive, process_alive
 from ._jobs import LoadedJob
 from ._manager_state import ManagerState
 from ._markers_fs import MarkerLocation
@@ -36,6 +37,9 @@ from ._outcome import UnusableOutcomeError, carried, read_outcome, retry_or_fail
 from ._states import Kind, Trigger
 
 log = logging.getLogger("httk.workflow.manager")
+
+ORPHAN_EXIT_SECONDS = 1.0
+"""How long a recoverer waits for an orphaned runner group it killed to disappear."""
 
 
 def on_committing(state: ManagerState, marker: MarkerLocation) -> bool | None:
@@ -139,17 +143,21 @@ def takeover_evidence(
     if alive is False:
         return {**base, "rule": "process_gone" if identity else "no_launched_process"}
     if alive is True:
-        stop_orphan(identity)
-        return None
+        # Killing the orphan is this pass's progress: recover it now that it is provably gone, rather
+        # than leave a running marker behind for a pass that a manager about to go idle never makes.
+        if not stop_orphan(state, identity):
+            return None
+        return {**base, "rule": "process_gone", "killed_orphan": True}
     config = state.config
     if mode == "persistent":
         if config.unsafe_persistent_takeover:
             return {**base, "rule": "unsafe_persistent_takeover", "unsafe": True}
-        log.info(
-            "leaving attempt %s: its writer ran on host %s, where only a manager can prove it stopped",
-            frame.get("attempt_id"),
-            identity.get("host"),
-        )
+        if state.first_time(f"foreign writer {frame.get('attempt_id')}"):
+            log.info(
+                "leaving attempt %s: its writer ran on host %s, where only a manager can prove it stopped",
+                frame.get("attempt_id"),
+                identity.get("host"),
+            )
         return None
     grace = config.takeover_grace_factor * float(frame.get("lease_seconds") or state.lease_seconds)
     if age is None or age >= grace:
@@ -159,19 +167,36 @@ def takeover_evidence(
     return None
 
 
-def stop_orphan(identity: dict[str, Any]) -> None:
-    """A dead manager's runner still runs on this host: kill its group so the job can be recovered."""
+def stop_orphan(state: ManagerState, identity: dict[str, Any]) -> bool:
+    """A dead manager's runner still runs on this host: kill its group; return whether it is gone.
+
+    SIGKILL takes effect as soon as the kernel schedules the victims, so this waits (bounded by
+    :data:`ORPHAN_EXIT_SECONDS`) until no member of the group is left; a group that outlives the bound
+    (uninterruptible sleep on a hung filesystem) is left for a later pass.
+    """
     pgid = identity.get("pgid")
-    if isinstance(pgid, int) and pgid > 1:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
+    if not isinstance(pgid, int) or isinstance(pgid, bool) or pgid <= 1:
+        return False
+    log.info("killing process group %s, the orphaned runner of a dead manager", pgid)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return True
+    deadline = state.clock.monotonic() + ORPHAN_EXIT_SECONDS
+    while group_alive(pgid):
+        if state.clock.monotonic() >= deadline:
+            log.warning(
+                "process group %s survived SIGKILL for %s s; recovering it later", pgid, ORPHAN_EXIT_SECONDS
+            )
+            return False
+        state.clock.sleep(0.01)
+    return True
 
 
 def _job_or_none(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
     try:
         return state.jobs.get(marker)
     except (InvalidDocumentError, WorkflowError) as exc:
-        log.error("%s job %s has an unreadable definition: %s", marker.kind.value, marker.job_key, exc)
+        if state.first_time(f"unreadable definition {marker.kind.value} {marker.job_key}"):
+            log.error("%s job %s has an unreadable definition: %s", marker.kind.value, marker.job_key, exc)
         return None
