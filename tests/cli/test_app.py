@@ -137,11 +137,11 @@ def test_taskmanager_alias(tmp_path: Path, make_payload: MakePayload) -> None:
 def test_errors_are_one_line_unless_debugging(tmp_path: Path) -> None:
     plain = run("httk", "workspace", "policy", "show", "missing", cwd=tmp_path)
     assert plain.returncode == 3
-    assert plain.stderr == "error: missing: not a workspace: no .httk-workflow/format.json\n"
+    assert plain.stderr == f"error: {tmp_path / 'missing'}: not a workspace: no .httk-workflow/format.json\n"
     debug = run("httk", "workspace", "policy", "show", "missing", cwd=tmp_path, debug=True)
     assert debug.returncode == 1
     assert debug.stderr.startswith("Traceback (most recent call last):")
-    assert "WorkspaceFormatError: missing: not a workspace" in debug.stderr
+    assert f"WorkspaceFormatError: {tmp_path / 'missing'}: not a workspace" in debug.stderr
 
 
 def test_python_dash_m(tmp_path: Path) -> None:

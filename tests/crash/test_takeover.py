@@ -174,11 +174,6 @@ def test_isolated_attempt_from_another_host_needs_the_grace_or_the_unsafe_policy
     assert len(workdirs) == 2, "each isolated attempt has its own workdir"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _recovery.takeover_evidence leaves an isolated attempt inside the takeover grace without "
-    "logging the decision (spec 02 Run: every recovery decision is logged)",
-)
 def test_leaving_an_isolated_attempt_inside_the_grace_is_logged(
     abandon: Abandon, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

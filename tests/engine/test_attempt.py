@@ -246,7 +246,8 @@ def test_a_symlinked_persistent_workdir_is_refused(tmp_path: Path) -> None:
     (job_dir / "run").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(RunnerFailure) as excinfo:
         prepare_attempt(_plan(ws, job, job_dir))
-    assert excinfo.value.code == "workdir_unavailable"
+    assert excinfo.value.code == "protocol_error"
+    assert excinfo.value.details["reason"] == "workdir_unavailable"
 
 
 def test_an_isolated_workdir_is_new_for_every_attempt(tmp_path: Path) -> None:
@@ -562,5 +563,6 @@ def test_a_persistent_workdir_path_that_could_escape_is_refused(tmp_path: Path) 
     job["workdir"] = {"mode": "persistent", "path": "../../outside"}  # past validation
     with pytest.raises(RunnerFailure) as excinfo:
         prepare_attempt(_plan(ws, job, job_dir))
-    assert excinfo.value.code == "workdir_unavailable"
+    assert excinfo.value.code == "protocol_error"
+    assert excinfo.value.details["reason"] == "workdir_unavailable"
     assert not (ws.root / "outside").exists()

@@ -12,7 +12,8 @@ What :func:`prepare_attempt` guarantees, in the order it does the work:
    digest already pins it. A shared runner (``workspace`` or ``installed``) is never executed in place:
    it is copied to ``<control>/runner`` and ``runner.sha256`` is checked against that staged copy, which
    is what runs. A disagreement is ``runner_mismatch``, a runner that cannot be resolved
-   ``runner_unavailable``, a persistent workdir path holding a symlink ``workdir_unavailable``: each a
+   ``runner_unavailable``, a persistent workdir path holding a symlink ``protocol_error`` (details
+   ``reason: workdir_unavailable``): each a
    :class:`RunnerFailure`, which the manager turns into a claimed -> failed move. The staged copy is not
    synchronized: it is not in the specification's durability table, and storage that loses it has also
    lost the process that would have run it; the next attempt stages afresh.
@@ -181,7 +182,10 @@ def _persistent_workdir(job_dir: Path, relative: str, durable: bool) -> tuple[Pa
 
     A runner may symlink freely inside its workdir, but the manager follows nothing inside the payload.
     """
-    parts = _components(relative, "workdir.path", "workdir_unavailable")
+    try:
+        parts = _components(relative, "workdir.path", "protocol_error")
+    except RunnerFailure as exc:
+        raise RunnerFailure(exc.code, exc.message, {**exc.details, "reason": "workdir_unavailable"}) from None
     current, existed = job_dir, True
     for part in parts:
         current = current / part
@@ -193,10 +197,12 @@ def _persistent_workdir(job_dir: Path, relative: str, durable: bool) -> tuple[Pa
             continue
         if not stat.S_ISDIR(mode):
             what = "a symbolic link" if stat.S_ISLNK(mode) else "not a directory"
+            # The payload itself is unusable, so this is the manager's protocol_error (spec: claimed ->
+            # failed with protocol_error), with the precise reason in the details.
             raise RunnerFailure(
-                "workdir_unavailable",
+                "protocol_error",
                 f"the persistent workdir {relative!r} cannot be used: {current} is {what}",
-                {"workdir": relative, "path": str(current)},
+                {"reason": "workdir_unavailable", "workdir": relative, "path": str(current)},
             )
     return current, existed
 

@@ -128,6 +128,8 @@ def commit(
     }
     if defect is not None:
         committing["failure"] = protocol_failure(f"the published outcome is unusable: {defect}")
+    elif outcome is not None and "runner_steps" in outcome:
+        committing["runner_steps"] = outcome["runner_steps"]  # copied into the frame it writes (spec)
     result = state.move(running, Kind.COMMITTING, Trigger.OUTCOME, committing)
     if not result.won or result.current is None:
         return  # another actor fenced the attempt first (a cancellation or a recoverer): not ours to apply

@@ -66,6 +66,7 @@ class Manager:
         self.draining = False
         self._drain_started: float | None = None
         self._last_beat = float("-inf")
+        self._last_scan = float("-inf")
         self._quiet: set[Kind] = set()
         self._reported: set[Path] = set()
         self.record: ManagerRecord | None = None
@@ -158,7 +159,8 @@ class Manager:
         if self.draining:
             self._stop_live()  # also an attempt launched while the signal was being handled
         acted = self._reap()
-        if not self.draining:
+        if not self.draining and (acted or self._scan_due()):
+            self._last_scan = self.state.clock.monotonic()
             acted |= self._pass(Kind.COMMITTING, _recovery.on_committing)
             acted |= self._pass(Kind.CLAIMED, _recovery.on_claimed_or_running)
             acted |= self._pass(Kind.RUNNING, _recovery.on_claimed_or_running)
@@ -167,6 +169,17 @@ class Manager:
         if acted:
             self._quiet.clear()
         return acted
+
+    def _scan_due(self) -> bool:
+        """Scan when idle-handed, or every ``scan_interval`` while attempts run (reaping stays fast).
+
+        A reaped attempt always triggers a scan, so a freed worker slot is refilled at once; between
+        exits only the cheap reap runs every ``poll_interval``, which spares a parallel filesystem five
+        directory passes per poll.
+        """
+        if not self.state.live:
+            return True
+        return self.state.clock.monotonic() - self._last_scan >= self.config.scan_interval
 
     def _pass(self, kind: Kind, handler: Handler) -> bool:
         result = self._streams[kind].next_pass()

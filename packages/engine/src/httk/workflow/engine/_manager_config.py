@@ -7,6 +7,7 @@ from pathlib import Path
 
 DEFAULT_POLL_INTERVAL = 0.005
 DEFAULT_IDLE_POLL_INTERVAL = 0.25
+DEFAULT_SCAN_INTERVAL = 0.25
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class ManagerConfig:
     discovery_budget: int = 4096
     maximum_pass_markers: int = 256
     poll_interval: float = DEFAULT_POLL_INTERVAL
+    scan_interval: float = DEFAULT_SCAN_INTERVAL
     idle_poll_interval: float = DEFAULT_IDLE_POLL_INTERVAL
 
     def heartbeat_interval(self, lease_seconds: float) -> float:

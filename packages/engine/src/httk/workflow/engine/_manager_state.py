@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from httk.workflow.protocol import WorkflowError
@@ -92,7 +93,12 @@ class ManagerState:
         if not isinstance(owner, str):
             return False, None
         heartbeat = read_heartbeat(self.workspace, owner)
-        age = heartbeat.age(self.clock.now())
+        now = self.clock.now()
+        age = heartbeat.age(now)
+        if age is None:
+            # No readable heartbeat is no evidence of silence by itself (one delayed metadata read must
+            # not look stale): the claim's own start is the latest sign of life we know of.
+            age = _age_since(frame.get("lease_started_at"), now)
         lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
         return (age is not None and age <= lease), age
 
@@ -112,3 +118,12 @@ class ManagerState:
             if self.first_time(f"unreadable frame {path}"):
                 log.error("marker %s names an unreadable frame: %s (run workspace fsck)", path, exc)
             return None
+
+
+def _age_since(timestamp: object, now: datetime) -> float | None:
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        return (now - datetime.fromisoformat(timestamp.replace("Z", "+00:00"))).total_seconds()
+    except ValueError:
+        return None

@@ -104,6 +104,9 @@ def recover_running(
         commit(state, marker, frame, job, outcome=None, defect=str(exc))
         return True
     if outcome is not None:
+        identity = frame.get("process") or {}
+        if identity and process_alive(identity) is True and not stop_orphan(state, identity):
+            return None  # its runner is still finishing on this host; commit once it is gone
         log.info("the abandoned attempt of %s published an outcome; committing it", marker.job_key)
         commit(state, marker, frame, job, outcome=outcome)
         return True
@@ -164,6 +167,15 @@ def takeover_evidence(
         return {**base, "rule": "heartbeat_silent", "grace_seconds": grace}
     if config.unsafe_isolated_takeover:
         return {**base, "rule": "unsafe_isolated_takeover", "unsafe": True}
+    if state.first_time(f"inside grace {frame.get('attempt_id')}"):
+        log.info(
+            "leaving isolated attempt %s: its manager has been silent %.0f s, less than the takeover grace "
+            "of %.0f s, and its process ran on host %s",
+            frame.get("attempt_id"),
+            age or 0.0,
+            grace,
+            identity.get("host"),
+        )
     return None
 
 

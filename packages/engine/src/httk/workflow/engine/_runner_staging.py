@@ -39,9 +39,9 @@ class RunnerFailure(WorkflowError):  # noqa: N818 -- a job failure the manager r
     """The attempt cannot run; carries the protocol failure object the manager records.
 
     ``code`` is ``runner_unavailable`` (unresolvable, not a regular file, a tree without ``run``),
-    ``runner_mismatch`` (the staged copy's digest is not ``runner.sha256``), ``workdir_unavailable``
-    (the persistent workdir path holds a symbolic link or a non-directory) or ``process_failure`` (the
-    executor could not start the gate).
+    ``runner_mismatch`` (the staged copy's digest is not ``runner.sha256``), ``protocol_error`` with
+    ``details.reason`` ``workdir_unavailable`` (the persistent workdir path holds a symbolic link or a
+    non-directory) or ``process_failure`` (the executor could not start the gate).
     """
 
     def __init__(self, code: str, message: str, details: Mapping[str, Any] | None = None) -> None:

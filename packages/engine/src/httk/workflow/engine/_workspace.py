@@ -192,7 +192,7 @@ class Workspace:
 
 def find_root(path: Path | str) -> Path:
     """The workspace directory at ``path`` (given as the workspace itself, not a child of it)."""
-    root = Path(path)
+    root = Path(os.path.abspath(path))  # runners are given absolute paths; so is everything else
     if not (root / CONTROL_DIR / "format.json").is_file():
         raise WorkspaceFormatError(f"not a workspace: no {CONTROL_DIR}/format.json", root)
     return root
