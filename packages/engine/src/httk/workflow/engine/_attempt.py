@@ -243,6 +243,7 @@ def _context(plan: AttemptPlan, job_dir: Path, control: Path, workdir: Path, reu
         "priority": plan.priority,
         "resources": plan.resources,
         "settings": plan.settings,
+        "inputs": plan.job.get("inputs", {}),  # so a Bash runner reads inputs in the layout we control
         "join": plan.join,
         "children": plan.children,
         "workspace_dir": os.path.abspath(plan.workspace.root),

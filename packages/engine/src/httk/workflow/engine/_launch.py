@@ -8,8 +8,11 @@ lost rename aborts the gate, whose process exits without running anything.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import logging
 import uuid
+from pathlib import Path
 from typing import Any
 
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError
@@ -132,7 +135,7 @@ def launch(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], 
             plan(state, claimed, frame, job),
             runner_search_path=state.config.runner_search_path,
             pkg_modules=frozenset(state.config.runner_modules),
-            bash_api=state.config.bash_api,
+            bash_api=state.config.bash_api or shipped_bash_api(),
         )
         process = spawn_gated(prepared)
     except RunnerFailure as exc:
@@ -163,6 +166,17 @@ def launch(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], 
         frame["attempt_id"],
         identity["pid"],
     )
+
+
+@functools.cache
+def shipped_bash_api() -> Path | None:
+    """The Bash API shipped in the SDK distribution, exported to runners as HTTK_WORKFLOW_BASH_API."""
+    spec = importlib.util.find_spec("httk.workflow.sdk")
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        candidate = Path(location) / "bash" / "httk-workflow.sh"
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
 
 
 def plan(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], job: LoadedJob) -> AttemptPlan:

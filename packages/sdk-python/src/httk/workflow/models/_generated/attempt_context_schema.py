@@ -178,6 +178,10 @@ class AttemptContext(BaseModel):
     """
     A snapshot of the workspace settings taken when the job was claimed.
     """
+    inputs: dict[str, Any] | None = None
+    """
+    A copy of the job's inputs object from job.json (empty when it has none), written in the context's own layout so that runners without a JSON parser can read scalar inputs.
+    """
     join: common_schema.JoinSummary | None = None
     """
     The summary of the join this activation follows; null for an activation that follows no join.

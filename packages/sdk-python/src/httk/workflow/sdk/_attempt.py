@@ -1,0 +1,482 @@
+"""The ``Attempt`` a step function receives: its context, inputs, settings, job state and one outcome.
+
+Exactly one outcome per attempt. Each outcome method checks every argument before it writes anything
+(an :class:`OutcomeError` names the argument at fault), then publishes through :mod:`._outcome`. Whether
+an outcome exists is read from the control directory too, so an outcome that another process published
+for this attempt -- a Bash helper the step ran, say -- counts, and a second one is refused rather than
+silently lost.
+
+Job state is read on first use and cached; :meth:`Attempt.save_state` replaces it on disk and in the cache.
+Save state *before* publishing the outcome: once it is published the manager may commit it and start the
+next step, which reads the state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _checks, _outcome, _settings, _state
+from ._context import AttemptContext, context_path_from, read_context
+from ._errors import ContextError, OutcomeAlreadyPublishedError, OutcomeError, StepDefinitionError
+
+_JOB_FILE = "job.json"
+
+
+class Attempt(AttemptContext):
+    """One attempt of one step of one job, as the step function sees it.
+
+    A runner normally gets it from :func:`~httk.workflow.sdk.dispatch`; :meth:`load` builds one from an
+    attempt's context.json, which is how a step is run by hand or tested. In the examples, ``a`` is the
+    attempt a step receives.
+
+    Parameters
+    ----------
+    context
+        The decoded context.json.
+    context_path
+        Where it was read from, if from a file (named in error messages; locates the control directory
+        of an older context that does not record it).
+    environ
+        The process environment (default ``os.environ``): durability, settings, fallbacks.
+    runner_steps
+        The steps the runner implements, in declaration order; every outcome declares them. ``None``
+        leaves ``runner_steps`` out of the outcome.
+
+    Examples
+    --------
+    >>> from httk.workflow.sdk import Attempt
+    >>> a = Attempt.load("/ws/p/job/.httk-attempt.a6c2.../context.json", runner_steps=["relax"])
+    >>> a.step, a.is_restart
+    ('relax', False)
+    >>> a.succeed(message="converged")
+    """
+
+    def __init__(
+        self,
+        context: Mapping[str, Any],
+        *,
+        context_path: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+        runner_steps: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__(context, context_path=context_path, environ=environ)
+        self._runner_steps = None if runner_steps is None else tuple(runner_steps)
+        for name in self._runner_steps or ():
+            problem = _checks.step_problem(name)
+            if problem is not None:
+                raise StepDefinitionError(f"cannot be declared in runner_steps: {problem}", step=name)
+        self._inputs: dict[str, Any] | None = None
+        self._state: dict[str, Any] | None = None
+        self._published = False
+
+    @classmethod
+    def load(
+        cls,
+        context_path: str | os.PathLike[str] | None = None,
+        *,
+        runner_steps: Sequence[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Attempt:
+        """Read an attempt's context.json and build its ``Attempt``.
+
+        Parameters
+        ----------
+        context_path
+            The context.json; default ``HTTK_WORKFLOW_CONTEXT`` from ``environ``.
+        runner_steps
+            The steps the runner implements (see the class).
+        environ
+            The process environment (default ``os.environ``).
+
+        Returns
+        -------
+        Attempt
+            The attempt, with nothing published yet.
+
+        Raises
+        ------
+        ContextError
+            When no context is named, or it cannot be read or is not an attempt context.
+
+        Examples
+        --------
+        >>> a = Attempt.load()  # inside a runner the manager started
+        >>> a.attempt_ordinal
+        1
+        """
+        environ = os.environ if environ is None else environ
+        path = context_path_from(environ) if context_path is None else Path(context_path)
+        return cls(read_context(path), context_path=path, environ=environ, runner_steps=runner_steps)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Attempt step={self.step!r} job_key={self.job_key!r} attempt_ordinal={self.attempt_ordinal} "
+            f"attempt_reason={self.attempt_reason!r} published={self.published}>"
+        )
+
+    # -- inputs and settings -----------------------------------------------------------------------
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """The job's ``inputs`` object from ``<job_dir>/job.json`` (``{}`` when it has none), read once.
+
+        Raises
+        ------
+        ContextError
+            When job.json cannot be read or its ``inputs`` is not an object.
+
+        Examples
+        --------
+        >>> a.inputs.get("structure", "Si.cif")
+        'Si.cif'
+        """
+        if self._inputs is None:
+            path = self.job_dir / _JOB_FILE
+            try:
+                with open(path, "rb") as stream:
+                    job = json.loads(stream.read())
+            except OSError as exc:
+                raise ContextError(f"cannot be read: {exc.strerror or exc}", path=path) from exc
+            except ValueError as exc:
+                raise ContextError(f"is not UTF-8 JSON: {exc}", path=path) from exc
+            inputs = job.get("inputs", {}) if isinstance(job, dict) else None
+            if not isinstance(inputs, dict):
+                raise ContextError("must be a JSON object", path=path, member="inputs")
+            self._inputs = inputs
+        return self._inputs
+
+    def setting(self, name: str, default: Any = _settings.MISSING) -> Any:
+        """An application setting, resolved in layers; the first layer that holds it wins.
+
+        The layers are: the job's ``inputs`` member named exactly ``name``; the environment variable
+        ``HTTK_<NAME>`` (dots become underscores, upper case), where the manager exports each scalar
+        workspace setting unless a deployment override is already set; the workspace settings snapshot
+        in context.json (the only layer holding arrays and objects); then ``default``. An environment
+        value that is just the manager's export of the snapshot value comes back typed (``4``, not
+        ``"4"``); a deployment override comes back as the string it is.
+
+        Parameters
+        ----------
+        name
+            A dotted lowercase setting name such as ``vasp.command``.
+        default
+            What to return when no layer holds the setting; without it that is an error.
+
+        Returns
+        -------
+        Any
+            The JSON value found.
+
+        Raises
+        ------
+        SettingNameError
+            When ``name`` is not a setting name.
+        SettingNotFoundError
+            When no layer holds it and no default was given; the message names the layers consulted.
+
+        Examples
+        --------
+        >>> a.setting("vasp.command")
+        'srun -n 32 vasp_std'
+        >>> a.setting("vasp.max_restarts", 3)
+        3
+        """
+        return _settings.resolve(
+            name,
+            inputs=self.inputs,
+            environ=self._environ,
+            snapshot=self._context.get("settings") or {},
+            default=default,
+            context_path=self._context_path,
+        )
+
+    # -- job state and declarations ----------------------------------------------------------------
+    @property
+    def state(self) -> dict[str, Any]:
+        """The job's state from ``.httk-job/state.json`` (``{}`` when none was saved), read once.
+
+        It survives retries, step advances and isolated workdirs. Changing the dict changes nothing on
+        disk until :meth:`save_state`.
+
+        Raises
+        ------
+        StateError
+            When the file exists but cannot be read or does not hold a JSON object.
+
+        Examples
+        --------
+        >>> a.state.get("ionic_steps", 0)
+        0
+        """
+        if self._state is None:
+            self._state = _state.read_state(self.job_dir)
+        return self._state
+
+    def save_state(self, state: Mapping[str, Any]) -> None:
+        """Replace the job's state atomically (synchronized when the workspace is durable).
+
+        Save before publishing the outcome: the next step may start as soon as the outcome is committed.
+
+        Parameters
+        ----------
+        state
+            The whole new state: a mapping JSON can hold unchanged (string keys, finite numbers).
+
+        Raises
+        ------
+        StateError
+            When ``state`` is not such a mapping, or the file cannot be written.
+
+        Examples
+        --------
+        >>> a.save_state({**a.state, "ionic_steps": 61})
+        >>> a.state["ionic_steps"]
+        61
+        """
+        self._state = _state.write_state(self.job_dir, state, durable=self.durable)
+
+    def declare(self, name: str, document: Mapping[str, Any]) -> Path:
+        """Record what the job observed for one of its declarations, replacing an earlier observation.
+
+        Written atomically to ``.httk-job/declarations/<name>.json``; tools report it beside the
+        declaration in job.json, never merged with it.
+
+        Parameters
+        ----------
+        name
+            The declaration name (``[A-Za-z0-9_][A-Za-z0-9._-]{0,63}``).
+        document
+            The observed declaration: a mapping JSON can hold unchanged; opaque to the protocol.
+
+        Returns
+        -------
+        pathlib.Path
+            The file written.
+
+        Raises
+        ------
+        StateError
+            When the name or document is invalid, or the file cannot be written.
+
+        Examples
+        --------
+        >>> a.declare("outputs", {"files": ["OUTCAR", "vasprun.xml"]}).name
+        'outputs.json'
+        """
+        return _state.write_declaration(self.job_dir, name, document, durable=self.durable)
+
+    # -- the one outcome ---------------------------------------------------------------------------
+    @property
+    def runner_steps(self) -> tuple[str, ...] | None:
+        """The steps the runner implements, declared in every outcome; ``None`` when not known.
+
+        Examples
+        --------
+        >>> a.runner_steps
+        ('prepare', 'relax', 'collect')
+        """
+        return self._runner_steps
+
+    @property
+    def published(self) -> bool:
+        """Whether this attempt has its outcome: published here, or found in ``outcome.ready``.
+
+        Examples
+        --------
+        >>> a.published
+        False
+        >>> a.succeed()
+        >>> a.published
+        True
+        """
+        return self._published or os.path.lexists(self.control_dir / _outcome.READY_NAME)
+
+    def advance(
+        self,
+        step: str,
+        *,
+        resources: Mapping[str, int] | None = None,
+        priority: int | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Publish ``advance``: once committed, the job continues with a new activation of ``step``.
+
+        Parameters
+        ----------
+        step
+            The next step's name.
+        resources
+            Resource quantities the next activation needs, such as ``{"procs": 64}``.
+        priority
+            The job's priority from now on, 0 (highest) through 999; default unchanged.
+        message
+            A note for the job's history.
+
+        Raises
+        ------
+        OutcomeError
+            When an argument is invalid (it is named), or the outcome cannot be written.
+        OutcomeAlreadyPublishedError
+            When the attempt already has an outcome.
+
+        Examples
+        --------
+        >>> a.advance("relax", resources={"procs": 64}, message="prepared 4 k-point sets")
+        """
+        self._refuse_second()
+        members = _outcome.advance_members(step)
+        if resources is not None:
+            problem = _checks.resources_problem(resources)
+            if problem is not None:
+                raise OutcomeError(problem, argument="resources")
+        self._publish("advance", members, priority=priority, resources=resources, message=message)
+
+    def succeed(self, *, message: str | None = None, priority: int | None = None) -> None:
+        """Publish ``succeed``: once committed, the job has succeeded.
+
+        Parameters
+        ----------
+        message
+            A note for the job's history.
+        priority
+            The priority of the job's terminal marker, 0 through 999; default unchanged.
+
+        Raises
+        ------
+        OutcomeError
+            When an argument is invalid, or the outcome cannot be written.
+        OutcomeAlreadyPublishedError
+            When the attempt already has an outcome.
+
+        Examples
+        --------
+        >>> a.succeed(message="total energy -10.84 eV")
+        """
+        self._refuse_second()
+        self._publish("succeed", {}, priority=priority, message=message)
+
+    def fail(
+        self,
+        code: str,
+        message: str,
+        details: Mapping[str, Any] | None = None,
+        *,
+        retryable: bool | None = None,
+    ) -> None:
+        """Publish ``fail``: the job fails, unless the job's ``retry_on`` lists ``code``.
+
+        Parameters
+        ----------
+        code
+            A stable machine identity: one token, no whitespace, at most 128 bytes. Namespace your own
+            (``vasp.nonconvergent``); ``no_outcome`` and ``unknown_step`` are the SDK's.
+        message
+            One human sentence.
+        details
+            Structured evidence (a mapping JSON can hold), such as counters or a log path.
+        retryable
+            Advisory evidence for an operator; it never overrides ``retry_on``.
+
+        Raises
+        ------
+        OutcomeError
+            When an argument is invalid (it is named), or the outcome cannot be written.
+        OutcomeAlreadyPublishedError
+            When the attempt already has an outcome.
+
+        Examples
+        --------
+        >>> a.fail("vasp.nonconvergent", "electronic minimization did not converge",
+        ...        {"iterations": 61, "log": "vasp/convergence.log"}, retryable=False)
+        """
+        self._refuse_second()
+        self._publish("fail", _outcome.failure_members(code, message, details, retryable))
+
+    def retry(self, reason: str, *, priority: int | None = None, message: str | None = None) -> None:
+        """Publish ``retry``: run this activation again, in a new attempt, within the job's budgets.
+
+        Parameters
+        ----------
+        reason
+            Why, for the job's history; the next attempt sees ``attempt_reason`` ``requested_retry``.
+        priority
+            The job's priority from now on, 0 through 999; default unchanged.
+        message
+            A note for the job's history.
+
+        Raises
+        ------
+        OutcomeError
+            When an argument is invalid (it is named), or the outcome cannot be written.
+        OutcomeAlreadyPublishedError
+            When the attempt already has an outcome.
+
+        Examples
+        --------
+        >>> a.retry("ZBRENT error; restarting from CONTCAR")
+        """
+        self._refuse_second()
+        members = _outcome.reason_members("retry", reason)
+        self._publish("retry", members, priority=priority, message=message)
+
+    def pause(self, reason: str, *, priority: int | None = None, message: str | None = None) -> None:
+        """Publish ``pause``: the job waits for an operator to continue it.
+
+        Parameters
+        ----------
+        reason
+            What the operator should look at.
+        priority
+            The job's priority from now on, 0 through 999; default unchanged.
+        message
+            A note for the job's history.
+
+        Raises
+        ------
+        OutcomeError
+            When an argument is invalid (it is named), or the outcome cannot be written.
+        OutcomeAlreadyPublishedError
+            When the attempt already has an outcome.
+
+        Examples
+        --------
+        >>> a.pause("the relaxed cell grew by 30 %; check the structure before continuing")
+        """
+        self._refuse_second()
+        members = _outcome.reason_members("pause", reason)
+        self._publish("pause", members, priority=priority, message=message)
+
+    def _refuse_second(self) -> None:
+        if self.published:
+            raise OutcomeAlreadyPublishedError(self.control_dir / _outcome.READY_NAME)
+
+    def _publish(
+        self,
+        action: str,
+        members: Mapping[str, Any],
+        *,
+        priority: int | None = None,
+        resources: Mapping[str, int] | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Check the members every action shares, compose the document and publish it."""
+        if priority is not None:
+            problem = _checks.priority_problem(priority)
+            if problem is not None:
+                raise OutcomeError(problem, argument="priority")
+        if message is not None:
+            _outcome.checked_text("message", message)
+        document = _outcome.compose(
+            (self.job_id, self.activation_id, self.attempt_id),
+            action,
+            members,
+            priority=priority,
+            resources=resources,
+            message=message,
+            runner_steps=self._runner_steps,
+        )
+        _outcome.publish(self.control_dir, document, durable=self.durable)
+        self._published = True

@@ -1,0 +1,107 @@
+"""How the SDK writes files: compact JSON, atomic replacement, and synchronization when durable.
+
+Every file the SDK writes becomes visible only through a rename, so a reader sees the old document or the
+new one, never a torn one. With ``durable`` the bytes are synchronized before that rename and the
+directory after it -- the specification's durability table for job state, observed declarations and
+(via :mod:`._outcome`) published outcomes. Nothing else is synchronized: directories the SDK creates are
+named in their parent, and the parent is synchronized, before anything inside them becomes authoritative.
+
+Cost: one ``open``/``write``/``close``/``rename`` per document, plus two ``fsync`` calls when durable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+
+
+def _plain(value: object) -> object:
+    """Let the encoder write any read-only mapping (such as ``Attempt.children`` items) as an object."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"a value of type {type(value).__name__} cannot be written as JSON")
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_plain)
+
+
+def compact_json(document: object) -> bytes:
+    """One line of compact UTF-8 JSON with a trailing newline, as docs/outcome-documents.md specifies.
+
+    The escaping is exactly ``json.dumps(..., ensure_ascii=False)``'s. The caller has checked the value
+    with :func:`._checks.json_problem`; a lone surrogate still raises ``UnicodeEncodeError`` here.
+    """
+    return _ENCODER.encode(document).encode("utf-8") + b"\n"
+
+
+def plain_json(value: object) -> Any:
+    """``value`` as JSON decodes it back: mappings become dicts, tuples lists (checked values only)."""
+    return json.loads(_ENCODER.encode(value))
+
+
+def nonce() -> str:
+    """A name component no other process or call will choose: the process id and 48 random bits."""
+    return f"{os.getpid()}.{os.urandom(6).hex()}"
+
+
+def write_new(path: Path, data: bytes, *, sync: bool = False) -> None:
+    """Create ``path`` exclusively and write ``data`` to it; with ``sync`` synchronize it before closing."""
+    fd = os.open(path, _CREATE, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_path(path: Path, *, directory: bool = False) -> None:
+    """Synchronize a file's contents, or a directory's names, to storage."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(root: Path, relative: str, *, durable: bool) -> Path:
+    """Create the missing directories of ``root/relative`` (``root`` exists); return the full path.
+
+    With ``durable`` the parent of every directory created is synchronized, so the new name survives.
+    """
+    current = root
+    for part in relative.split("/"):
+        current = current / part
+        try:
+            os.mkdir(current)
+        except FileExistsError:
+            continue
+        if durable:
+            fsync_path(current.parent, directory=True)
+    return current
+
+
+def replace_atomically(path: Path, data: bytes, *, durable: bool) -> None:
+    """Replace ``path`` with ``data`` through a temporary name in the same directory.
+
+    Order: write the temporary file, synchronize it (durable), rename it over ``path``, synchronize the
+    directory (durable). On any failure the temporary file is removed and the error propagates.
+    """
+    temporary = path.with_name(f".{path.name}.tmp.{nonce()}")
+    try:
+        write_new(temporary, data, sync=durable)
+        os.rename(temporary, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+    if durable:
+        fsync_path(path.parent, directory=True)

@@ -1,0 +1,948 @@
+# shellcheck shell=bash
+# httk-workflow.sh: the Bash API of the httk workflow protocol, sourced by Bash runners.
+#
+#   #!/usr/bin/env bash
+#   set -euo pipefail
+#   source "$HTTK_WORKFLOW_BASH_API"           # exported by the manager as an absolute path
+#   prepare() { # ...
+#     httk_workflow_advance collect --message "inputs written" --resource procs=4
+#   }
+#   collect() { httk_workflow_succeed; }
+#   httk_workflow_register_step prepare
+#   httk_workflow_register_step collect
+#   httk_workflow_dispatch "$@"                # a plain command, so that set -e applies inside steps
+#
+# What it guarantees
+#   - Sourcing only defines httk_workflow_* / _httk_workflow_* functions and _httk_workflow_* globals. It
+#     never runs set, shopt or trap, and no function changes a shell option, a trap or IFS of the caller.
+#     Every function works under the caller's set -euo pipefail, failglob, nullglob or noglob.
+#   - The publishing path needs Bash 4.0+ and coreutils only (mkdir, mv -T, rm, and `sync FILE`, which
+#     synchronizes one file or directory with GNU coreutils >= 8.24). No python, no jq.
+#   - outcome.json is byte-for-byte what the Python SDK publishes for the same decision: the member
+#     order, compact separators and json.dumps(ensure_ascii=False) escaping of docs/outcome-documents.md,
+#     published by the five steps listed there (durably when HTTK_WORKFLOW_DURABLE=1). Exactly one
+#     outcome per attempt: a second one is refused (return 3), remembered both in this shell
+#     (_httk_workflow_published) and on disk (outcome.ready/ exists; rename never replaces it).
+#
+# Return codes, the same for every public function
+#   0  done
+#   1  the environment failed us: no or unreadable context.json, a missing member, a file operation
+#   2  an argument is invalid (the message on stderr names it); nothing was written
+#   3  this attempt has already published its outcome; nothing was written
+#   Every message goes to stderr, prefixed with the public function's name.
+#
+# Context (spec: "Context and restart detection")
+#   The manager exports HTTK_WORKFLOW_{CONTEXT,CONTROL_DIR,WORKSPACE_DIR,JOB_DIR,WORKDIR,IS_RESTART,
+#   UNCLEAN_RESTART,DURABLE,ATTEMPT_REASON,STEP,PYTHON,BASH_API} (and DATA_DIR for transactional jobs);
+#   a runner uses them directly, e.g. [[ $HTTK_WORKFLOW_UNCLEAN_RESTART == 1 ]]. Every other top-level
+#   scalar of context.json is read with httk_workflow_context (attempt_ordinal, previous_attempt_id, ...).
+#   context.json is read once per process (mapfile, no subprocess). The reader relies on the layout the
+#   manager writes (json.dumps(indent=2): "{" alone on the first line, one top-level member per line
+#   at two spaces, nested members deeper); it refuses a file in any other layout rather than guess.
+#
+# Settings (spec/02 "Application settings"), layers in order, as in the Python SDK
+#   1. the scalar member NAME of the job's inputs, which the manager copies into context.json "inputs";
+#   2. the environment variable HTTK_<NAME> (dots -> underscores, upper case): a deployment override, or
+#      the scalar workspace setting the manager exported there when no override existed; never a
+#      variable of the protocol's own HTTK_WORKFLOW_ namespace, into which the manager exports nothing;
+#   3. the scalar member NAME of context.json's "settings" (the workspace snapshot taken at the claim);
+#   4. DEFAULT when given; otherwise return 1.
+#   Bash reads inputs from context.json, never from job.json: job.json is stored in whatever layout its
+#   author submitted, while the manager writes context.json in one known layout this reader relies on.
+#   Bash has no None and no arrays of JSON: a null setting counts as absent (the next layer applies), an
+#   array or object setting is an error (return 1).
+#
+# NUL
+#   A Bash string cannot hold NUL (U+0000). No text handed to this API can contain one, so it never
+#   emits \u0000; a context or setting string containing \u0000 cannot be read (return 1).
+#
+# Parity with the Python SDK (httk.workflow.sdk): the same operations, the same bytes
+#   a.advance(step, resources=, priority=, message=)  httk_workflow_advance STEP [--resource NAME=INT]...
+#                                                       [--priority N] [--message TEXT]
+#   a.succeed(message=, priority=)                    httk_workflow_succeed [--message TEXT] [--priority N]
+#   a.fail(code, message, details, retryable=)        httk_workflow_fail CODE MESSAGE [--details JSON]
+#                                                       [--retryable|--not-retryable]
+#   a.retry(reason, priority=, message=)              httk_workflow_retry REASON [--priority N] [--message T]
+#   a.pause(reason, priority=, message=)              httk_workflow_pause REASON [--priority N] [--message T]
+#   a.setting(name, default)                          httk_workflow_setting VAR NAME [DEFAULT]
+#   the context's members                             httk_workflow_context VAR MEMBER (scalars only)
+#   a.save_state(obj) / a.state                       httk_workflow_state_save JSON
+#                                                     httk_workflow_state_load VAR
+#   a.declare(name, obj)                              httk_workflow_declare NAME JSON
+#   @step / dispatch()                                httk_workflow_register_step STEP [FUNCTION]
+#                                                     httk_workflow_dispatch [ARGUMENT...]
+#   Differences: JSON objects (--details, state, declarations) are given as text and inserted verbatim
+#   after a light check (braces, UTF-8, one line), so byte parity needs the compact form Python writes,
+#   json.dumps(obj, ensure_ascii=False, separators=(",", ":")); --resource cannot express an empty map
+#   (Python's resources={}); a null or non-scalar setting (above); no_outcome details name the shell
+#   function where Python names module.qualname. Children, joins (wait) and transactions come later.
+
+# -- state of this process (kept when the file is sourced again) -------------------------------------
+if [[ -z ${_httk_workflow_sourced-} ]]; then
+  _httk_workflow_sourced=1
+  _httk_workflow_published=           # the action this process published, once it has
+  _httk_workflow_steps=()             # registered step names, in registration order (runner_steps)
+  _httk_workflow_step_functions=()    # the function of each registered step
+  _httk_workflow_dispatching=         # set by httk_workflow_dispatch: outcomes then always declare
+                                      # runner_steps, [] included, as the Python dispatcher's do
+  _httk_workflow_context_file=        # the context.json whose members are cached below
+  _httk_workflow_context_keys=()      # top-level members of context.json, raw JSON value text
+  _httk_workflow_context_values=()
+  _httk_workflow_setting_keys=()      # members of context.json "settings", raw JSON value text
+  _httk_workflow_setting_values=()
+  _httk_workflow_input_keys=()        # members of context.json "inputs" (the job's), raw JSON value text
+  _httk_workflow_input_values=()
+fi
+
+# Constants. Every pattern in this file is a glob (never =~, which would overwrite the caller's
+# BASH_REMATCH) matched under LC_ALL=C, which each public function sets locally.
+_httk_workflow_ctl=$'\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f' # every control byte
+_httk_workflow_ctl+=$'\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f' # but NUL
+_httk_workflow_count_max=9223372036854775807 # 2**63 - 1, compared as a string of 19 digits
+
+# ====================================================================================================
+# Small helpers
+# ====================================================================================================
+
+# Print "FUNCTION: TEXT" on stderr. Returns 0.
+_httk_workflow_error() { # <function> <text>
+  printf '%s: %s\n' "$1" "$2" >&2
+}
+
+# Check that VAR can receive a value: a shell name, and not one of this library's own locals (_hw*,
+# LC_ALL), which printf -v would assign instead of the caller's variable. Returns 0, or 2 with a message.
+_httk_workflow_check_var() { # <function> <var>
+  if [[ $2 != [A-Za-z_]* || $2 == *[!A-Za-z0-9_]* || $2 == _hw* || $2 == LC_ALL ]]; then
+    _httk_workflow_error "$1" "VAR '$2' must be a shell variable name (not LC_ALL, not starting with _hw)"
+    return 2
+  fi
+  return 0
+}
+
+# Whether TEXT is 1 to MAX bytes of letters, digits, '.', '_' and '-', not starting with '.' or '-' (the
+# syntax of step and declaration names). Returns 0 or 1.
+_httk_workflow_name() { # <text> <max bytes>
+  [[ $1 == [A-Za-z0-9_]* && $1 != *[!A-Za-z0-9._-]* && ${#1} -le $2 ]]
+}
+
+# Whether TEXT is a decimal integer of at most MAX digits without a leading zero. Returns 0 or 1.
+_httk_workflow_decimal() { # <text> <max digits>
+  [[ $1 == 0 || ($1 == [1-9]* && $1 != *[!0-9]* && ${#1} -le $2) ]]
+}
+
+# Whether TEXT is valid UTF-8 (no overlong form, no surrogate, nothing above U+10FFFF). Each valid
+# multibyte sequence is replaced by one ASCII byte, longest first, so that no replacement can join two
+# invalid neighbours; the text is valid exactly when no byte >= 0x80 remains. Returns 0 valid, 1 invalid.
+_httk_workflow_utf8() { # <text>
+  local _hw8_s=$1
+  [[ $_hw8_s == *[$'\x80'-$'\xff']* ]] || return 0
+  _hw8_s=${_hw8_s//$'\xf0'[$'\x90'-$'\xbf'][$'\x80'-$'\xbf'][$'\x80'-$'\xbf']/x}
+  _hw8_s=${_hw8_s//[$'\xf1'-$'\xf3'][$'\x80'-$'\xbf'][$'\x80'-$'\xbf'][$'\x80'-$'\xbf']/x}
+  _hw8_s=${_hw8_s//$'\xf4'[$'\x80'-$'\x8f'][$'\x80'-$'\xbf'][$'\x80'-$'\xbf']/x}
+  _hw8_s=${_hw8_s//$'\xe0'[$'\xa0'-$'\xbf'][$'\x80'-$'\xbf']/x}
+  _hw8_s=${_hw8_s//[$'\xe1'-$'\xec\xee\xef'][$'\x80'-$'\xbf'][$'\x80'-$'\xbf']/x}
+  _hw8_s=${_hw8_s//$'\xed'[$'\x80'-$'\x9f'][$'\x80'-$'\xbf']/x}
+  _hw8_s=${_hw8_s//[$'\xc2'-$'\xdf'][$'\x80'-$'\xbf']/x}
+  [[ $_hw8_s != *[$'\x80'-$'\xff']* ]]
+}
+
+# Whether TEXT is empty or only whitespace in Python's sense (str.isspace: ASCII space, \t \n \v \f \r,
+# \x1c-\x1f, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000).
+# Returns 0 blank, 1 not blank.
+_httk_workflow_blank() { # <text>
+  local _hwb_s=$1
+  _hwb_s=${_hwb_s//[$' \t\n\v\f\r\x1c\x1d\x1e\x1f']/}
+  if [[ $_hwb_s == *[$'\x80'-$'\xff']* ]]; then
+    _hwb_s=${_hwb_s//$'\xc2'[$'\x85\xa0']/}
+    _hwb_s=${_hwb_s//$'\xe1\x9a\x80'/}
+    _hwb_s=${_hwb_s//$'\xe2\x80'[$'\x80'-$'\x8a\xa8\xa9\xaf']/}
+    _hwb_s=${_hwb_s//$'\xe2\x81\x9f'/}
+    _hwb_s=${_hwb_s//$'\xe3\x80\x80'/}
+  fi
+  [[ -z $_hwb_s ]]
+}
+
+# Escape TEXT as a JSON string token, quotes included, exactly as Python's
+# json.dumps(text, ensure_ascii=False): \" \\ \b \t \n \f \r, \u00XX (lowercase) for every other byte
+# 0x01-0x1F, everything else (0x7F and non-ASCII included) unchanged. Needs LC_ALL=C (byte patterns).
+# Returns 0, or 1 when TEXT is not valid UTF-8 (VAR is then left alone).
+_httk_workflow_json_string() { # <var> <text>
+  local _hwj_s=$2 _hwj_code _hwj_char
+  _httk_workflow_utf8 "$_hwj_s" || return 1
+  if [[ $_hwj_s == *["$_httk_workflow_ctl"\"\\]* ]]; then
+    _hwj_s=${_hwj_s//"\\"/"\\\\"}
+    _hwj_s=${_hwj_s//"\""/"\\\""}
+    if [[ $_hwj_s == *["$_httk_workflow_ctl"]* ]]; then
+      _hwj_s=${_hwj_s//$'\n'/"\\n"}
+      _hwj_s=${_hwj_s//$'\t'/"\\t"}
+      _hwj_s=${_hwj_s//$'\r'/"\\r"}
+      _hwj_s=${_hwj_s//$'\b'/"\\b"}
+      _hwj_s=${_hwj_s//$'\f'/"\\f"}
+      if [[ $_hwj_s == *["$_httk_workflow_ctl"]* ]]; then
+        for _hwj_code in 01 02 03 04 05 06 07 0b 0e 0f 10 11 12 13 14 15 16 17 18 19 1a 1b 1c 1d 1e 1f; do
+          # shellcheck disable=SC2059 # the format is the escape sequence of one control byte
+          printf -v _hwj_char "\\x$_hwj_code"
+          _hwj_s=${_hwj_s//"$_hwj_char"/"\\u00$_hwj_code"}
+        done
+      fi
+    fi
+  fi
+  printf -v "$1" '"%s"' "$_hwj_s"
+}
+
+# Validate one human text argument (nonblank, UTF-8) and escape it into VAR. Returns 0, or 2.
+_httk_workflow_text_arg() { # <var> <function> <argument name> <text>
+  if _httk_workflow_blank "$4"; then
+    _httk_workflow_error "$2" "$3 must be a nonempty text, not blank"
+    return 2
+  fi
+  if ! _httk_workflow_json_string "$1" "$4"; then
+    _httk_workflow_error "$2" "$3 is not valid UTF-8"
+    return 2
+  fi
+  return 0
+}
+
+# The light check of a JSON object given as text: it starts with { and ends with }, is valid UTF-8 and
+# holds no raw control character (so the document stays one line). Returns 0, or 2 with a message.
+_httk_workflow_check_object() { # <function> <argument name> <text>
+  if [[ $3 != '{'*'}' ]]; then
+    _httk_workflow_error "$1" "$2 must be a JSON object text starting with { and ending with }"
+    return 2
+  fi
+  if [[ $3 == *["$_httk_workflow_ctl"]* ]] || ! _httk_workflow_utf8 "$3"; then
+    _httk_workflow_error "$1" "$2 must be one line of valid UTF-8 JSON (no raw control characters)"
+    return 2
+  fi
+  return 0
+}
+
+# A failure code: one token of 1-128 bytes of UTF-8 without whitespace or control characters (the
+# manager's rule, Python's \s included). Returns 0, or 2 with a message.
+_httk_workflow_check_code() { # <function> <code>
+  local _hwk_c=$2
+  if [[ -z $_hwk_c || ${#_hwk_c} -gt 128 ]]; then
+    _httk_workflow_error "$1" "CODE '$_hwk_c' must be 1 to 128 bytes"
+    return 2
+  fi
+  if [[ $_hwk_c == *["$_httk_workflow_ctl"$' \x7f']* || $_hwk_c == *$'\xc2'[$'\x80'-$'\xa0']* ||
+    $_hwk_c == *$'\xe2\x80'[$'\x80'-$'\x8a\xa8\xa9\xaf']* || $_hwk_c == *$'\xe1\x9a\x80'* ||
+    $_hwk_c == *$'\xe2\x81\x9f'* || $_hwk_c == *$'\xe3\x80\x80'* ]]; then
+    _httk_workflow_error "$1" "CODE '$_hwk_c' must be one token without whitespace or control characters"
+    return 2
+  fi
+  if ! _httk_workflow_utf8 "$_hwk_c"; then
+    _httk_workflow_error "$1" "CODE is not valid UTF-8"
+    return 2
+  fi
+  return 0
+}
+
+# ====================================================================================================
+# context.json
+# ====================================================================================================
+
+# Read and cache context.json (once per process and path). Returns 0, or 1 with a message.
+_httk_workflow_load_context() { # <function>
+  local _hwc_file=${HTTK_WORKFLOW_CONTEXT-} _hwc_line _hwc_rest _hwc_key _hwc_value _hwc_in=
+  local -a _hwc_lines=()
+  if [[ -z $_hwc_file ]]; then
+    _httk_workflow_error "$1" "HTTK_WORKFLOW_CONTEXT is not set: no workflow manager started this process"
+    return 1
+  fi
+  [[ $_hwc_file != "$_httk_workflow_context_file" ]] || return 0
+  if [[ ! -f $_hwc_file || ! -r $_hwc_file ]] || ! mapfile -t _hwc_lines <"$_hwc_file"; then
+    _httk_workflow_error "$1" "cannot read the attempt context $_hwc_file"
+    return 1
+  fi
+  if [[ ${#_hwc_lines[@]} -lt 3 || ${_hwc_lines[0]} != '{' ]]; then
+    _httk_workflow_error "$1" \
+      "$_hwc_file is not in the layout the manager writes (indented JSON, one member per line)"
+    return 1
+  fi
+  _httk_workflow_context_keys=() _httk_workflow_context_values=()
+  _httk_workflow_setting_keys=() _httk_workflow_setting_values=()
+  _httk_workflow_input_keys=() _httk_workflow_input_values=()
+  for _hwc_line in "${_hwc_lines[@]}"; do
+    if [[ -n $_hwc_in ]]; then
+      if [[ $_hwc_line == '  }' || $_hwc_line == '  },' ]]; then
+        _hwc_in=
+      elif [[ $_hwc_line == '    "'*'": '* ]]; then # a member of "settings" or "inputs"; deeper skipped
+        _hwc_rest=${_hwc_line#'    "'}
+        _hwc_key=${_hwc_rest%%'": '*}
+        _hwc_value=${_hwc_rest#*'": '}
+        if [[ $_hwc_in == settings ]]; then
+          _httk_workflow_setting_keys+=("$_hwc_key")
+          _httk_workflow_setting_values+=("${_hwc_value%,}")
+        else
+          _httk_workflow_input_keys+=("$_hwc_key")
+          _httk_workflow_input_values+=("${_hwc_value%,}")
+        fi
+      fi
+    elif [[ $_hwc_line == '  "'*'": '* ]]; then # a top-level member
+      _hwc_rest=${_hwc_line#'  "'}
+      _hwc_key=${_hwc_rest%%'": '*}
+      _hwc_value=${_hwc_rest#*'": '}
+      _hwc_value=${_hwc_value%,}
+      _httk_workflow_context_keys+=("$_hwc_key")
+      _httk_workflow_context_values+=("$_hwc_value")
+      if [[ ($_hwc_key == settings || $_hwc_key == inputs) && $_hwc_value == '{' ]]; then
+        _hwc_in=$_hwc_key
+      fi
+    fi
+  done
+  _httk_workflow_context_file=$_hwc_file
+  return 0
+}
+
+# The raw JSON value text of a cached member. TABLE is context, settings or inputs. Returns 0 found,
+# 1 absent.
+_httk_workflow_lookup() { # <var> <table> <key>
+  local _hwl_i
+  if [[ $2 == inputs ]]; then
+    for ((_hwl_i = 0; _hwl_i < ${#_httk_workflow_input_keys[@]}; _hwl_i++)); do
+      if [[ ${_httk_workflow_input_keys[_hwl_i]} == "$3" ]]; then
+        printf -v "$1" '%s' "${_httk_workflow_input_values[_hwl_i]}"
+        return 0
+      fi
+    done
+  elif [[ $2 == context ]]; then
+    for ((_hwl_i = 0; _hwl_i < ${#_httk_workflow_context_keys[@]}; _hwl_i++)); do
+      if [[ ${_httk_workflow_context_keys[_hwl_i]} == "$3" ]]; then
+        printf -v "$1" '%s' "${_httk_workflow_context_values[_hwl_i]}"
+        return 0
+      fi
+    done
+  else
+    for ((_hwl_i = 0; _hwl_i < ${#_httk_workflow_setting_keys[@]}; _hwl_i++)); do
+      if [[ ${_httk_workflow_setting_keys[_hwl_i]} == "$3" ]]; then
+        printf -v "$1" '%s' "${_httk_workflow_setting_values[_hwl_i]}"
+        return 0
+      fi
+    done
+  fi
+  return 1
+}
+
+# Decode one raw scalar JSON value: a string is unescaped to its UTF-8 text, a number, true, false or
+# null is returned as written. Needs LC_ALL=C. Returns 0; 1 (message naming WHAT) for an object, an
+# array, or a string that cannot be decoded (bad escape, NUL, lone surrogate).
+_httk_workflow_decode() { # <var> <raw value> <function> <what>
+  local _hwu_raw=$2 _hwu_out='' _hwu_rest _hwu_c _hwu_hex _hwu_cp _hwu_low _hwu_fmt _hwu_char
+  case $_hwu_raw in
+    '{'* | '['*)
+      _httk_workflow_error "$3" "$4 is a JSON object or array, not a scalar"
+      return 1
+      ;;
+    true | false | null)
+      printf -v "$1" '%s' "$_hwu_raw"
+      return 0
+      ;;
+    '"'*'"') ;;
+    *)
+      if [[ $_hwu_raw == [-0-9]* && $_hwu_raw != *[!0-9eE.+-]* ]]; then # a number, as written
+        printf -v "$1" '%s' "$_hwu_raw"
+        return 0
+      fi
+      _httk_workflow_error "$3" "$4 is not a JSON value this reader understands: $_hwu_raw"
+      return 1
+      ;;
+  esac
+  _hwu_rest=${_hwu_raw:1:${#_hwu_raw}-2}
+  while [[ $_hwu_rest == *\\* ]]; do
+    _hwu_out+=${_hwu_rest%%\\*}
+    _hwu_rest=${_hwu_rest#*\\}
+    _hwu_c=${_hwu_rest:0:1}
+    _hwu_rest=${_hwu_rest:1}
+    case $_hwu_c in
+      '"' | \\ | /) _hwu_out+=$_hwu_c ;;
+      b) _hwu_out+=$'\b' ;;
+      f) _hwu_out+=$'\f' ;;
+      n) _hwu_out+=$'\n' ;;
+      r) _hwu_out+=$'\r' ;;
+      t) _hwu_out+=$'\t' ;;
+      u)
+        _hwu_hex=${_hwu_rest:0:4}
+        _hwu_rest=${_hwu_rest:4}
+        if [[ ${#_hwu_hex} -ne 4 || $_hwu_hex == *[!0-9A-Fa-f]* ]]; then
+          _httk_workflow_error "$3" "$4 has a malformed \\u escape"
+          return 1
+        fi
+        _hwu_cp=$((16#$_hwu_hex))
+        if ((_hwu_cp >= 0xD800 && _hwu_cp <= 0xDBFF)) && [[ ${_hwu_rest:0:2} == '\u' &&
+          ${_hwu_rest:2:4} == [dD][c-fC-F][0-9A-Fa-f][0-9A-Fa-f] ]]; then
+          _hwu_low=$((16#${_hwu_rest:2:4}))
+          _hwu_rest=${_hwu_rest:6}
+          _hwu_cp=$((0x10000 + ((_hwu_cp - 0xD800) << 10) + (_hwu_low - 0xDC00)))
+        elif ((_hwu_cp >= 0xD800 && _hwu_cp <= 0xDFFF)); then
+          _httk_workflow_error "$3" "$4 holds a lone UTF-16 surrogate"
+          return 1
+        elif ((_hwu_cp == 0)); then
+          _httk_workflow_error "$3" "$4 holds a NUL character, which a Bash string cannot hold"
+          return 1
+        fi
+        if ((_hwu_cp < 0x80)); then
+          printf -v _hwu_fmt '\\x%02x' "$_hwu_cp"
+        elif ((_hwu_cp < 0x800)); then
+          printf -v _hwu_fmt '\\x%02x\\x%02x' $((0xC0 | _hwu_cp >> 6)) $((0x80 | (_hwu_cp & 0x3F)))
+        elif ((_hwu_cp < 0x10000)); then
+          printf -v _hwu_fmt '\\x%02x\\x%02x\\x%02x' $((0xE0 | _hwu_cp >> 12)) \
+            $((0x80 | (_hwu_cp >> 6 & 0x3F))) $((0x80 | (_hwu_cp & 0x3F)))
+        else
+          printf -v _hwu_fmt '\\x%02x\\x%02x\\x%02x\\x%02x' $((0xF0 | _hwu_cp >> 18)) \
+            $((0x80 | (_hwu_cp >> 12 & 0x3F))) $((0x80 | (_hwu_cp >> 6 & 0x3F))) $((0x80 | (_hwu_cp & 0x3F)))
+        fi
+        # shellcheck disable=SC2059 # the format is the escape sequence of the character's bytes
+        printf -v _hwu_char "$_hwu_fmt"
+        _hwu_out+=$_hwu_char
+        ;;
+      *)
+        _httk_workflow_error "$3" "$4 has an invalid escape \\$_hwu_c"
+        return 1
+        ;;
+    esac
+  done
+  printf -v "$1" '%s' "$_hwu_out$_hwu_rest"
+  return 0
+}
+
+# A path of the attempt: the environment variable when set, else the context member. Returns 0 or 1.
+_httk_workflow_path() { # <var> <function> <environment variable> <context member>
+  local _hwq_raw
+  if [[ -n ${!3-} ]]; then
+    printf -v "$1" '%s' "${!3}"
+    return 0
+  fi
+  _httk_workflow_load_context "$2" || return 1
+  if ! _httk_workflow_lookup _hwq_raw context "$4"; then
+    _httk_workflow_error "$2" "neither $3 nor the context member '$4' is set"
+    return 1
+  fi
+  _httk_workflow_decode "$1" "$_hwq_raw" "$2" "context member '$4'"
+}
+
+# Whether publication must be durable: HTTK_WORKFLOW_DURABLE=1, or (when the variable is unset) the
+# context member durable is true. Returns 0 durable, 1 not.
+_httk_workflow_durable() { # <function>
+  local _hwv_raw
+  if [[ -n ${HTTK_WORKFLOW_DURABLE+set} ]]; then
+    if [[ $HTTK_WORKFLOW_DURABLE == 1 ]]; then
+      return 0
+    fi
+    return 1
+  fi
+  if _httk_workflow_load_context "$1" 2>/dev/null && _httk_workflow_lookup _hwv_raw context durable &&
+    [[ $_hwv_raw == true ]]; then
+    return 0
+  fi
+  return 1
+}
+
+# Read a top-level scalar member of the attempt's context.json into VAR: a string unescaped to UTF-8
+# text, a number, true, false or null as written.
+# Returns 0; 1 when context.json cannot be read, has no such member, or the member is an object or
+# array (or a string holding NUL); 2 for a wrong call.
+httk_workflow_context() { # <var> <member>
+  local -x LC_ALL=C _hw_raw _hw_value
+  if (($# != 2)); then
+    _httk_workflow_error httk_workflow_context "usage: httk_workflow_context VAR MEMBER"
+    return 2
+  fi
+  _httk_workflow_check_var httk_workflow_context "$1" || return 2
+  _httk_workflow_load_context httk_workflow_context || return 1
+  if ! _httk_workflow_lookup _hw_raw context "$2"; then
+    _httk_workflow_error httk_workflow_context "$HTTK_WORKFLOW_CONTEXT has no member '$2'"
+    return 1
+  fi
+  _httk_workflow_decode _hw_value "$_hw_raw" httk_workflow_context "context member '$2'" || return 1
+  printf -v "$1" '%s' "$_hw_value"
+}
+
+# Resolve the application setting NAME (dotted, e.g. vasp.command) into VAR, in layers: the job's
+# inputs, the environment variable HTTK_<NAME>, the scalar in context.json "settings", DEFAULT.
+# Returns 0; 1 when no layer has it and no DEFAULT is given, or the setting is an array or object, or
+# context.json cannot be read; 2 for an invalid NAME or a wrong call.
+httk_workflow_setting() { # <var> <name> [default]
+  local -x LC_ALL=C _hw_variable _hw_raw _hw_value
+  if (($# < 2 || $# > 3)); then
+    _httk_workflow_error httk_workflow_setting "usage: httk_workflow_setting VAR NAME [DEFAULT]"
+    return 2
+  fi
+  _httk_workflow_check_var httk_workflow_setting "$1" || return 2
+  if [[ $2 != [a-z]* || $2 == *[!a-z0-9_.]* || $2 == *..* || $2 == *. || ${#2} -gt 128 ]]; then
+    _httk_workflow_error httk_workflow_setting \
+      "NAME '$2' must be a dotted lowercase setting name such as vasp.command (a-z, 0-9, _; 1-128 bytes)"
+    return 2
+  fi
+  _hw_variable=${2//./_}
+  _hw_variable=HTTK_${_hw_variable^^}
+  if [[ -n ${HTTK_WORKFLOW_CONTEXT-} ]]; then
+    _httk_workflow_load_context httk_workflow_setting || return 1
+    if _httk_workflow_lookup _hw_raw inputs "$2" && [[ $_hw_raw != null ]]; then
+      _httk_workflow_decode _hw_value "$_hw_raw" httk_workflow_setting "the job input $2" || return 1
+      printf -v "$1" '%s' "$_hw_value"
+      return 0
+    fi
+  fi
+  # The manager never exports a setting into the protocol's own HTTK_WORKFLOW_ namespace.
+  if [[ $_hw_variable != HTTK_WORKFLOW_* && -n ${!_hw_variable+set} ]]; then
+    printf -v "$1" '%s' "${!_hw_variable}"
+    return 0
+  fi
+  if [[ -n ${HTTK_WORKFLOW_CONTEXT-} ]]; then
+    _httk_workflow_load_context httk_workflow_setting || return 1
+    if _httk_workflow_lookup _hw_raw settings "$2" && [[ $_hw_raw != null ]]; then
+      _httk_workflow_decode _hw_value "$_hw_raw" httk_workflow_setting "the setting $2" || return 1
+      printf -v "$1" '%s' "$_hw_value"
+      return 0
+    fi
+  fi
+  if (($# == 3)); then
+    printf -v "$1" '%s' "$3"
+    return 0
+  fi
+  _httk_workflow_error httk_workflow_setting \
+    "the setting $2 is not set (no job input, $_hw_variable unset, not in the workspace settings, no default)"
+  return 1
+}
+
+# ====================================================================================================
+# Outcomes
+# ====================================================================================================
+
+# Parse the options of an outcome function into the caller's locals (which it declares empty), each a
+# ready JSON fragment: _hw_priority (,"priority":N), _hw_resources (,"resources":{...}), _hw_message
+# (,"message":"..."), _hw_details (,"details":{...}), _hw_retryable (,"retryable":true|false).
+# ALLOWED lists the accepted option names between spaces. Returns 0, or 2 with a message.
+_httk_workflow_options() { # <function> <allowed> [option...]
+  local _hwo_function=$1 _hwo_allowed=$2 _hwo_option _hwo_value _hwo_name _hwo_key _hwo_amount _hwo_text
+  local _hwo_seen=' '
+  shift 2
+  while (($# > 0)); do
+    _hwo_option=$1
+    shift
+    case $_hwo_option in
+      --*=*)
+        _hwo_value=${_hwo_option#*=}
+        _hwo_option=${_hwo_option%%=*}
+        ;;
+      --retryable | --not-retryable) _hwo_value= ;;
+      --*)
+        if (($# == 0)); then
+          _httk_workflow_error "$_hwo_function" "$_hwo_option needs a value"
+          return 2
+        fi
+        _hwo_value=$1
+        shift
+        ;;
+      *)
+        _httk_workflow_error "$_hwo_function" "unexpected argument '$_hwo_option'"
+        return 2
+        ;;
+    esac
+    _hwo_name=${_hwo_option#--}
+    [[ $_hwo_name != resources ]] || _hwo_name=resource
+    if [[ $_hwo_allowed != *" $_hwo_name "* ]]; then
+      _hwo_allowed=${_hwo_allowed% }
+      _httk_workflow_error "$_hwo_function" "unknown option $_hwo_option (accepted:${_hwo_allowed// / --})"
+      return 2
+    fi
+    _hwo_key=$_hwo_name
+    [[ $_hwo_key != not-retryable ]] || _hwo_key=retryable
+    if [[ $_hwo_key != resource && $_hwo_seen == *" $_hwo_key "* ]]; then
+      _httk_workflow_error "$_hwo_function" "$_hwo_option is given twice (or with its opposite)"
+      return 2
+    fi
+    _hwo_seen+="$_hwo_key "
+    case $_hwo_name in
+      priority)
+        if ! _httk_workflow_decimal "$_hwo_value" 3; then
+          _httk_workflow_error "$_hwo_function" \
+            "--priority must be an integer from 0 through 999, not '$_hwo_value'"
+          return 2
+        fi
+        _hw_priority=",\"priority\":$_hwo_value"
+        ;;
+      message)
+        _httk_workflow_text_arg _hwo_text "$_hwo_function" --message "$_hwo_value" || return 2
+        _hw_message=",\"message\":$_hwo_text"
+        ;;
+      resource)
+        _hwo_name=${_hwo_value%%=*}
+        _hwo_amount=${_hwo_value#*=}
+        if [[ $_hwo_value != *=* || $_hwo_name != [a-z0-9]* || $_hwo_name == *[!a-z0-9._-]* ||
+          ${#_hwo_name} -gt 48 || $_hwo_name == *--* ]]; then
+          _httk_workflow_error "$_hwo_function" \
+            "--resource '$_hwo_value' must be NAME=INT, NAME of a-z, 0-9, '.', '_', '-' (1-48 bytes, no '--')"
+          return 2
+        fi
+        # shellcheck disable=SC2071 # a string comparison on purpose: two strings of 19 digits
+        if ! _httk_workflow_decimal "$_hwo_amount" 19 ||
+          [[ ${#_hwo_amount} -eq 19 && $_hwo_amount > "$_httk_workflow_count_max" ]]; then
+          _httk_workflow_error "$_hwo_function" \
+            "--resource $_hwo_name: '$_hwo_amount' must be a non-negative integer below 2**63, no leading 0"
+          return 2
+        fi
+        if [[ $_hw_resources == *"\"$_hwo_name\":"* ]]; then
+          _httk_workflow_error "$_hwo_function" "--resource $_hwo_name is given twice"
+          return 2
+        fi
+        _hw_resources+="${_hw_resources:+,}\"$_hwo_name\":$_hwo_amount"
+        ;;
+      details)
+        _httk_workflow_check_object "$_hwo_function" --details "$_hwo_value" || return 2
+        _hw_details=",\"details\":$_hwo_value"
+        ;;
+      retryable) _hw_retryable=',"retryable":true' ;;
+      not-retryable) _hw_retryable=',"retryable":false' ;;
+    esac
+  done
+  [[ -z $_hw_resources ]] || _hw_resources=",\"resources\":{$_hw_resources}"
+  return 0
+}
+
+# Compose the outcome around MEMBERS (the JSON fragment after "action", already in contract order) and
+# publish it. Returns 0, 1 (context or filesystem), or 3 (already published).
+_httk_workflow_finish() { # <function> <action> <members>
+  local _hwf_ids='' _hwf_raw _hwf_member _hwf_steps='' _hwf_step
+  _httk_workflow_load_context "$1" || return 1
+  for _hwf_member in job_id activation_id attempt_id; do
+    if ! _httk_workflow_lookup _hwf_raw context "$_hwf_member" || [[ $_hwf_raw != '"'*'"' ]]; then
+      _httk_workflow_error "$1" "$HTTK_WORKFLOW_CONTEXT has no string member '$_hwf_member'"
+      return 1
+    fi
+    # The context was written with the same escaping, so its token is already what json.dumps writes.
+    _hwf_ids+=",\"$_hwf_member\":$_hwf_raw"
+  done
+  if ((${#_httk_workflow_steps[@]} > 0)) || [[ -n $_httk_workflow_dispatching ]]; then
+    for _hwf_step in ${_httk_workflow_steps[@]+"${_httk_workflow_steps[@]}"}; do # names need no escaping
+      _hwf_steps+="${_hwf_steps:+,}\"$_hwf_step\""
+    done
+    _hwf_steps=",\"runner_steps\":[$_hwf_steps]"
+  fi
+  # Extension point: wait (join) and the transaction and children members join MEMBERS here, and
+  # _httk_workflow_publish writes their bundles into the draft before it synchronizes it.
+  _httk_workflow_publish "$1" "$2" \
+    "{\"format\":\"httk-workflow-outcome\",\"format_version\":1$_hwf_ids,\"action\":\"$2\"$3$_hwf_steps}"
+}
+
+# Publish DOCUMENT as this attempt's outcome (docs/outcome-documents.md "Publication"): mkdir
+# outcome.tmp.<nonce>, write outcome.json, when durable sync the file then the draft directory, rename
+# the draft to outcome.ready (never replacing one), when durable sync the control directory.
+# Returns 0; 1 for a filesystem failure (the draft is removed); 3 when an outcome already exists.
+_httk_workflow_publish() { # <function> <action> <document>
+  local _hwp_control _hwp_draft _hwp_ready _hwp_what _hwp_tries=0
+  _httk_workflow_path _hwp_control "$1" HTTK_WORKFLOW_CONTROL_DIR control_dir || return 1
+  _hwp_ready=$_hwp_control/outcome.ready
+  if [[ -n $_httk_workflow_published || -e $_hwp_ready ]]; then
+    _hwp_what=${_httk_workflow_published:+($_httk_workflow_published) }
+    _httk_workflow_error "$1" \
+      "this attempt has already published its outcome ${_hwp_what}in $_hwp_ready; an attempt publishes one"
+    return 3
+  fi
+  while :; do
+    _hwp_draft=$_hwp_control/outcome.tmp.$BASHPID.$RANDOM$RANDOM
+    if command mkdir -- "$_hwp_draft"; then
+      break
+    fi
+    _hwp_tries=$((_hwp_tries + 1))
+    if [[ ! -e $_hwp_draft || $_hwp_tries -ge 3 ]]; then
+      _httk_workflow_error "$1" "cannot create an outcome draft in $_hwp_control"
+      return 1
+    fi
+  done
+  if ! printf '%s\n' "$3" >"$_hwp_draft/outcome.json"; then
+    _httk_workflow_error "$1" "cannot write $_hwp_draft/outcome.json"
+    command rm -rf -- "$_hwp_draft"
+    return 1
+  fi
+  if _httk_workflow_durable "$1" && ! command sync -- "$_hwp_draft/outcome.json" "$_hwp_draft"; then
+    _httk_workflow_error "$1" "cannot synchronize the outcome draft $_hwp_draft"
+    command rm -rf -- "$_hwp_draft"
+    return 1
+  fi
+  if ! command mv -T -- "$_hwp_draft" "$_hwp_ready"; then
+    command rm -rf -- "$_hwp_draft"
+    if [[ -e $_hwp_ready ]]; then
+      _httk_workflow_error "$1" "another outcome appeared in $_hwp_ready first; an attempt publishes one"
+      return 3
+    fi
+    _httk_workflow_error "$1" "cannot rename the outcome draft to $_hwp_ready"
+    return 1
+  fi
+  _httk_workflow_published=$2
+  if _httk_workflow_durable "$1" && ! command sync -- "$_hwp_control"; then
+    _httk_workflow_error "$1" "published $_hwp_ready but cannot synchronize $_hwp_control"
+    return 1
+  fi
+  return 0
+}
+
+# Publish an advance outcome: the job continues with STEP (a new activation).
+# Options: --priority N (0-999), --message TEXT, --resource NAME=INT (repeatable, kept in order;
+# --resources is an alias). Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
+httk_workflow_advance() { # <step> [--priority N] [--message TEXT] [--resource NAME=INT]...
+  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable=''
+  if (($# < 1)); then
+    _httk_workflow_error httk_workflow_advance \
+      "usage: httk_workflow_advance STEP [--resource NAME=INT]... [--priority N] [--message TEXT]"
+    return 2
+  fi
+  if ! _httk_workflow_name "$1" 128; then
+    _httk_workflow_error httk_workflow_advance \
+      "STEP '$1' must be 1-128 bytes of letters, digits, '.', '_' and '-', not starting with '.' or '-'"
+    return 2
+  fi
+  _httk_workflow_options httk_workflow_advance ' priority message resource ' "${@:2}" || return 2
+  _httk_workflow_finish httk_workflow_advance advance \
+    ",\"next_step\":\"$1\"$_hw_priority$_hw_resources$_hw_message"
+}
+
+# Publish a succeed outcome: the job ends successfully.
+# Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
+httk_workflow_succeed() { # [--message TEXT] [--priority N]
+  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable=''
+  _httk_workflow_options httk_workflow_succeed ' priority message ' "$@" || return 2
+  _httk_workflow_finish httk_workflow_succeed succeed "$_hw_priority$_hw_message"
+}
+
+# Publish a fail outcome: the job is declared broken with failure {code, message[, details][, retryable]}.
+# CODE is one token without whitespace (at most 128 bytes; namespace it, e.g. vasp.nonconvergent),
+# MESSAGE one nonempty sentence, --details a JSON object text inserted verbatim.
+# Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
+httk_workflow_fail() { # <code> <message> [--details JSON_OBJECT] [--retryable|--not-retryable]
+  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable=''
+  local _hw_text _hw_code
+  if (($# < 2)); then
+    _httk_workflow_error httk_workflow_fail \
+      "usage: httk_workflow_fail CODE MESSAGE [--details JSON_OBJECT] [--retryable|--not-retryable]"
+    return 2
+  fi
+  _httk_workflow_check_code httk_workflow_fail "$1" || return 2
+  _httk_workflow_json_string _hw_code "$1" || return 2
+  _httk_workflow_text_arg _hw_text httk_workflow_fail MESSAGE "$2" || return 2
+  _httk_workflow_options httk_workflow_fail ' details retryable not-retryable ' "${@:3}" || return 2
+  _httk_workflow_finish httk_workflow_fail fail \
+    ",\"failure\":{\"code\":$_hw_code,\"message\":$_hw_text$_hw_details$_hw_retryable}"
+}
+
+# Publish a retry outcome: run this activation again under the retry policy, because of REASON.
+# Options (beyond the Python signature): --priority N, --message TEXT.
+# Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
+httk_workflow_retry() { # <reason> [--priority N] [--message TEXT]
+  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable='' _hw_text
+  if (($# < 1)); then
+    _httk_workflow_error httk_workflow_retry "usage: httk_workflow_retry REASON [--priority N] [--message T]"
+    return 2
+  fi
+  _httk_workflow_text_arg _hw_text httk_workflow_retry REASON "$1" || return 2
+  _httk_workflow_options httk_workflow_retry ' priority message ' "${@:2}" || return 2
+  _httk_workflow_finish httk_workflow_retry retry ",\"retry\":{\"reason\":$_hw_text}$_hw_priority$_hw_message"
+}
+
+# Publish a pause outcome: the job waits for an operator, because of REASON.
+# Options (beyond the Python signature): --priority N, --message TEXT.
+# Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
+httk_workflow_pause() { # <reason> [--priority N] [--message TEXT]
+  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable='' _hw_text
+  if (($# < 1)); then
+    _httk_workflow_error httk_workflow_pause "usage: httk_workflow_pause REASON [--priority N] [--message T]"
+    return 2
+  fi
+  _httk_workflow_text_arg _hw_text httk_workflow_pause REASON "$1" || return 2
+  _httk_workflow_options httk_workflow_pause ' priority message ' "${@:2}" || return 2
+  _httk_workflow_finish httk_workflow_pause pause ",\"pause\":{\"reason\":$_hw_text}$_hw_priority$_hw_message"
+}
+
+# ====================================================================================================
+# Job state and observed declarations (.httk-job/, runner-private, excluded from payload digests)
+# ====================================================================================================
+
+# Replace DIRECTORY/NAME by TEXT plus a newline atomically: a temporary file in DIRECTORY, sync when
+# durable, rename, sync DIRECTORY when durable. Missing directories are created (and their parents
+# synchronized when durable). Returns 0, or 1 with a message.
+_httk_workflow_replace_file() { # <function> <job dir> <directory> <name> <text>
+  local _hwr_tmp=$3/.$4.tmp.$BASHPID.$RANDOM$RANDOM _hwr_durable=0
+  ! _httk_workflow_durable "$1" || _hwr_durable=1
+  if [[ ! -d $3 ]]; then
+    if ! command mkdir -p -- "$3"; then
+      _httk_workflow_error "$1" "cannot create $3"
+      return 1
+    fi
+    if ((_hwr_durable)) && ! command sync -- "$2" "$2/.httk-job"; then
+      _httk_workflow_error "$1" "cannot synchronize $2"
+      return 1
+    fi
+  fi
+  if ! printf '%s\n' "$5" >"$_hwr_tmp"; then
+    _httk_workflow_error "$1" "cannot write $_hwr_tmp"
+    command rm -f -- "$_hwr_tmp"
+    return 1
+  fi
+  if ((_hwr_durable)) && ! command sync -- "$_hwr_tmp"; then
+    _httk_workflow_error "$1" "cannot synchronize $_hwr_tmp"
+    command rm -f -- "$_hwr_tmp"
+    return 1
+  fi
+  if ! command mv -f -T -- "$_hwr_tmp" "$3/$4"; then
+    _httk_workflow_error "$1" "cannot rename $_hwr_tmp to $3/$4"
+    command rm -f -- "$_hwr_tmp"
+    return 1
+  fi
+  if ((_hwr_durable)) && ! command sync -- "$3"; then
+    _httk_workflow_error "$1" "cannot synchronize $3"
+    return 1
+  fi
+  return 0
+}
+
+# Save the job's runner-private state: replace .httk-job/state.json by JSON_OBJECT (compact one-line
+# JSON object text, inserted verbatim after a light check) atomically, durably when durable.
+# Returns 0; 1 (filesystem); 2 (invalid argument).
+httk_workflow_state_save() { # <json object>
+  local -x LC_ALL=C _hw_job
+  if (($# != 1)); then
+    _httk_workflow_error httk_workflow_state_save "usage: httk_workflow_state_save JSON_OBJECT"
+    return 2
+  fi
+  _httk_workflow_check_object httk_workflow_state_save JSON_OBJECT "$1" || return 2
+  _httk_workflow_path _hw_job httk_workflow_state_save HTTK_WORKFLOW_JOB_DIR job_dir || return 1
+  _httk_workflow_replace_file httk_workflow_state_save "$_hw_job" "$_hw_job/.httk-job" state.json "$1"
+}
+
+# Load the job's runner-private state into VAR: the JSON text of .httk-job/state.json without its final
+# newline, or {} when no state was saved yet.
+# Returns 0; 1 (unreadable file); 2 (wrong call).
+httk_workflow_state_load() { # <var>
+  local -x LC_ALL=C _hw_job _hw_file _hw_text=''
+  if (($# != 1)); then
+    _httk_workflow_error httk_workflow_state_load "usage: httk_workflow_state_load VAR"
+    return 2
+  fi
+  _httk_workflow_check_var httk_workflow_state_load "$1" || return 2
+  _httk_workflow_path _hw_job httk_workflow_state_load HTTK_WORKFLOW_JOB_DIR job_dir || return 1
+  _hw_file=$_hw_job/.httk-job/state.json
+  if [[ ! -e $_hw_file ]]; then
+    printf -v "$1" '%s' '{}'
+    return 0
+  fi
+  if [[ ! -f $_hw_file || ! -r $_hw_file ]]; then
+    _httk_workflow_error httk_workflow_state_load "cannot read $_hw_file"
+    return 1
+  fi
+  IFS= read -r -d '' _hw_text <"$_hw_file" || : # read reports end of file as status 1
+  printf -v "$1" '%s' "${_hw_text%$'\n'}"
+}
+
+# Record the observed workflow declaration NAME: replace .httk-job/declarations/NAME.json by JSON_OBJECT
+# (compact one-line JSON object text, verbatim) atomically. The last write of a name wins.
+# Returns 0; 1 (filesystem); 2 (invalid argument).
+httk_workflow_declare() { # <name> <json object>
+  local -x LC_ALL=C _hw_job
+  if (($# != 2)); then
+    _httk_workflow_error httk_workflow_declare "usage: httk_workflow_declare NAME JSON_OBJECT"
+    return 2
+  fi
+  if ! _httk_workflow_name "$1" 64; then
+    _httk_workflow_error httk_workflow_declare \
+      "NAME '$1' must be 1-64 bytes of letters, digits, '.', '_' and '-', not starting with '.' or '-'"
+    return 2
+  fi
+  _httk_workflow_check_object httk_workflow_declare JSON_OBJECT "$2" || return 2
+  _httk_workflow_path _hw_job httk_workflow_declare HTTK_WORKFLOW_JOB_DIR job_dir || return 1
+  _httk_workflow_replace_file httk_workflow_declare "$_hw_job" "$_hw_job/.httk-job/declarations" \
+    "$1.json" "$2"
+}
+
+# ====================================================================================================
+# The step dispatcher
+# ====================================================================================================
+
+# Register FUNCTION (default: a function named STEP) as the handler of STEP. The registration order is
+# the runner_steps every outcome of this process carries.
+# Returns 0; 2 for an invalid step name, an undefined function, or a step registered twice.
+httk_workflow_register_step() { # <step> [function]
+  local -x LC_ALL=C _hw_function=${2-${1-}} _hw_step
+  if (($# < 1 || $# > 2)); then
+    _httk_workflow_error httk_workflow_register_step "usage: httk_workflow_register_step STEP [FUNCTION]"
+    return 2
+  fi
+  if ! _httk_workflow_name "$1" 128; then
+    _httk_workflow_error httk_workflow_register_step \
+      "STEP '$1' must be 1-128 bytes of letters, digits, '.', '_' and '-', not starting with '.' or '-'"
+    return 2
+  fi
+  if ! declare -F -- "$_hw_function" >/dev/null; then
+    _httk_workflow_error httk_workflow_register_step \
+      "FUNCTION '$_hw_function' is not a defined shell function"
+    return 2
+  fi
+  for _hw_step in ${_httk_workflow_steps[@]+"${_httk_workflow_steps[@]}"}; do
+    if [[ $_hw_step == "$1" ]]; then
+      _httk_workflow_error httk_workflow_register_step "STEP '$1' is already registered"
+      return 2
+    fi
+  done
+  _httk_workflow_steps+=("$1")
+  _httk_workflow_step_functions+=("$_hw_function")
+  return 0
+}
+
+# Publish the dispatcher's own failure, worded and detailed as the Python SDK's dispatcher does:
+#   unknown_step  "this runner does not implement step 'S'; its steps are: 'a', 'b'" (or: none),
+#                 details {"step":S,"runner_steps":[...]}
+#   no_outcome    "step 'S' returned without publishing an outcome", details {"step":S,"function":F}
+# and note it on stderr (the manager keeps it in the attempt's log). Returns what httk_workflow_fail does.
+_httk_workflow_dispatch_fail() { # <code> <step> [function]
+  local -x LC_ALL=C _hwx_step _hwx_name _hwx_known='' _hwx_steps='' _hwx_message _hwx_details
+  _httk_workflow_json_string _hwx_step "$2" || _hwx_step='""'
+  if [[ $1 == unknown_step ]]; then
+    for _hwx_name in ${_httk_workflow_steps[@]+"${_httk_workflow_steps[@]}"}; do
+      _hwx_known+="${_hwx_known:+, }'$_hwx_name'"
+      _hwx_steps+="${_hwx_steps:+,}\"$_hwx_name\""
+    done
+    _hwx_message="this runner does not implement step '$2'; its steps are: ${_hwx_known:-none}"
+    _hwx_details="{\"step\":$_hwx_step,\"runner_steps\":[$_hwx_steps]}"
+  else
+    _httk_workflow_json_string _hwx_name "$3" || _hwx_name='""'
+    _hwx_message="step '$2' returned without publishing an outcome"
+    _hwx_details="{\"step\":$_hwx_step,\"function\":$_hwx_name}"
+  fi
+  _httk_workflow_error httk_workflow_dispatch "$_hwx_message (publishing fail/$1)"
+  httk_workflow_fail "$1" "$_hwx_message" --details "$_hwx_details"
+}
+
+# Run the function registered for the current step ($HTTK_WORKFLOW_STEP) with ARGUMENTs, and make sure
+# the attempt ends with exactly one outcome:
+#   - an unknown step publishes fail unknown_step (naming the step and the registered ones);
+#   - a function that returns 0 without publishing gets fail no_outcome;
+#   - a function that returns nonzero without publishing makes dispatch return that status (the manager
+#     records process_failure); under set -e the shell exits with it at once, which is the same.
+# Call it as a plain command (not in `if` or `||`), so that the runner's set -e applies in the steps.
+# Returns 0 once an outcome is published; the step's status when it failed without one; otherwise the
+# status of publishing the fail outcome (1 or 3).
+httk_workflow_dispatch() { # [argument...]
+  local _hwd_step=${HTTK_WORKFLOW_STEP-} _hwd_function='' _hwd_i _hwd_status _hwd_control=''
+  _httk_workflow_dispatching=1
+  if [[ -z $_hwd_step ]]; then
+    _httk_workflow_path _hwd_step httk_workflow_dispatch HTTK_WORKFLOW_STEP step || return 1
+  fi
+  for ((_hwd_i = 0; _hwd_i < ${#_httk_workflow_steps[@]}; _hwd_i++)); do
+    if [[ ${_httk_workflow_steps[_hwd_i]} == "$_hwd_step" ]]; then
+      _hwd_function=${_httk_workflow_step_functions[_hwd_i]}
+    fi
+  done
+  if [[ -z $_hwd_function ]]; then
+    _httk_workflow_dispatch_fail unknown_step "$_hwd_step"
+    return
+  fi
+  "$_hwd_function" "$@"
+  _hwd_status=$?
+  [[ -z $_httk_workflow_published ]] || return 0
+  # An outcome published by a subshell or a child process counts as well.
+  _httk_workflow_path _hwd_control httk_workflow_dispatch HTTK_WORKFLOW_CONTROL_DIR control_dir \
+    2>/dev/null || :
+  [[ -z $_hwd_control || ! -e $_hwd_control/outcome.ready ]] || return 0
+  ((_hwd_status == 0)) || return "$_hwd_status"
+  _httk_workflow_dispatch_fail no_outcome "$_hwd_step" "$_hwd_function"
+}

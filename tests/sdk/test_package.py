@@ -1,0 +1,86 @@
+"""The public surface of httk.workflow.sdk: exactly these names, documented, and cheap to import."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+
+import pytest
+from httk.workflow import sdk
+
+EXPECTED = [
+    "Attempt",
+    "ContextError",
+    "OutcomeAlreadyPublishedError",
+    "OutcomeError",
+    "Registry",
+    "SdkError",
+    "SettingNameError",
+    "SettingNotFoundError",
+    "StateError",
+    "StepDefinitionError",
+    "StepFunction",
+    "dispatch",
+    "step",
+]
+
+FORBIDDEN = (
+    "httk.workflow.protocol",
+    "httk.workflow.engine",
+    "httk.workflow.models",
+    "pydantic",
+    "jsonschema",
+    "typer",
+    "rich",
+    "dataclasses",
+    "inspect",
+    "ctypes",
+    "uuid",
+)
+
+
+def test_all_is_exact_sorted_and_unique() -> None:
+    assert sdk.__all__ == EXPECTED
+    assert sdk.__all__ == sorted(sdk.__all__)
+    assert len(set(sdk.__all__)) == len(sdk.__all__)
+
+
+def test_every_public_object_is_exported() -> None:
+    public = {name for name in vars(sdk) if not name.startswith("_") and name != "annotations"}
+    assert public == set(EXPECTED)
+
+
+def public_members(obj: object) -> list[tuple[str, object]]:
+    """The public attributes a class defines itself (not those of object, Exception or Mapping)."""
+    if not inspect.isclass(obj):
+        return []
+    members = []
+    for klass in obj.__mro__:
+        if not klass.__module__.startswith("httk.workflow.sdk"):
+            continue
+        for name, member in vars(klass).items():
+            if not name.startswith("_"):
+                members.append((f"{obj.__name__}.{name}", member))
+    return members
+
+
+@pytest.mark.parametrize("name", [name for name in EXPECTED if name != "StepFunction"])
+def test_every_public_name_has_a_numpy_docstring_with_examples(name: str) -> None:
+    obj = getattr(sdk, name)
+    for qualified, member in [(name, obj), *public_members(obj)]:
+        doc = inspect.getdoc(member.fget if isinstance(member, property) else member)
+        assert doc, f"{qualified} has no docstring"
+        assert "Examples\n--------\n>>> " in doc, f"{qualified} has no Examples section"
+
+
+def test_the_package_docstring_shows_a_runner() -> None:
+    assert "raise SystemExit(dispatch())" in (sdk.__doc__ or "")
+
+
+def test_importing_the_sdk_loads_nothing_heavy() -> None:
+    code = "import sys, json, httk.workflow.sdk; print(json.dumps(sorted(sys.modules)))"
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout)
+    heavy = [name for name in loaded if name.startswith(FORBIDDEN)]
+    assert heavy == []
