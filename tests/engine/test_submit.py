@@ -191,3 +191,18 @@ def test_every_crash_during_submission_is_completed_by_a_retry(
         key = f"silicon-relax--{job['id']}"
         assert _markers(ws) == [ws.control / f"state/submitted/proj/a/{key}.p500.g0.init"], after
         assert json.loads((ws.root / "proj/a" / key / "job.json").read_text()) == job, after
+
+
+def test_in_memory_files_get_their_modes(workspace_path: Path) -> None:
+    ws = init(workspace_path, durable=False)
+    spec = JobSpec(
+        minimal_job(),
+        "p",
+        files={"runner": b"#!/bin/sh\n", "data/in.txt": b"x"},
+        executables=frozenset({"runner"}),
+    )
+    [result] = submit_jobs(ws, [spec])
+    placed = workspace_path / "p" / result.job_key
+    assert os.access(placed / "runner", os.X_OK)
+    assert not os.access(placed / "data/in.txt", os.X_OK)
+    assert (placed / "data/in.txt").read_bytes() == b"x"

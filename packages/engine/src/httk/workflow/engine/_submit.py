@@ -60,11 +60,15 @@ class SubmitResult:
 
 @dataclass(frozen=True, slots=True)
 class JobSpec:
-    """A job to submit from memory: its job.json document, placement and extra payload files."""
+    """A job to submit from memory: its job.json document, placement and extra payload files.
+
+    Files named in ``executables`` are created with mode 0o755 (a payload runner), the others 0o644.
+    """
 
     job: Mapping[str, Any]
     placement: str
     files: Mapping[str, bytes] = field(default_factory=dict)
+    executables: frozenset[str] = frozenset()
 
 
 def job_key_of(job: Mapping[str, Any]) -> JobKey:
@@ -101,7 +105,8 @@ class Submitter:
             for relative, content in spec.files.items():
                 target = staged / relative
                 _fsops.make_dirs(target.parent, durable=False)
-                _fsops.create_file(target, content, durable=self._durable)
+                mode = 0o755 if relative in spec.executables else 0o644
+                _fsops.create_file(target, content, durable=self._durable, mode=mode)
             if self._durable:
                 _fsops.fsync_dir(staged)
 

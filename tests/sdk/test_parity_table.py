@@ -1,0 +1,66 @@
+"""docs/sdk-parity.md names every authoring operation of both SDKs, and everything it names exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from httk.workflow import sdk
+from httk.workflow.sdk import Attempt
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE = ROOT / "docs" / "sdk-parity.md"
+LIBRARY = ROOT / "sdk-bash" / "httk-workflow.sh"
+
+# Public Attempt members that are plain context properties: listed in the paragraph under the table.
+_PROPERTY_LINE = "Context members available as `Attempt` properties"
+
+
+def _table_cells() -> tuple[set[str], set[str]]:
+    python: set[str] = set()
+    bash: set[str] = set()
+    for line in TABLE.read_text().splitlines():
+        if not line.startswith("| ") or line.startswith("| Operation") or line.startswith("|---"):
+            continue
+        _operation, py_cell, bash_cell = (cell.strip() for cell in line.strip("|").split("|"))
+        python.update(re.findall(r"`([^`]+)`", py_cell))
+        bash.update(re.findall(r"`(httk_workflow_\w+)`", bash_cell))
+    return python, bash
+
+
+def _documented_properties() -> set[str]:
+    text = TABLE.read_text()
+    paragraph = text[text.index(_PROPERTY_LINE) : text.index("## Differences")]
+    return set(re.findall(r"`(\w+)`", paragraph.split(":", 1)[1]))
+
+
+def _bash_functions() -> set[str]:
+    return set(re.findall(r"^(httk_workflow_\w+)\(\) \{", LIBRARY.read_text(), flags=re.MULTILINE))
+
+
+def _public_attempt_members() -> set[str]:
+    return {name for name in dir(Attempt) if not name.startswith("_") and name not in ("load",)}
+
+
+def test_every_bash_function_is_in_the_table_and_exists() -> None:
+    _python, bash = _table_cells()
+    assert bash == _bash_functions()
+
+
+def test_every_public_attempt_member_is_documented() -> None:
+    python, _bash = _table_cells()
+    in_table = {cell.split(".", 1)[1] for cell in python if cell.startswith("Attempt.")}
+    documented = in_table | _documented_properties()
+    assert _public_attempt_members() <= documented, _public_attempt_members() - documented
+
+
+def test_everything_the_table_names_exists() -> None:
+    python, _bash = _table_cells()
+    for cell in python:
+        if cell.startswith("Attempt."):
+            assert hasattr(Attempt, cell.split(".", 1)[1]), cell
+        else:
+            name = cell.split("(", 1)[0].lstrip("@")
+            assert hasattr(sdk, name), cell
+    for member in _documented_properties():
+        assert hasattr(Attempt, member), member
