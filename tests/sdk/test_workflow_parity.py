@@ -16,6 +16,7 @@ from httk.workflow.engine._manager_config import ManagerConfig
 from httk.workflow.engine._markers_fs import probe_marker
 from httk.workflow.engine._submit import JobSpec, submit_jobs
 from httk.workflow.engine._workspace import Workspace, init
+
 from tests.conftest import minimal_job
 
 PYTHON_RUNNER = f"""#!{sys.executable}
