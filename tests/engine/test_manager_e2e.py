@@ -505,8 +505,9 @@ def test_the_attempt_context_and_environment(
     frames = final(ws, job, "succeeded", "project-17/0/03a")
     assert context["activation_id"] == frames[0]["activation_id"]
     assert context["attempt_id"] == frames[1]["attempt_id"]
-    # HTTK_WORKFLOW_BASH_API is left out: no native Bash library ships yet, so none is configured.
+    shipped = Path(__file__).resolve().parents[2] / "sdk-bash" / "httk-workflow.sh"
     assert {k: v for k, v in env.items() if k.startswith("HTTK_WORKFLOW_")} == {
+        "HTTK_WORKFLOW_BASH_API": str(shipped.resolve()),
         "HTTK_WORKFLOW_CONTEXT": str(control / "context.json"),
         "HTTK_WORKFLOW_CONTROL_DIR": str(control),
         "HTTK_WORKFLOW_WORKSPACE_DIR": str(ws.root.absolute()),
