@@ -47,11 +47,22 @@ SPEC_ROWS = {
 # fsck repair, which re-points a marker at the next generation without changing its kind.
 RECOVERY_ROWS = {(K.CLAIMED, K.CLAIMED), (K.RUNNING, K.CLAIMED)}
 REPAIR_ROWS = {(k, k) for k in CORE_KINDS}
+# DECISIONS D7: a join persists the instant it first found a child unresolvable (and clears it) in the
+# waiting frame, a waiting -> waiting move of its own trigger; its pair is also the table's set_priority.
+JOIN_ROWS = {(K.WAITING, K.WAITING, Trigger.JOIN_OBSERVATION)}
 
 
 def test_table_is_exactly_the_specification() -> None:
     pairs = {(source, destination) for source, destination, _ in TRANSITIONS}
     assert pairs == SPEC_ROWS | RECOVERY_ROWS | REPAIR_ROWS
+    assert {(s, d) for s, d, _ in JOIN_ROWS} <= SPEC_ROWS
+
+
+def test_a_join_observation_moves_a_waiting_marker_and_nothing_else() -> None:
+    rows = {row for row in TRANSITIONS if row[2] is Trigger.JOIN_OBSERVATION}
+    assert rows == JOIN_ROWS
+    with pytest.raises(TransitionError):
+        check_transition(K.READY, K.READY, Trigger.JOIN_OBSERVATION)
 
 
 def test_nothing_leaves_a_permanent_kind_except_by_repair() -> None:

@@ -12,6 +12,7 @@ from httk.workflow import sdk
 
 EXPECTED = [
     "Attempt",
+    "ChildRef",
     "ContextError",
     "OutcomeAlreadyPublishedError",
     "OutcomeError",

@@ -1,10 +1,13 @@
 """The end of an attempt: committing its outcome, or classifying an exit without one.
 
-The specification's processing order, for a valid current outcome: validate job, activation and attempt;
-append the committing frame and rename running → committing, which fences the attempt; apply data and
-children (a later version); decide the destination (budgets included); append its frame and rename
-committing → destination; clean up afterwards. The committing frame embeds the validated outcome, so a
-manager that finds an abandoned committing marker finishes the same decision without rerunning the step.
+The specification's processing order, for a valid current outcome: validate job, activation and attempt,
+and with them the join and every child bundle (:func:`validate_publication`); append the committing
+frame and rename running → committing, which fences the attempt; apply data (a later version); register
+every child (:func:`register_spawned`, step 5: before the destination frame, never rolled back);
+decide the destination (budgets included); append its frame and rename committing → destination; clean
+up afterwards. The committing frame embeds the validated outcome and spawn set, so a manager that finds
+an abandoned committing marker registers the missing children and finishes the same decision without
+rerunning the step.
 
 An exit without an outcome is ``protocol_error`` for status 0 (success is ambiguous) and
 ``process_failure`` otherwise; retry policy and budgets then decide between ready and failed.
@@ -18,9 +21,20 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
+
 from . import _fsops
 from ._budgets import Counters
+from ._children import (
+    ChildRegistrationError,
+    ParentIdentity,
+    SpawnedChild,
+    read_spawn_set,
+    register_children,
+    spawned_of,
+)
 from ._jobs import LoadedJob
+from ._joins import JoinError, validate_wait
 from ._manager_state import LiveAttempt, ManagerState
 from ._markers_fs import MarkerLocation
 from ._outcome import (
@@ -105,6 +119,7 @@ def commit(
     live: LiveAttempt | None = None,
 ) -> None:
     """Validate, fence into committing, then finish; an unusable outcome still goes through committing."""
+    spawned: list[SpawnedChild] = []
     if outcome is not None:
         try:
             outcome, notes = validate_outcome(
@@ -113,8 +128,9 @@ def commit(
                 activation_id=frame["activation_id"],
                 attempt_id=frame["attempt_id"],
             )
+            outcome, spawned = validate_publication(state, running, frame, job, outcome)
         except UnusableOutcomeError as exc:
-            defect, outcome, notes = str(exc), None, []
+            defect, outcome, notes, spawned = str(exc), None, [], []
         for note in notes:
             log.info("%s: %s", running.job_key, note)
     committing = {
@@ -126,10 +142,14 @@ def commit(
         "outcome": outcome,
         "reason": "outcome" if defect is None else "unusable_outcome",
     }
+    if "workdir" in frame:
+        committing["workdir"] = frame["workdir"]  # kept in a terminal frame, where a join reads it
     if defect is not None:
         committing["failure"] = protocol_failure(f"the published outcome is unusable: {defect}")
     elif outcome is not None and "runner_steps" in outcome:
         committing["runner_steps"] = outcome["runner_steps"]  # copied into the frame it writes (spec)
+    if spawned:
+        committing["spawned"] = [child.as_member() for child in spawned]
     result = state.move(running, Kind.COMMITTING, Trigger.OUTCOME, committing)
     if not result.won or result.current is None:
         return  # another actor fenced the attempt first (a cancellation or a recoverer): not ours to apply
@@ -149,10 +169,61 @@ def finish_committing(
         failure = frame.get("failure") or protocol_failure("the published outcome is unusable")
         decision = failed(frame, failure, "failure")
     else:
-        decision = decide(job.document, frame, outcome)
+        unregistered = register_spawned(state, job, frame)
+        decision = (
+            decide(job.document, frame, outcome)
+            if unregistered is None
+            else failed(frame, unregistered, "failure")
+        )
     won = state.apply(marker, decision, Trigger.COMMIT)
     if won and live is not None and decision.kind in _RETIRE_CONTROL_ON:
         retire_attempt_control(live)
+
+
+def control_dir_of(job: LoadedJob, frame: dict[str, Any]) -> Path:
+    """The control directory of the attempt a running or committing frame names."""
+    return job.payload_dir / f"{ATTEMPT_DIR_PREFIX}{frame['attempt_id']}"
+
+
+def validate_publication(
+    state: ManagerState,
+    running: MarkerLocation,
+    frame: dict[str, Any],
+    job: LoadedJob,
+    outcome: dict[str, Any],
+) -> tuple[dict[str, Any], list[SpawnedChild]]:
+    """Validate a valid outcome's child bundles and join; return it with its join normalized, and its set.
+
+    Raises :class:`UnusableOutcomeError` naming the first defect; nothing has been registered then.
+    """
+    parent = ParentIdentity(
+        state.workspace.workspace_id,
+        running.job_id,
+        running.job_key,
+        running.placement,
+        frame["activation_id"],
+    )
+    spawned = read_spawn_set(state.workspace, control_dir_of(job, frame), parent, outcome["action"])
+    if outcome["action"] == "wait":
+        try:
+            join = validate_wait(outcome["join"], spawned, state.workspace, running.job_id)
+        except JoinError as exc:
+            raise UnusableOutcomeError(f"the join is unusable: {exc}") from None
+        outcome = {**outcome, "join": join.as_member()}
+    return outcome, spawned
+
+
+def register_spawned(state: ManagerState, job: LoadedJob, frame: dict[str, Any]) -> dict[str, Any] | None:
+    """Step 5: register the committing frame's spawn set (idempotent); the failure when that is impossible."""
+    try:
+        spawned = spawned_of(frame)
+        if spawned:
+            results = register_children(state.workspace, control_dir_of(job, frame), spawned)
+            fresh = sum(result.status != "already_submitted" for result in results)
+            log.info("%s registered %d of its %d children", frame.get("job_key"), fresh, len(results))
+    except (ValueError, ChildRegistrationError) as exc:
+        return protocol_failure(f"the outcome's children cannot be registered: {exc}")
+    return None
 
 
 def retire_attempt_control(live: LiveAttempt) -> None:

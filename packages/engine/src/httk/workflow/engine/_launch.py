@@ -180,7 +180,12 @@ def shipped_bash_api() -> Path | None:
 
 
 def plan(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], job: LoadedJob) -> AttemptPlan:
+    """The attempt a claimed frame starts; an activation a join started gets its summary and children."""
     counters = Counters.of(frame)
+    join = frame.get("join_summary")
+    if not isinstance(join, dict):
+        join = None
+    observations = join.get("observations") if join is not None else None
     return AttemptPlan(
         workspace=state.workspace,
         job=job.document,
@@ -202,8 +207,8 @@ def plan(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], jo
         data_generation=frame.get("data_generation"),
         priority=claimed.name.priority,
         resources=dict(frame.get("resources") or {}),
-        join=None,
-        children=[],
+        join=join,
+        children=list(observations) if isinstance(observations, list) else [],
         settings=state.workspace.settings,
     )
 

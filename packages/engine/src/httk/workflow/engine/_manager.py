@@ -2,9 +2,10 @@
 
 Each tick takes a heartbeat opportunity, reaps its own attempts, and then runs one bounded pass per
 active kind in the order startup recovery needs them: committing (finish what a dead manager fenced),
-claimed and running (recover abandoned attempts), submitted (register), ready (claim and launch, best
-priority within the window). A pass streams one kind through a :class:`MarkerStream` under entry and
-marker budgets, so no tick reads the whole workspace and the terminal kinds are never opened.
+claimed and running (recover abandoned attempts), waiting (decide joins, :mod:`._waiting`), submitted
+(register), ready (claim and launch, best priority within the window). A pass streams one kind through a
+:class:`MarkerStream` under entry and marker budgets, so no tick reads the whole workspace and the
+terminal kinds are never opened (a join looks at its own children's placements only).
 
 Every marker move goes through :func:`move_marker`; a lost race only means another actor got there
 first. Nothing here holds a lock: the marker rename is the only compare-and-swap.
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _commit, _launch, _recovery
+from . import _commit, _launch, _recovery, _waiting
 from ._census import Census, take_census
 from ._clock import SYSTEM_CLOCK, Clock
 from ._jobs import LoadedJob
@@ -39,7 +40,7 @@ from ._workspace import Workspace, attach
 
 log = logging.getLogger("httk.workflow.manager")
 
-SCANNED_KINDS = (Kind.COMMITTING, Kind.CLAIMED, Kind.RUNNING, Kind.SUBMITTED, Kind.READY)
+SCANNED_KINDS = (Kind.COMMITTING, Kind.CLAIMED, Kind.RUNNING, Kind.WAITING, Kind.SUBMITTED, Kind.READY)
 
 Handler = Callable[[ManagerState, MarkerLocation], "bool | None"]
 
@@ -67,6 +68,7 @@ class Manager:
         self._drain_started: float | None = None
         self._last_beat = float("-inf")
         self._last_scan = float("-inf")
+        self._last_join_pass = float("-inf")
         self._quiet: set[Kind] = set()
         self._reported: set[Path] = set()
         self.record: ManagerRecord | None = None
@@ -164,6 +166,9 @@ class Manager:
             acted |= self._pass(Kind.COMMITTING, _recovery.on_committing)
             acted |= self._pass(Kind.CLAIMED, _recovery.on_claimed_or_running)
             acted |= self._pass(Kind.RUNNING, _recovery.on_claimed_or_running)
+            if self._joins_due():
+                self._last_join_pass = self.state.clock.monotonic()
+                acted |= self._pass(Kind.WAITING, _waiting.on_waiting)
             acted |= self._pass(Kind.SUBMITTED, _launch.register)
             acted |= self._claim_pass()
         if acted:
@@ -181,12 +186,23 @@ class Manager:
             return True
         return self.state.clock.monotonic() - self._last_scan >= self.config.scan_interval
 
+    def _joins_due(self) -> bool:
+        """Evaluate joins at most once per ``scan_interval`` while attempts run, at every scan otherwise.
+
+        A reaped attempt triggers a scan, and a join's evaluation lists every one of its children's
+        placements: evaluated on every reap, a fan-out of n children would cost O(n**2) listings.
+        """
+        if not self.state.live:
+            return True
+        return self.state.clock.monotonic() - self._last_join_pass >= self.config.scan_interval
+
     def _pass(self, kind: Kind, handler: Handler) -> bool:
         result = self._streams[kind].next_pass()
         self._report(result.anomalies)
         acted = False
         for marker in result.markers:
             acted |= handler(self.state, marker) is True
+            self.heartbeat_opportunity()  # one join evaluation may list thousands of children
         self._note_cycle(kind, result.exhausted_cycle, acted)
         self.heartbeat_opportunity()
         return acted

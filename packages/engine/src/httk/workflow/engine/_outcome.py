@@ -6,6 +6,9 @@ specification's processing order: the job, activation and attempt must be the cu
 must be one of the six with its required members, a failure must be exactly the one failure shape. An
 outcome that fails validation is *unusable*: the attempt is still fenced through committing and the job
 fails with ``protocol_error`` naming the defect, so a broken runner can never make its failure invisible.
+A ``wait``'s join and any child bundles are validated beside it (:mod:`._joins`, :mod:`._children`),
+because that needs the workspace; the committing frame then holds the normalized join (labels attached)
+in its outcome and the validated spawn set as ``spawned``.
 
 :func:`decide` is pure: given the job, the committing frame and the outcome it returns the destination
 kind and the members of the destination frame, budgets included. Replay after a crash calls it again
@@ -30,8 +33,9 @@ from ._states import Kind
 OUTCOME_DIR = "outcome.ready"
 OUTCOME_FILE = "outcome.json"
 ACTIONS = frozenset({"advance", "wait", "succeed", "fail", "retry", "pause"})
-MAX_OUTCOME_BYTES = 1024 * 1024
-_NOT_YET = ("transaction", "children")
+MAX_OUTCOME_BYTES = 8 << 20
+"""A wait may name up to 10,000 children (about 250 bytes each)."""
+_NOT_YET = ("transaction",)
 
 
 class UnusableOutcomeError(Exception):
@@ -95,8 +99,8 @@ def validate_outcome(
             validate_step(_require_text(outcome, "next_step"))
         except InvalidNameError as exc:
             raise UnusableOutcomeError(f"outcome next_step: {exc}") from None
-    if action == "wait":
-        raise UnusableOutcomeError("wait outcomes need the children/joins support of a later version")
+    if action == "wait" and not isinstance(outcome.get("join"), dict):
+        raise UnusableOutcomeError("a wait outcome needs a join object (its children and condition)")
     if action == "fail":
         try:
             validate_failure(outcome.get("failure"))
@@ -148,12 +152,27 @@ CARRY = (
     "runner_steps",
     "resources",
     "job_digest",
+    "join_summary",
 )
+# Invariant: join_summary belongs to the activation a join started, so every frame of that activation
+# carries it (the revival guard of spec/01 reads the parent's current frame) and no later activation
+# does: whatever starts a new activation drops it (:func:`new_activation_base`).
+ACTIVATION_ONLY = ("join_summary",)
 
 
 def carried(frame: Mapping[str, Any]) -> dict[str, Any]:
     """The members every frame of an activation carries forward from the previous one."""
     return {key: frame[key] for key in CARRY if key in frame}
+
+
+def new_activation_base(frame: Mapping[str, Any]) -> dict[str, Any]:
+    """What a new activation keeps of the previous one's frame: :func:`carried` less the activation's own."""
+    return {key: value for key, value in carried(frame).items() if key not in ACTIVATION_ONLY}
+
+
+def attempt_evidence(frame: Mapping[str, Any]) -> dict[str, Any]:
+    """The attempt that ended and its workdir, kept in a terminal frame (a join reads them from there)."""
+    return {key: frame[key] for key in ("attempt_id", "workdir") if key in frame}
 
 
 def protocol_failure(message: str, **details: Any) -> dict[str, Any]:
@@ -166,7 +185,13 @@ def protocol_failure(message: str, **details: Any) -> dict[str, Any]:
 def failed(frame: Mapping[str, Any], failure: Mapping[str, Any], reason: str) -> Decision:
     return Decision(
         Kind.FAILED,
-        {**carried(frame), **Counters.of(frame).as_members(), "failure": dict(failure), "reason": reason},
+        {
+            **carried(frame),
+            **Counters.of(frame).as_members(),
+            **attempt_evidence(frame),
+            "failure": dict(failure),
+            "reason": reason,
+        },
     )
 
 
@@ -217,18 +242,30 @@ def decide(job: Mapping[str, Any], frame: Mapping[str, Any], outcome: Mapping[st
     if "runner_steps" in outcome:
         base["runner_steps"] = outcome["runner_steps"]
     if action == "succeed":
-        return Decision(Kind.SUCCEEDED, {**base, "reason": "succeed"}, priority)
+        return Decision(Kind.SUCCEEDED, {**base, **attempt_evidence(frame), "reason": "succeed"}, priority)
     if action == "pause":
         return Decision(Kind.PAUSED, {**base, "pause": dict(outcome["pause"]), "reason": "pause"}, priority)
-    if action == "advance":
+    if action in ("advance", "wait"):
+        # Both start a new activation (the wait's once its join decides), so both are budgeted here.
         verdict = check_advance(job, counters)
         if verdict.code is not None:
             failure = {"code": verdict.code, "message": verdict.message}
-            return Decision(Kind.FAILED, {**base, "failure": failure, "reason": "failure"}, priority)
+            members = {**base, **attempt_evidence(frame), "failure": failure, "reason": "failure"}
+            return Decision(Kind.FAILED, members, priority)
+    if action == "wait":
+        waiting = {
+            **base,
+            "join": dict(outcome["join"]),
+            "next_step": outcome["next_step"],
+            "first_unresolved_at": None,
+            "reason": "wait",
+        }
+        return Decision(Kind.WAITING, waiting, priority)
+    if action == "advance":
         return Decision(
             Kind.READY,
             {
-                **base,
+                **{key: value for key, value in base.items() if key not in ACTIVATION_ONLY},
                 **counters.advanced().as_members(),
                 "step": outcome["next_step"],
                 "activation_id": str(uuid.uuid4()),

@@ -40,6 +40,7 @@ class Trigger(StrEnum):
     CANCEL_FENCE = "cancel_fence"
     COMMIT = "commit"
     JOIN = "join"
+    JOIN_OBSERVATION = "join_observation"
     DEPENDENCY_FAILURE = "dependency_failure"
     OPERATOR_CONTINUE = "operator_continue"
     CANCEL_VERIFIED = "cancel_verified"
@@ -67,8 +68,11 @@ CORE_KINDS = tuple(kind for kind in Kind if kind not in (K.RELOCATING, K.TRANSFE
 _NONTERMINAL = [kind for kind in CORE_KINDS if kind not in TERMINAL_KINDS]
 
 # Invariant: this table is exactly the specification's "Every transition of the core profile" table,
-# plus the two rows recovery needs (takeover of claimed/running to a new claim) and fsck repair, which
-# keeps the kind. tests/engine/test_states.py compares it row by row.
+# plus the two rows recovery needs (takeover of claimed/running to a new claim), fsck repair, which
+# keeps the kind, and waiting -> waiting by join_observation: DECISIONS D7 persists the instant a join
+# first found a child unresolvable (and clears it once every child resolves) in the waiting frame, so a
+# restarted manager keeps the join grace instead of restarting it. tests/engine/test_states.py compares
+# it row by row.
 TRANSITIONS: frozenset[tuple[Kind, Kind, Trigger]] = frozenset(
     {
         (K.SUBMITTED, K.READY, T.REGISTER),
@@ -87,6 +91,7 @@ TRANSITIONS: frozenset[tuple[Kind, Kind, Trigger]] = frozenset(
         (K.COMMITTING, K.FAILED, T.COMMIT),
         (K.COMMITTING, K.PAUSED, T.COMMIT),
         (K.WAITING, K.READY, T.JOIN),
+        (K.WAITING, K.WAITING, T.JOIN_OBSERVATION),
         (K.WAITING, K.FAILED, T.DEPENDENCY_FAILURE),
         (K.WAITING, K.FAILED, T.PROTOCOL_ERROR),
         (K.FAILED, K.READY, T.OPERATOR_CONTINUE),

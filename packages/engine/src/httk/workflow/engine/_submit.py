@@ -110,7 +110,7 @@ class Submitter:
             if self._durable:
                 _fsops.fsync_dir(staged)
 
-        return self._submit(document, data, placement, build)
+        return self._submit(job_key_of(document), _priority_of(document), job_digest(data), placement, build)
 
     def submit_payload(self, payload: Path, placement: str, *, move: bool = False) -> SubmitResult:
         """Validate and submit a prepared payload directory (copied, or renamed with ``move``)."""
@@ -124,34 +124,47 @@ class Submitter:
         validate_job(document, path=payload / JOB_FILE)
         placement = validate_placement(placement)
         _refuse_unsafe_tree(payload)
+        key, priority, digest = job_key_of(document), _priority_of(document), job_digest(data)
         if move:
             # A moved payload is placed by renaming the directory itself: no staging copy.
-            return self._submit(document, data, placement, None, source=payload)
+            return self._submit(key, priority, digest, placement, None, source=payload)
 
         def build(staged: Path) -> None:
             # job.json is written from the bytes validated above, not copied again from the source.
             _fsops.create_file(staged / JOB_FILE, data, durable=self._durable)
             _copy_tree(payload, staged, durable=self._durable, skip_top=JOB_FILE)
 
-        return self._submit(document, data, placement, build)
+        return self._submit(key, priority, digest, placement, build)
+
+    def submit_bundle(
+        self, bundle: Path, key: JobKey, priority: int, digest: str, placement: str
+    ) -> SubmitResult:
+        """Place an already validated bundle by renaming it into its placement, then publish its marker.
+
+        This is how a committing parent registers its children (the caller validated the bundle and
+        knows its job digest). Idempotent like every submission: when a job with ``key`` is already
+        placed, its job.json must have ``digest`` (:class:`SubmissionError` otherwise) and only a missing
+        marker is published, the bundle being left where it is. ``FileNotFoundError`` when neither the
+        bundle nor a placed job exists.
+        """
+        return self._submit(key, priority, digest, validate_placement(placement), None, source=bundle)
 
     # -- the protocol --------------------------------------------------------------------------
     def _submit(
         self,
-        document: Mapping[str, Any],
-        data: bytes,
+        key: JobKey,
+        priority: int,
+        digest: str,
         placement: str,
         build: Callable[[Path], None] | None,
         *,
         source: Path | None = None,
     ) -> SubmitResult:
         """Place the payload (built in staging by ``build``, or the directory ``source``), then its marker."""
-        key = job_key_of(document)
-        priority = int(document.get("priority", 500))
         destination = self.workspace.payload_path(placement, str(key))
         status = SubmitStatus.SUBMITTED
         if os.path.lexists(destination):
-            existing = self._existing(destination, data, key, placement)
+            existing = self._existing(destination, digest, key, placement)
             if existing is not None:
                 return existing
             status = SubmitStatus.COMPLETED_ORPHAN
@@ -159,12 +172,12 @@ class Submitter:
             try:
                 self._place(destination, build, source)
             except FileExistsError:
-                existing = self._existing(destination, data, key, placement)
+                existing = self._existing(destination, digest, key, placement)
                 if existing is not None:
                     return existing
                 status = SubmitStatus.COMPLETED_ORPHAN
         marker = MarkerLocation(Kind.SUBMITTED, placement, MarkerName.initial(key, priority))
-        self._publish_marker(marker, data)
+        self._publish_marker(marker)
         return SubmitResult(key.job_id, str(key), placement, status, marker)
 
     def _place(self, destination: Path, build: Callable[[Path], None] | None, source: Path | None) -> None:
@@ -182,19 +195,19 @@ class Submitter:
             shutil.rmtree(staged, ignore_errors=True)
             raise
 
-    def _existing(self, destination: Path, data: bytes, key: JobKey, placement: str) -> SubmitResult | None:
+    def _existing(self, destination: Path, digest: str, key: JobKey, placement: str) -> SubmitResult | None:
         """Resolve a resubmission: identical digest required; return a result when already complete."""
         try:
-            placed = (destination / JOB_FILE).read_bytes()
+            placed = job_digest((destination / JOB_FILE).read_bytes())
         except FileNotFoundError:
             raise SubmissionError(
                 "a directory of this job key exists without a job.json; remove it or pick another placement",
                 destination,
             ) from None
-        if job_digest(placed) != job_digest(data):
+        if placed != digest:
             raise SubmissionError(
                 f"job {key.job_id} is already placed here with a different definition "
-                f"(digest {job_digest(placed)[:16]}…, new {job_digest(data)[:16]}…); a job UUID names one "
+                f"(digest {placed[:16]}…, new {digest[:16]}…); a job UUID names one "
                 "immutable definition",
                 destination,
             )
@@ -203,7 +216,7 @@ class Submitter:
             return None
         return SubmitResult(key.job_id, str(key), placement, SubmitStatus.ALREADY_SUBMITTED, current)
 
-    def _publish_marker(self, marker: MarkerLocation, data: bytes) -> None:
+    def _publish_marker(self, marker: MarkerLocation) -> None:
         staged = self._staging / f"{marker.name}.{os.urandom(6).hex()}"
         _fsops.create_file(staged, b"", durable=self._durable)
         target = marker.path(self.workspace)
@@ -241,6 +254,10 @@ def _check_payload_relative(relative: str) -> None:
         )
     if parts[0] == JOB_FILE:
         raise UnsafePathError("job payload", relative, "job.json is written from the job document")
+
+
+def _priority_of(job: Mapping[str, Any]) -> int:
+    return int(job.get("priority", 500))
 
 
 def _refuse_unsafe_tree(root: Path) -> None:

@@ -5,7 +5,9 @@ the :class:`Attempt` and ends it with exactly one outcome -- ``advance``, ``succ
 or ``pause`` -- which the SDK publishes exactly as the workflow filesystem protocol says (the same bytes
 as the Bash API, see docs/outcome-documents.md), synchronized when the workspace is durable. The
 ``Attempt`` also carries the context (step, restart flags, workdir, resources, join children), the job's
-inputs, layered application settings, job state that outlives attempts, and observed declarations.
+inputs, layered application settings, job state that outlives attempts, and observed declarations. A step
+may spawn child jobs (``Attempt.spawn``) and wait for them (``Attempt.wait``); the step after the join
+reads their results through ``Attempt.children``.
 
 Importing the SDK is cheap (the standard library's ``json``, ``os`` and ``pathlib``): a runner pays for
 its imports on every attempt.
@@ -34,6 +36,7 @@ A two-step runner, ``runner.py`` in the job's payload (``chmod +x``)::
 from __future__ import annotations
 
 from ._attempt import Attempt
+from ._children import ChildRef
 from ._errors import (
     ContextError,
     OutcomeAlreadyPublishedError,
@@ -48,6 +51,7 @@ from ._steps import Registry, StepFunction, dispatch, step
 
 __all__ = [
     "Attempt",
+    "ChildRef",
     "ContextError",
     "OutcomeAlreadyPublishedError",
     "OutcomeError",

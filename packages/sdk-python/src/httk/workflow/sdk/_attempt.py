@@ -9,6 +9,11 @@ silently lost.
 Job state is read on first use and cached; :meth:`Attempt.save_state` replaces it on disk and in the cache.
 Save state *before* publishing the outcome: once it is published the manager may commit it and start the
 next step, which reads the state.
+
+Children (:meth:`Attempt.spawn`) are written into the outcome draft as they are spawned and published
+with the outcome: ``advance`` and ``succeed`` detach them, :meth:`Attempt.wait` joins them. ``fail``,
+``retry`` and ``pause`` discard them (the protocol publishes children only with a finished step), and so
+does a step that publishes nothing: an unpublished draft is never read.
 """
 
 from __future__ import annotations
@@ -19,14 +24,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _checks, _outcome, _settings, _state
-from ._context import AttemptContext, context_path_from, read_context
+from . import _checks, _children, _outcome, _settings, _state
+from ._children import ChildRef
+from ._context import context_path_from, read_context
 from ._errors import ContextError, OutcomeAlreadyPublishedError, OutcomeError, StepDefinitionError
+from ._files import compact_json
+from ._spawning import Spawning
 
 _JOB_FILE = "job.json"
+_SPAWNING_ACTIONS = frozenset({"advance", "succeed", "wait"})
 
 
-class Attempt(AttemptContext):
+class Attempt(Spawning):
     """One attempt of one step of one job, as the step function sees it.
 
     A runner normally gets it from :func:`~httk.workflow.sdk.dispatch`; :meth:`load` builds one from an
@@ -69,9 +78,11 @@ class Attempt(AttemptContext):
             problem = _checks.step_problem(name)
             if problem is not None:
                 raise StepDefinitionError(f"cannot be declared in runner_steps: {problem}", step=name)
-        self._inputs: dict[str, Any] | None = None
+        self._job: object = None
         self._state: dict[str, Any] | None = None
         self._published = False
+        self._spawned: list[ChildRef] = []
+        self._draft: _outcome.Draft | None = None
 
     @classmethod
     def load(
@@ -133,20 +144,30 @@ class Attempt(AttemptContext):
         >>> a.inputs.get("structure", "Si.cif")
         'Si.cif'
         """
-        if self._inputs is None:
+        job = self._read_job()
+        inputs = job.get("inputs", {}) if isinstance(job, dict) else None
+        if not isinstance(inputs, dict):
+            raise ContextError("must be a JSON object", path=self.job_dir / _JOB_FILE, member="inputs")
+        return inputs
+
+    def _read_job(self) -> object:
+        """The job's own decoded ``job.json``, read once (it is immutable after submission)."""
+        if self._job is None:
             path = self.job_dir / _JOB_FILE
             try:
                 with open(path, "rb") as stream:
-                    job = json.loads(stream.read())
+                    self._job = json.loads(stream.read())
             except OSError as exc:
                 raise ContextError(f"cannot be read: {exc.strerror or exc}", path=path) from exc
             except ValueError as exc:
                 raise ContextError(f"is not UTF-8 JSON: {exc}", path=path) from exc
-            inputs = job.get("inputs", {}) if isinstance(job, dict) else None
-            if not isinstance(inputs, dict):
-                raise ContextError("must be a JSON object", path=path, member="inputs")
-            self._inputs = inputs
-        return self._inputs
+        return self._job
+
+    def _job_document(self) -> dict[str, Any]:
+        job = self._read_job()
+        if not isinstance(job, dict):
+            raise ContextError("is not a JSON object", path=self.job_dir / _JOB_FILE)
+        return job
 
     def setting(self, name: str, default: Any = _settings.MISSING) -> Any:
         """An application setting, resolved in layers; the first layer that holds it wins.
@@ -478,5 +499,18 @@ class Attempt(AttemptContext):
             message=message,
             runner_steps=self._runner_steps,
         )
-        _outcome.publish(self.control_dir, document, durable=self.durable)
+        draft = self._draft
+        if draft is not None and action not in _SPAWNING_ACTIONS:
+            draft.discard()  # a step that did not finish registers no children
+            draft, self._spawned = None, []
+        if draft is not None:
+            spawn = _children.spawn_document(self._spawned)
+            try:
+                draft.add_file(_children.SPAWN_PATH, compact_json(spawn))
+            except OSError as exc:
+                raise OutcomeError(
+                    f"cannot write spawn.json: {exc.strerror or exc}", path=draft.path
+                ) from exc
+        self._draft = None
+        _outcome.publish(self.control_dir, document, durable=self.durable, draft=draft)
         self._published = True

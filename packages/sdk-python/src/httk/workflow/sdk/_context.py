@@ -38,6 +38,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "resources": (dict,),
     "settings": (dict,),
     "children": (list,),
+    "join": (dict, type(None)),
     "workspace_dir": (str,),
     "job_dir": (str,),
     "control_dir": (str,),
@@ -377,14 +378,36 @@ class AttemptContext:
     def children(self) -> list[Mapping[str, Any]]:
         """The observations of the children of the join this activation follows; empty otherwise.
 
-        Each is a read-only mapping (nested objects too, arrays are tuples).
+        Each is a read-only mapping (nested objects too, arrays are tuples), in the join's order, with
+        the child's ``label`` (``None`` for a child this job's spawn set did not name), ``kind``
+        (``succeeded``, ``failed``, ...), ``failure`` (its failure object when it ended failed or
+        cancelled, else ``None``), the workspace-relative ``payload_path`` and ``workdir_path`` through
+        which its results are read (``a.workspace_dir / child["workdir_path"]``), and its exact
+        ``job_id``, ``job_key``, ``placement``, ``state_generation``, ``record_ref`` and
+        ``data_generation``.
 
         Examples
         --------
-        >>> [child["label"] for child in a.children]
-        []
+        >>> {child["label"]: child["kind"] for child in a.children}
+        {'strain-0': 'succeeded', 'strain-1': 'failed'}
         """
         return list(self._children)
+
+    @property
+    def join(self) -> Mapping[str, Any] | None:
+        """The decided join this activation follows (``None`` otherwise), read-only.
+
+        Its ``condition``, ``count`` (at_least), ``decision`` (``satisfied``, or ``impossible`` when
+        ``on_impossible`` started this activation), ``decided_at`` and ``observations`` (the same
+        objects as :attr:`children`).
+
+        Examples
+        --------
+        >>> a.join["decision"] if a.join else None
+        'satisfied'
+        """
+        join = self._context.get("join")
+        return None if join is None else freeze(join)
 
     @property
     def control_dir(self) -> Path:

@@ -50,9 +50,9 @@ def nonce() -> str:
     return f"{os.getpid()}.{os.urandom(6).hex()}"
 
 
-def write_new(path: Path, data: bytes, *, sync: bool = False) -> None:
-    """Create ``path`` exclusively and write ``data`` to it; with ``sync`` synchronize it before closing."""
-    fd = os.open(path, _CREATE, 0o644)
+def write_new(path: Path, data: bytes, *, sync: bool = False, mode: int = 0o644) -> None:
+    """Create ``path`` exclusively (``mode``, less the umask) and write ``data``; ``sync`` fsyncs it."""
+    fd = os.open(path, _CREATE, mode)
     try:
         view = memoryview(data)
         while view:

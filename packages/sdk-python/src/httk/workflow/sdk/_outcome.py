@@ -5,11 +5,11 @@ Composition: one line of compact UTF-8 JSON ending in a newline, members in the 
 member, then ``priority``, ``resources``, ``message`` and ``runner_steps``, each only when it applies. The
 Bash API publishes the same bytes for the same decision.
 
-Publication (:class:`Draft`): ``mkdir outcome.tmp.<nonce>``, write ``outcome.json`` (and, in a later version,
-transaction and child bundles, through :meth:`Draft.add_file`), when durable synchronize every file and
-then every directory of the draft in one batch, rename the draft to ``outcome.ready``, and when durable
-synchronize the control directory. A crash before the rename leaves an ignored draft; after it, the
-whole outcome.
+Publication (:class:`Draft`): ``mkdir outcome.tmp.<nonce>``, write ``outcome.json`` and any child bundles
+(:mod:`._children`, added through :meth:`Draft.add_file` as each child is spawned, so a draft may exist
+before its outcome is decided), when durable synchronize every file and then every directory of the
+draft in one batch, rename the draft to ``outcome.ready``, and when durable synchronize the control
+directory. A crash before the rename leaves an ignored draft; after it, the whole outcome.
 
 Why a plain ``rename(2)`` never replaces a published outcome: a published ``outcome.ready`` is always a
 nonempty directory (it was a draft holding ``outcome.json``), and renaming a directory onto a nonempty
@@ -136,8 +136,8 @@ class Draft:
         self._files: list[Path] = []
         self._published = False
 
-    def add_file(self, relative: str, data: bytes) -> Path:
-        """Write a new file at the ``/``-separated ``relative`` path inside the draft."""
+    def add_file(self, relative: str, data: bytes, *, mode: int = 0o644) -> Path:
+        """Write a new file at the ``/``-separated ``relative`` path in the draft (mode less the umask)."""
         target = self.path
         *parents, name = relative.split("/")
         for part in parents:
@@ -147,7 +147,7 @@ class Draft:
                 self._dirs.append(target)
         target = target / name
         self._files.append(target)
-        write_new(target, data)
+        write_new(target, data, mode=mode)
         return target
 
     def publish(self, *, durable: bool) -> Path:
@@ -186,18 +186,24 @@ class Draft:
         return self._published
 
 
-def publish(control_dir: Path, document: Mapping[str, Any], *, durable: bool) -> Path:
+def publish(
+    control_dir: Path, document: Mapping[str, Any], *, durable: bool, draft: Draft | None = None
+) -> Path:
     """Publish ``document`` as the attempt's outcome; return the ``outcome.ready`` path.
 
+    ``draft`` is a draft that already holds the outcome's bundles (children); by default a fresh one.
     Raises :class:`OutcomeAlreadyPublishedError` when the attempt already has an outcome, and
-    :class:`OutcomeError` when the draft cannot be written or renamed.
+    :class:`OutcomeError` when the draft cannot be written or renamed. A draft that was not published
+    is removed.
     """
     ready = control_dir / READY_NAME
     if os.path.lexists(ready):
+        if draft is not None:
+            draft.discard()
         raise OutcomeAlreadyPublishedError(ready)
     data = compact_json(document)
     try:
-        draft = Draft(control_dir)
+        draft = Draft(control_dir) if draft is None else draft
     except OSError as exc:
         raise OutcomeError(
             f"cannot create an outcome draft: {exc.strerror or exc}", path=control_dir
