@@ -208,11 +208,27 @@ def _persistent_workdir(job_dir: Path, relative: str, durable: bool) -> tuple[Pa
 
 
 def _populate_isolated_workdir(plan: AttemptPlan, workdir: Path) -> None:
-    """Initialize a new isolated workdir. Hook: nothing is copied yet.
+    """Initialize a new isolated workdir: a transactional job's starts as a private copy of ``data/``.
 
-    transactional-data-v1 will populate ``workdir`` from the committed ``data/`` (copy, reflink or
-    snapshot) here; writes through the workdir must never reach committed ``data/``.
+    The copy (or reflink) never shares an inode with committed ``data/``, so writes through the workdir
+    cannot reach it before a transaction (spec "Isolated workdir"). Other jobs start empty. Committed
+    data holding a symbolic link or special file is the manager's ``protocol_error`` (details
+    ``reason: data_unavailable``), like an unusable persistent workdir.
     """
+    if plan.job["data"]["mode"] != "transactional":
+        return
+    from ._isolated_workdir import populate_isolated_workdir
+    from ._transaction_manifest import TransactionError
+
+    data_dir = Path(os.path.abspath(plan.job_dir)) / "data"
+    try:
+        populate_isolated_workdir(data_dir, workdir)
+    except TransactionError as exc:
+        raise RunnerFailure(
+            "protocol_error",
+            f"the isolated workdir cannot be populated from committed data: {exc}",
+            {"reason": "data_unavailable", "path": exc.path or str(data_dir)},
+        ) from exc
 
 
 # -- context and environment -----------------------------------------------------------------------
