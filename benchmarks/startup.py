@@ -51,6 +51,8 @@ def main() -> None:
                 ws,
                 "--json",
             ],
+            "httk workspace status --json": [httk, "workspace", "status", ws, "--json"],
+            "httk job list --limit 100": [httk, "job", "list", ws, "--limit", "100"],
         }
         print(f"{'command':<48} {'median ms':>10} {'vs 200 ms':>10}")
         for name, argv in cases.items():

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperGroup
 
-from . import _job_cmd, _manager_cmd, _runner_cmd, _workspace_cmd
+from . import _inspect_cmd, _job_cmd, _manager_cmd, _request_cmd, _runner_cmd, _workspace_cmd
 
 if TYPE_CHECKING:
     from typer._click import Context  # typer 0.29 vendors click; its Context is what groups receive
@@ -103,6 +103,14 @@ def _root(name: str, help_text: str) -> typer.Typer:
     )
 
 
+# The read commands live in one module (_inspect_cmd) and join the groups they belong to.
+_workspace_cmd.app.command("status")(_inspect_cmd.status)
+_workspace_cmd.app.command("managers")(_inspect_cmd.managers)
+_job_cmd.app.command("list")(_inspect_cmd.list_jobs)
+_job_cmd.app.command("show")(_inspect_cmd.show)
+_job_cmd.app.command("log")(_inspect_cmd.log)
+_job_cmd.app.command("request")(_request_cmd.request)
+
 workflow_app = typer.Typer(
     name="workflow", help="Workspaces, jobs and runners of the workflow filesystem.", no_args_is_help=True
 )
@@ -123,6 +131,8 @@ taskmanager_app = _root("httk-taskmanager", "The task-manager alias of 'httk wor
 taskmanager_app.command("init", help="Alias of 'httk workflow workspace init'.")(_workspace_cmd.init)
 taskmanager_app.command("submit", help="Alias of 'httk workflow job submit'.")(_job_cmd.submit)
 taskmanager_app.command("run", help="Alias of 'httk workflow run'.")(_manager_cmd.run)
+taskmanager_app.command("request", help="Alias of 'httk workflow job request'.")(_request_cmd.request)
+taskmanager_app.command("status", help="Alias of 'httk workflow workspace status'.")(_inspect_cmd.status)
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 BIG_BATCH = 200
 """Above this many payloads, text output is one summary line and a terminal gets a progress bar."""
 
-app = typer.Typer(name="job", help="Submit jobs to a workspace.", no_args_is_help=True)
+app = typer.Typer(name="job", help="Submit, inspect and control jobs.", no_args_is_help=True)
 
 PayloadsArg = Annotated[
     list[str] | None,

@@ -32,6 +32,7 @@ class ManagerConfig:
     unsafe_persistent_takeover: bool = False
     unsafe_isolated_takeover: bool = False
     join_grace_seconds: float = 3600.0
+    cancel_grace_seconds: float = 10.0  # SIGTERM to SIGKILL of a cancelled attempt's process group
     drain_timeout: float = 60.0
     label: str | None = None
     durable: bool | None = None

@@ -1,0 +1,190 @@
+"""The read commands on a large workspace: ``workspace status``, ``job list --limit 100``, ``job show``.
+
+Builds (or reuses, with ``--dir``) a non-durable workspace of N jobs (default 100,000) spread over 400
+placements and over the state kinds a real campaign shows — 10 % submitted, 20 % ready, 2 % running,
+5 % failed, 3 % paused, 60 % succeeded — by submitting with ``submit_jobs`` and moving the markers with
+``move_marker`` (each move a real journal frame and verified rename). Then prints, for each read, the
+median wall time in-process and as a CLI subprocess (what an operator waits for, start-up included),
+against the goal "status within 2 s" for 100,000 jobs.
+
+    ./dev bench inspection [--jobs 100000] [--dir DIR] [--runs 5]
+
+A workspace built into ``--dir`` is kept and reused by later runs with the same ``--jobs``. The page
+cache is warm after the first run of each command; the "first" column is the first, colder run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine._inspect import list_jobs, status
+from httk.workflow.engine._inspect_job import job_history, show_job
+from httk.workflow.engine._select import select_job
+from httk.workflow.engine._states import Kind, Trigger
+from httk.workflow.engine._submit import JobSpec, submit_jobs
+from httk.workflow.engine._transition import move_marker
+from httk.workflow.engine._workspace import Workspace, attach, init
+
+GOAL_SECONDS = 2.0
+RUNNER = {"source": "workspace", "path": "relax.py", "sha256": "a" * 64, "arguments": []}
+DONE = "inspect-benchmark-built"
+
+# (share in percent, the moves that take a submitted job there)
+REGISTER = (Kind.READY, Trigger.REGISTER)
+LAUNCHED = [REGISTER, (Kind.CLAIMED, Trigger.CLAIM), (Kind.RUNNING, Trigger.LAUNCH)]
+COMMITTED = [*LAUNCHED, (Kind.COMMITTING, Trigger.OUTCOME)]
+SPREAD: list[tuple[int, list[tuple[Kind, Trigger]]]] = [
+    (10, []),
+    (20, [REGISTER]),
+    (2, LAUNCHED),
+    (5, [*COMMITTED, (Kind.FAILED, Trigger.COMMIT)]),
+    (3, [REGISTER, (Kind.PAUSED, Trigger.PAUSE)]),
+    (60, [*COMMITTED, (Kind.SUCCEEDED, Trigger.COMMIT)]),
+]
+
+
+def job_document(index: int) -> dict[str, Any]:
+    return {
+        "format": "httk-workflow-job",
+        "format_version": 1,
+        "id": str(uuid.uuid4()),
+        "tag": f"bench-{index}",
+        "runner": RUNNER,
+        "workdir": {"mode": "persistent", "path": "run"},
+        "data": {"mode": "none"},
+        "initial_step": "start",
+        "priority": 500,
+        "claim": {"pool": "default", "required_capabilities": []},
+    }
+
+
+def moves_for(index: int) -> list[tuple[Kind, Trigger]]:
+    slot = index % 100
+    for share, moves in SPREAD:
+        if slot < share:
+            return moves
+        slot -= share
+    raise AssertionError("the spread sums to 100")
+
+
+def build(root: Path, jobs: int) -> Workspace:
+    done = root / DONE
+    if done.is_file() and done.read_text() == str(jobs):
+        print(f"reusing the {jobs}-job workspace at {root}")
+        return attach(root, writable=False)
+    ws = init(root, durable=False)
+    start = time.perf_counter()
+    specs = [JobSpec(job_document(i), f"proj-{i % 4}/{(i // 4) % 100:02d}") for i in range(jobs)]
+    results = submit_jobs(ws, specs)
+    submitted = time.perf_counter() - start
+    start = time.perf_counter()
+    frames = 0
+    for index, result in enumerate(results):
+        marker = result.marker
+        for kind, trigger in moves_for(index):
+            moved = move_marker(ws, marker, kind, trigger, {"step": "start", "reason": trigger.value}).current
+            assert moved is not None
+            marker, frames = moved, frames + 1
+    moved_seconds = time.perf_counter() - start
+    ws.close()
+    done.write_text(str(jobs))
+    print(
+        f"built {jobs} jobs: submitted in {submitted:.1f} s, {frames} marker moves in {moved_seconds:.1f} s"
+    )
+    return attach(root, writable=False)
+
+
+def timed(action: Callable[[], object], runs: int) -> tuple[float, float]:
+    """(first, median of the rest) wall seconds."""
+    samples = []
+    for _ in range(runs + 1):
+        start = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - start)
+    return samples[0], statistics.median(samples[1:])
+
+
+def cli(*words: str) -> Callable[[], object]:
+    httk = str(Path(sys.executable).with_name("httk"))
+
+    def run() -> object:
+        return subprocess.run([httk, *words], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--dir", type=Path, default=None, help="build (or reuse) the workspace here")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        root = (args.dir or Path(scratch)) / f"ws-{args.jobs}"
+        ws = build(root, args.jobs)
+        report(ws, args.jobs, args.runs)
+
+
+def report(ws: Workspace, jobs: int, runs: int) -> None:
+    root = str(ws.root)
+    page = list_jobs(ws, kinds=["succeeded"], limit=100)
+    target = page.jobs[len(page.jobs) // 2]
+    job_id = target.job_id
+    counts = status(ws).kinds
+    print(f"{jobs} jobs: " + ", ".join(f"{count} {kind}" for kind, count in counts.items() if count))
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("status (in-process)", lambda: status(ws)),
+        ("status --by-placement (in-process)", lambda: status(ws, by_placement=1)),
+        ("job list --limit 100 (in-process)", lambda: list_jobs(ws, limit=100)),
+        (
+            "job list --limit 100 --after (in-process)",
+            lambda: list_jobs(ws, limit=100, after=page.next_after),
+        ),
+        ("job list --kind failed --limit 100", lambda: list_jobs(ws, kinds=["failed"], limit=100)),
+        ("job show UUID (in-process, cold index)", lambda: _show(_fresh(ws), job_id)),
+        ("job show payload path (in-process)", lambda: show_job(ws, select_job(ws, _payload(ws, target)))),
+        ("job log UUID (in-process, cold index)", lambda: _log(_fresh(ws), job_id)),
+        ("httk workspace status --json", cli("workspace", "status", root, "--json")),
+        ("httk job list --limit 100 --json", cli("job", "list", root, "--limit", "100", "--json")),
+        ("httk job show UUID --json", cli("job", "show", root, job_id, "--json")),
+        ("httk job show PAYLOAD --json", cli("job", "show", root, _payload(ws, target), "--json")),
+        ("httk job log UUID", cli("job", "log", root, job_id)),
+        # fsck and gc (issue 6, later): time `workspace fsck --json` and `workspace gc --dry-run` here.
+    ]
+    print(f"{'operation':<46} {'first s':>8} {'median s':>9} {'vs 2 s':>7}")
+    for name, action in cases:
+        first, median = timed(action, runs)
+        print(f"{name:<46} {first:>8.3f} {median:>9.3f} {median / GOAL_SECONDS:>6.2f}x")
+    print(f"goal: workspace status within {GOAL_SECONDS:g} s at 100,000 jobs (this run: {jobs} jobs)")
+
+
+def _fresh(ws: Workspace) -> Workspace:
+    """A new attach: no index built by an earlier lookup (what one CLI invocation starts with)."""
+    return attach(ws.root, writable=False)
+
+
+def _show(ws: Workspace, selector: str) -> object:
+    return show_job(ws, select_job(ws, selector))
+
+
+def _log(ws: Workspace, selector: str) -> object:
+    return job_history(ws, select_job(ws, selector))
+
+
+def _payload(ws: Workspace, marker: Any) -> str:
+    return str(ws.payload_path(marker.placement, marker.job_key))
+
+
+if __name__ == "__main__":
+    main()
