@@ -276,3 +276,58 @@ def test_a_second_signal_exits_at_once(ws: Workspace, runner: dict[str, Any], tm
         manager.kill()
         manager.communicate()
         stop_runners(job_dir)
+
+
+# -- operator requests against a live manager ---------------------------------------------------------
+def test_a_cancel_request_stops_a_running_job_and_its_whole_group(
+    ws: Workspace, runner: dict[str, Any], tmp_path: Path
+) -> None:
+    job = scripted_job({"prepare": {"wait_for": str(tmp_path / "never")}}, runner)
+    submit(ws, job)
+    job_dir = ws.payload_path("p", job_key(job))
+    manager = start(ws)
+    try:
+        [record] = wait_until(lambda: records(job_dir), "the runner to start")
+        identity = json.loads((Path(record.context["control_dir"]) / "process.json").read_text())
+        request = httk(
+            "workflow",
+            "job",
+            "request",
+            ws.root,
+            job["id"],
+            "cancel",
+            "--operator",
+            "ops",
+            "--reason",
+            "stop",
+        )
+        assert request.returncode == 0, request.stderr
+        wait_until(lambda: current_marker(ws, job).kind.value == "cancelled", "the job to be cancelled")
+        frames = frame_chain(ws, current_marker(ws, job))
+        assert [f["kind"] for f in frames[-2:]] == ["cancelling", "cancelled"]
+        assert frames[-1]["cancellation"]["verified"] in ("process_exited", "process_group_absent")
+        assert process_alive(identity) is False
+        assert not list((ws.control / "requests" / "ready").iterdir())
+    finally:
+        manager.send_signal(signal.SIGTERM)
+        manager.communicate(timeout=WAIT_SECONDS)
+        stop_runners(job_dir)
+
+
+def test_continue_revives_a_failed_job_under_a_live_manager(ws: Workspace, runner: dict[str, Any]) -> None:
+    job = scripted_job(
+        {"prepare": {"attempts": [{"action": "exit", "exit": 3}, {"action": "succeed"}]}}, runner, retry_on=[]
+    )
+    submit(ws, job)
+    first = httk("workflow", "run", ws.root)
+    assert first.returncode == 0, first.stderr
+    assert current_marker(ws, job).kind.value == "failed"
+    request = httk("job", "request", "continue", "--workspace", ws.root, job["id"], "--operator", "ops")
+    assert request.returncode == 0, request.stderr
+    second = httk("workflow", "run", ws.root)
+    assert second.returncode == 0, second.stderr
+    marker = current_marker(ws, job)
+    assert marker.kind.value == "succeeded"
+    frames = frame_chain(ws, marker)
+    revived = next(f for f in frames if f.get("reason") == "operator_continue")
+    assert revived["operator"] == "ops" and revived["attempt_reason"] == "manual_continue"

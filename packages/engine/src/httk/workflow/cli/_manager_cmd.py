@@ -74,6 +74,12 @@ UnsafeIsolatedOpt = Annotated[
 JoinGraceOpt = Annotated[
     float, typer.Option("--join-grace-seconds", min=0.0, help="How long a join child may stay unresolvable.")
 ]
+CancelGraceOpt = Annotated[
+    float,
+    typer.Option(
+        "--cancel-grace-seconds", min=0.0, help="Seconds between SIGTERM and SIGKILL of a cancelled attempt."
+    ),
+]
 DrainOpt = Annotated[
     float, typer.Option("--drain-timeout", min=0.0, help="Seconds to keep committing when draining.")
 ]
@@ -113,6 +119,7 @@ def run(
     unsafe_persistent_takeover: UnsafePersistentOpt = False,
     unsafe_isolated_takeover: UnsafeIsolatedOpt = False,
     join_grace_seconds: JoinGraceOpt = 3600.0,
+    cancel_grace_seconds: CancelGraceOpt = 10.0,
     drain_timeout: DrainOpt = 60.0,
     log_level: LogLevelOpt = None,
     log_file: LogFileOpt = None,
@@ -140,6 +147,7 @@ def run(
         unsafe_persistent_takeover=unsafe_persistent_takeover,
         unsafe_isolated_takeover=unsafe_isolated_takeover,
         join_grace_seconds=join_grace_seconds,
+        cancel_grace_seconds=cancel_grace_seconds,
         drain_timeout=drain_timeout,
         label=label,
         durable=durable,

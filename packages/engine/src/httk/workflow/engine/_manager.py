@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _commit, _launch, _recovery, _waiting
+from . import _cancel, _commit, _launch, _recovery, _requests, _waiting
 from ._census import Census, take_census
 from ._clock import SYSTEM_CLOCK, Clock
 from ._jobs import LoadedJob
@@ -40,7 +40,15 @@ from ._workspace import Workspace, attach
 
 log = logging.getLogger("httk.workflow.manager")
 
-SCANNED_KINDS = (Kind.COMMITTING, Kind.CLAIMED, Kind.RUNNING, Kind.WAITING, Kind.SUBMITTED, Kind.READY)
+SCANNED_KINDS = (
+    Kind.COMMITTING,
+    Kind.CANCELLING,
+    Kind.CLAIMED,
+    Kind.RUNNING,
+    Kind.WAITING,
+    Kind.SUBMITTED,
+    Kind.READY,
+)
 
 Handler = Callable[[ManagerState, MarkerLocation], "bool | None"]
 
@@ -140,7 +148,7 @@ class Manager:
                     return "drained"
                 clock.sleep(config.poll_interval)
                 continue
-            if acted or self.state.live:
+            if acted or self.state.live or _cancel.in_progress(self.state):
                 quiet_since = None
                 if not acted:
                     clock.sleep(config.poll_interval)
@@ -164,12 +172,15 @@ class Manager:
         if not self.draining and (acted or self._scan_due()):
             self._last_scan = self.state.clock.monotonic()
             acted |= self._pass(Kind.COMMITTING, _recovery.on_committing)
+            acted |= self._pass(Kind.CANCELLING, _cancel.on_cancelling)  # resumes inherited ones too
             acted |= self._pass(Kind.CLAIMED, _recovery.on_claimed_or_running)
             acted |= self._pass(Kind.RUNNING, _recovery.on_claimed_or_running)
             if self._joins_due():
                 self._last_join_pass = self.state.clock.monotonic()
                 acted |= self._pass(Kind.WAITING, _waiting.on_waiting)
             acted |= self._pass(Kind.SUBMITTED, _launch.register)
+            acted |= _requests.handle_requests(self.state, budget=self.config.maximum_pass_markers)
+            self.heartbeat_opportunity()
             acted |= self._claim_pass()
         if acted:
             self._quiet.clear()
@@ -247,8 +258,10 @@ class Manager:
             if status is None:
                 continue
             del self.state.live[attempt_id]
-            _commit.finish_attempt(self.state, live, status)
             acted = True
+            if _cancel.note_reaped(self.state, live, status):
+                continue  # a cancellation fenced it: its exit is the evidence, there is nothing to commit
+            _commit.finish_attempt(self.state, live, status)
         return acted
 
     def _report(self, anomalies: Sequence[Anomaly]) -> None:
