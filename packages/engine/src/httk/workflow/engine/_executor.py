@@ -31,7 +31,7 @@ import shutil
 import signal
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypedDict
@@ -310,3 +310,33 @@ def read_process_file(control_dir: Path) -> dict[str, Any] | None:
         if isinstance(exc.__cause__, FileNotFoundError):
             return None
         raise
+
+
+def wait_for_exit(pids: Sequence[int], timeout: float) -> bool:
+    """Block until one of ``pids`` (children of this process) exits, or ``timeout`` seconds pass.
+
+    Uses Linux pidfds, so a finished runner is noticed at once instead of at the next poll; returns
+    ``False`` without waiting where pidfds are unavailable, and the caller then sleeps its poll interval.
+    """
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None or not pids:
+        return False
+    import select
+
+    poller = select.poll()
+    descriptors: list[int] = []
+    try:
+        for pid in pids:
+            try:
+                fd = opener(pid)
+            except ProcessLookupError:
+                return True  # already gone: reap it now
+            except OSError:
+                return False
+            descriptors.append(fd)
+            poller.register(fd, select.POLLIN)
+        poller.poll(max(timeout, 0.0) * 1000.0)
+        return True
+    finally:
+        for fd in descriptors:
+            os.close(fd)

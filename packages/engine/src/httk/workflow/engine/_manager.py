@@ -28,8 +28,8 @@ from typing import Any
 
 from . import _cancel, _commit, _launch, _recovery, _requests, _waiting
 from ._census import Census, take_census
-from ._clock import SYSTEM_CLOCK, Clock
-from ._jobs import LoadedJob
+from ._clock import SYSTEM_CLOCK, Clock, SystemClock
+from ._executor import wait_for_exit
 from ._manager_config import ManagerConfig
 from ._manager_record import ManagerIdentity, ManagerRecord
 from ._manager_state import LiveAttempt, ManagerState
@@ -76,6 +76,8 @@ class Manager:
         self._drain_started: float | None = None
         self._last_beat = float("-inf")
         self._last_scan = float("-inf")
+        self._window: list[MarkerLocation] = []
+        self._window_at = float("-inf")
         self._last_join_pass = float("-inf")
         self._quiet: set[Kind] = set()
         self._reported: set[Path] = set()
@@ -151,7 +153,7 @@ class Manager:
             if acted or self.state.live or _cancel.in_progress(self.state):
                 quiet_since = None
                 if not acted:
-                    clock.sleep(config.poll_interval)
+                    self._wait_for_attempts()
                 continue
             if not self._quiet >= set(SCANNED_KINDS):
                 continue
@@ -163,13 +165,30 @@ class Manager:
                 return "idle-timeout"
             clock.sleep(config.idle_poll_interval)
 
+    def _wait_for_attempts(self) -> None:
+        """Sleep until a live attempt exits or the next scan is due (a blind poll without pidfds)."""
+        state, config = self.state, self.config
+        if isinstance(state.clock, SystemClock) and state.live:
+            remaining = config.scan_interval - (state.clock.monotonic() - self._last_scan)
+            pids = [live.process.pid for live in state.live.values()]
+            if wait_for_exit(pids, min(max(remaining, config.poll_interval), config.scan_interval)):
+                return
+        state.clock.sleep(config.poll_interval)
+
     def tick(self) -> bool:
-        """One round: heartbeat, reap, then one bounded pass per active kind. Whether anything moved."""
+        """One round: heartbeat, reap, then the passes. Whether anything moved.
+
+        Every active kind gets one bounded pass when a scan is due; between scans a reaped attempt only
+        refills its slot from the ready window.
+        """
         self.heartbeat_opportunity()
         if self.draining:
             self._stop_live()  # also an attempt launched while the signal was being handled
-        acted = self._reap()
-        if not self.draining and (acted or self._scan_due()):
+        reaped = self._reap()
+        acted = reaped
+        if self.draining:
+            pass
+        elif self._scan_due():
             self._last_scan = self.state.clock.monotonic()
             acted |= self._pass(Kind.COMMITTING, _recovery.on_committing)
             acted |= self._pass(Kind.CANCELLING, _cancel.on_cancelling)  # resumes inherited ones too
@@ -182,6 +201,8 @@ class Manager:
             acted |= _requests.handle_requests(self.state, budget=self.config.maximum_pass_markers)
             self.heartbeat_opportunity()
             acted |= self._claim_pass()
+        elif reaped:
+            acted |= self._claim_pass()  # refill the freed slot now; the other kinds wait for their scan
         if acted:
             self._quiet.clear()
         return acted
@@ -219,27 +240,34 @@ class Manager:
         return acted
 
     def _claim_pass(self) -> bool:
+        """Claim the best candidates of the current ready window, refilling the window when it runs dry.
+
+        The window is one bounded pass of the ready stream, ordered by the priority in the marker names
+        (stable among equals) and kept between ticks for ``window_seconds``: a manager with two workers
+        claims one or two jobs per tick, and rescanning and re-parsing the whole window each time was
+        most of its CPU. Candidates are checked for claimability best-first, only until the free slots
+        are filled, so what is claimed is exactly what a fresh window would have chosen.
+        """
         if self._free_slots() <= 0:
             return False  # the ready stream waits where it is; a full manager is not quiet
-        result = self._streams[Kind.READY].next_pass()
-        self._report(result.anomalies)
-        candidates: list[tuple[int, int, MarkerLocation, LoadedJob]] = []
-        for index, marker in enumerate(result.markers):
-            job = _launch.claimable(self.state, marker)
-            if job is not None:
-                candidates.append((marker.name.priority, index, marker, job))
-        candidates.sort(key=lambda item: (item[0], item[1]))  # best within the window, stable among equals
+        exhausted = False
+        if not self._window or self.state.clock.monotonic() - self._window_at > self.config.window_seconds:
+            result = self._streams[Kind.READY].next_pass()
+            self._report(result.anomalies)
+            self._window = sorted(result.markers, key=lambda marker: marker.name.priority)
+            self._window_at = self.state.clock.monotonic()
+            exhausted = result.exhausted_cycle
         acted = False
-        tried = 0
-        for _priority, _index, marker, job in candidates:
-            if self._free_slots() <= 0 or self.draining:
-                break
-            tried += 1
+        while self._window and self._free_slots() > 0 and not self.draining:
+            marker = self._window.pop(0)
+            job = _launch.claimable(self.state, marker)
+            if job is None:
+                continue  # not for this manager: counted by the census, never waited for
             acted |= _launch.claim_and_launch(self.state, marker, job)
             self.heartbeat_opportunity()
-        # Only a candidate left for want of a slot keeps the kind awake; one tried and not won (a lost
+        # Only candidates left for want of a slot keep the kind awake; one tried and not won (a lost
         # race, a frame that cannot be read) is nothing this manager can progress.
-        self._note_cycle(Kind.READY, result.exhausted_cycle and tried == len(candidates), acted)
+        self._note_cycle(Kind.READY, exhausted and not self._window, acted)
         return acted
 
     def _note_cycle(self, kind: Kind, exhausted: bool, acted: bool) -> None:

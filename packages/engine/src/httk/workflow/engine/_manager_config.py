@@ -8,6 +8,8 @@ from pathlib import Path
 DEFAULT_POLL_INTERVAL = 0.005
 DEFAULT_IDLE_POLL_INTERVAL = 0.25
 DEFAULT_SCAN_INTERVAL = 0.25
+DEFAULT_WINDOW_SECONDS = 1.0
+"""How long unclaimed candidates of one ready pass stay usable before the window is refilled."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class ManagerConfig:
     maximum_pass_markers: int = 256
     poll_interval: float = DEFAULT_POLL_INTERVAL
     scan_interval: float = DEFAULT_SCAN_INTERVAL
+    window_seconds: float = DEFAULT_WINDOW_SECONDS
     idle_poll_interval: float = DEFAULT_IDLE_POLL_INTERVAL
 
     def heartbeat_interval(self, lease_seconds: float) -> float:
