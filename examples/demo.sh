@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main demo: a real workspace, a shared runner, jobs submitted at several placements, a task
-# manager running them to the end, and the result shown the way an operator sees it.
+# manager running them to the end, two fan-out workflows (Python @step and Bash) whose children are
+# joined, and the result shown the way an operator sees it.
 # Run it through `./dev demo` (which puts httk on PATH).
 set -euo pipefail
 
@@ -49,18 +50,50 @@ httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
 step "Submitting the same job again is harmless"
 httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
 
-step "Before running: three submitted markers"
+step "Two workflows that fan out and join: one written in Python (@step), one in Bash"
+for language in python bash; do
+    id=$(python3 -c 'import uuid; print(uuid.uuid4())')
+    runner=$(cd "$here/$language-fanout" && ls runner.*)
+    mkdir -p "$payloads/$language-fanout"
+    cp "$here/$language-fanout/$runner" "$payloads/$language-fanout/$runner"
+    cat > "$payloads/$language-fanout/job.json" <<JSON
+{
+  "format": "httk-workflow-job",
+  "format_version": 1,
+  "id": "$id",
+  "tag": "$language-strains",
+  "name": "strain scan written in $language",
+  "runner": {"source": "payload", "path": "$runner", "arguments": []},
+  "workdir": {"mode": "isolated"},
+  "data": {"mode": "none"},
+  "initial_step": "prepare",
+  "priority": 400,
+  "claim": {"pool": "default", "required_capabilities": []}
+}
+JSON
+done
+httk workflow job submit "$ws" "$payloads/python-fanout" "$payloads/bash-fanout" --placement project-c
+
+step "Before running: five submitted markers"
 (cd "$ws" && find .httk-workflow/state -type f | sort)
 
 step "Run a task manager until there is nothing left to do"
 httk workflow run "$ws" --workers 2
 
-step "After: every marker moved to succeeded, at the same placement"
+step "After: every marker moved to succeeded, at the same placement (children included)"
 (cd "$ws" && find .httk-workflow/state -type f | sort)
 
 step "What one job printed, kept in its payload"
 cat "$ws"/project-b/carbon-relax--*/logs/stdio.log
 
-step "The payloads, legible with ls"
-(cd "$ws" && find . -path ./.httk-workflow -prune -o -type f -print | sort)
+step "The fan-out parents gathered their children's results after the join"
+cat "$ws"/project-c/python-strains--*/logs/stdio.log
+httk workflow job log "$ws" bash-strains
+
+step "The whole workspace at a glance"
+httk workflow workspace status "$ws"
+
+step "The payloads, legible with ls (children sit beside their parent)"
+(cd "$ws" && find . -path ./.httk-workflow -prune -o -name job.json -print | sort)
+
 printf '\nworkspace kept at %s\n' "$ws"
