@@ -177,7 +177,7 @@ def finish_committing(
         )
     won = state.apply(marker, decision, Trigger.COMMIT)
     if won and live is not None and decision.kind in _RETIRE_CONTROL_ON:
-        retire_attempt_control(live)
+        state.retiring.append(live)  # after the freed slot is refilled: cleanup is off the hot path
 
 
 def control_dir_of(job: LoadedJob, frame: dict[str, Any]) -> Path:

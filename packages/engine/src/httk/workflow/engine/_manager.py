@@ -133,6 +133,7 @@ class Manager:
         try:
             reason = self._loop()
         finally:
+            self._retire_committed()
             self._restore_signal_handlers(previous)
             for stream in self._streams.values():
                 stream.close()
@@ -203,9 +204,14 @@ class Manager:
             acted |= self._claim_pass()
         elif reaped:
             acted |= self._claim_pass()  # refill the freed slot now; the other kinds wait for their scan
+        self._retire_committed()
         if acted:
             self._quiet.clear()
         return acted
+
+    def _retire_committed(self) -> None:
+        while self.state.retiring:
+            _commit.retire_attempt_control(self.state.retiring.pop())
 
     def _scan_due(self) -> bool:
         """Scan when idle-handed, or every ``scan_interval`` while attempts run (reaping stays fast).

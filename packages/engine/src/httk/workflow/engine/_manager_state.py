@@ -56,6 +56,9 @@ class ManagerState:
         self.live: dict[str, LiveAttempt] = {}
         self.launched = 0
         self.committed = 0
+        # Attempts whose commit is durable and whose control directory awaits D5 retirement; the loop
+        # retires them after refilling the freed slot (a crash before that only leaves them to GC).
+        self.retiring: list[LiveAttempt] = []
         # What a pass repeated every tick has already logged (one key per stuck marker or attempt), so a
         # job this manager must leave alone is reported once, not hundreds of times a second.
         self._noted: set[str] = set()
