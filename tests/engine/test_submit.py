@@ -206,3 +206,26 @@ def test_in_memory_files_get_their_modes(workspace_path: Path) -> None:
     assert os.access(placed / "runner", os.X_OK)
     assert not os.access(placed / "data/in.txt", os.X_OK)
     assert (placed / "data/in.txt").read_bytes() == b"x"
+
+
+def test_a_batch_is_validated_whole_before_anything_is_written(workspace_path: Path) -> None:
+    ws = init(workspace_path, durable=False)
+    before = _inodes(workspace_path)
+    batch = [
+        JobSpec(minimal_job(), "p"),
+        JobSpec(minimal_job(priority=1000), "p"),
+        JobSpec(minimal_job(), "p"),
+    ]
+    with pytest.raises(SubmissionError, match="priority"):
+        submit_jobs(ws, batch)
+    assert _inodes(workspace_path) == before
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_threaded_batches_return_results_in_order(workspace_path: Path, threads: int) -> None:
+    ws = init(workspace_path, durable=False)
+    jobs = [minimal_job() for _ in range(40)]
+    results = submit_jobs(ws, [JobSpec(job, f"p/{i % 3}") for i, job in enumerate(jobs)], threads=threads)
+    assert [r.job_id for r in results] == [job["id"] for job in jobs]
+    assert len(_markers(ws)) == 40
+    assert not list(ws.tmp_dir.iterdir())
