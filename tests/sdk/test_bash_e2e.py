@@ -118,7 +118,8 @@ def test_prepare_advance_collect_succeed(ws: Workspace, tmp_path: Path) -> None:
     assert sorted(published) == ["collect", "prepare"]
     for raw in published.values():
         assert_canonical(raw)
-    assert json.loads(published["prepare"]) == advance
+    # The committed copy adds has_transaction (the manager's, never the runner's).
+    assert {**json.loads(published["prepare"]), "has_transaction": False} == advance
     payload = ws.payload_path("p", job_key(job))
     assert (payload / "run" / "prepared.txt").read_text() == "echo default\n"
     assert (payload / ".httk-job" / "state.json").read_bytes() == b'{"prepared":true}\n'

@@ -120,7 +120,8 @@ def test_a_python_sdk_runner_under_the_real_manager(ws: Workspace, tmp_path: Pat
         '{"format":"httk-workflow-outcome","format_version":1,'
         f'"job_id":"{two_steps["id"]}","activation_id":"{committing[1]["activation_id"]}",'
         f'"attempt_id":"{committing[1]["attempt_id"]}","action":"succeed",'
-        '"message":"ran srun -n 4 vasp_std with 4 k-points","runner_steps":["prepare","collect","flaky"]}'
+        '"message":"ran srun -n 4 vasp_std with 4 k-points","runner_steps":["prepare","collect","flaky"],'
+        '"has_transaction":false}'  # the manager's record of whether a transaction was published
     )
 
     # a step the runner does not implement

@@ -14,6 +14,7 @@ TREE = {
     "SettingNameError": sdk.SdkError,
     "SettingNotFoundError": sdk.SdkError,
     "StateError": sdk.SdkError,
+    "TransactionError": sdk.OutcomeError,
 }
 
 

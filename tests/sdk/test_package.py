@@ -23,6 +23,8 @@ EXPECTED = [
     "StateError",
     "StepDefinitionError",
     "StepFunction",
+    "Transaction",
+    "TransactionError",
     "dispatch",
     "step",
 ]

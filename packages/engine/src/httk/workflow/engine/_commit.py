@@ -1,13 +1,15 @@
 """The end of an attempt: committing its outcome, or classifying an exit without one.
 
 The specification's processing order, for a valid current outcome: validate job, activation and attempt,
-and with them the join and every child bundle (:func:`validate_publication`); append the committing
-frame and rename running → committing, which fences the attempt; apply data (a later version); register
-every child (:func:`register_spawned`, step 5: before the destination frame, never rolled back);
-decide the destination (budgets included); append its frame and rename committing → destination; clean
-up afterwards. The committing frame embeds the validated outcome and spawn set, so a manager that finds
-an abandoned committing marker registers the missing children and finishes the same decision without
-rerunning the step.
+and with them the join, every child bundle and the transaction (:func:`validate_publication`); append
+the committing frame and rename running → committing, which fences the attempt; replay the transaction
+into ``data/`` (step 4, :func:`apply_transaction`); register every child (:func:`register_spawned`,
+step 5: before the destination frame, never rolled back); decide the destination (budgets included, the
+data generation advanced when the transaction changed data); append its frame and rename committing →
+destination; clean up afterwards. The committing frame embeds the validated outcome (with
+``has_transaction``) and spawn set, so a manager that finds an abandoned committing marker replays the
+transaction, registers the missing children and finishes the same decision without rerunning the step.
+``data/`` itself is created by the first replay that has operations (it is absent until then).
 
 An exit without an outcome is ``protocol_error`` for status 0 (success is ambiguous) and
 ``process_failure`` otherwise; retry policy and budgets then decide between ready and failed.
@@ -16,7 +18,9 @@ An exit without an outcome is ``protocol_error`` for status 0 (success is ambigu
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import stat
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -38,6 +42,8 @@ from ._joins import JoinError, validate_wait
 from ._manager_state import LiveAttempt, ManagerState
 from ._markers_fs import MarkerLocation
 from ._outcome import (
+    OUTCOME_DIR,
+    TRANSACTION_DIR,
     Decision,
     UnusableOutcomeError,
     carried,
@@ -49,11 +55,13 @@ from ._outcome import (
     validate_outcome,
 )
 from ._states import Kind, Trigger
+from ._transactions import TransactionError, load_manifest, next_data_generation, replay
 
 log = logging.getLogger("httk.workflow.manager")
 
 _RETIRE_CONTROL_ON = frozenset({Kind.READY, Kind.WAITING, Kind.PAUSED, Kind.SUCCEEDED})
 _COPY_CHUNK = 1 << 20
+TRANSACTIONAL_EXTENSION = "transactional-data-v1"
 
 
 def finish_attempt(state: ManagerState, live: LiveAttempt, status: int) -> None:
@@ -169,15 +177,34 @@ def finish_committing(
         failure = frame.get("failure") or protocol_failure("the published outcome is unusable")
         decision = failed(frame, failure, "failure")
     else:
-        unregistered = register_spawned(state, job, frame)
+        changed, corruption = False, None
+        if outcome.get("has_transaction"):
+            try:
+                changed, corruption = apply_transaction(state, job, frame)
+            except OSError as exc:
+                log.warning(
+                    "%s: the transaction cannot be replayed now, left committing for recovery: %s",
+                    marker.job_key,
+                    exc,
+                )
+                return
+        unregistered = corruption or register_spawned(state, job, frame)
         decision = (
-            decide(job.document, frame, outcome)
+            decide(job.document, frame, outcome, data_changed=changed)
             if unregistered is None
-            else failed(frame, unregistered, "failure")
+            else _with_generation(failed(frame, unregistered, "failure"), frame, changed)
         )
     won = state.apply(marker, decision, Trigger.COMMIT)
     if won and live is not None and decision.kind in _RETIRE_CONTROL_ON:
         state.retiring.append(live)  # after the freed slot is refilled: cleanup is off the hot path
+
+
+def _with_generation(decision: Decision, frame: dict[str, Any], changed: bool) -> Decision:
+    """A failure after a replayed transaction still records the data generation it produced."""
+    if frame.get("data_generation") is None:
+        return decision
+    generation = next_data_generation(frame["data_generation"], changed)
+    return Decision(decision.kind, {**decision.members, "data_generation": generation}, decision.priority)
 
 
 def control_dir_of(job: LoadedJob, frame: dict[str, Any]) -> Path:
@@ -203,6 +230,7 @@ def validate_publication(
         running.placement,
         frame["activation_id"],
     )
+    outcome = {**outcome, "has_transaction": validate_transaction(state, job, frame, outcome)}
     spawned = read_spawn_set(state.workspace, control_dir_of(job, frame), parent, outcome["action"])
     if outcome["action"] == "wait":
         try:
@@ -211,6 +239,79 @@ def validate_publication(
             raise UnusableOutcomeError(f"the join is unusable: {exc}") from None
         outcome = {**outcome, "join": join.as_member()}
     return outcome, spawned
+
+
+def transaction_dir_of(job: LoadedJob, frame: dict[str, Any]) -> Path:
+    """The transaction bundle an attempt's published outcome may hold."""
+    return control_dir_of(job, frame) / OUTCOME_DIR / TRANSACTION_DIR
+
+
+def validate_transaction(
+    state: ManagerState, job: LoadedJob, frame: dict[str, Any], outcome: dict[str, Any]
+) -> bool:
+    """Step 1 for a transaction: whether the outcome carries one, after checking it fully against ``data/``.
+
+    Raises :class:`UnusableOutcomeError` when the job may not contribute one, the expected data generation
+    is not the attempt's, or the manifest, staged payload or a precondition is refused; ``data/`` is
+    untouched then.
+    """
+    bundle = transaction_dir_of(job, frame)
+    if not os.path.lexists(bundle):
+        return False
+    if job.document["data"]["mode"] != "transactional":
+        raise UnusableOutcomeError(
+            "the outcome holds a transaction but the job's data.mode is not transactional"
+        )
+    if TRANSACTIONAL_EXTENSION not in state.workspace.extensions:
+        raise UnusableOutcomeError(
+            f"the outcome holds a transaction but the workspace lacks the {TRANSACTIONAL_EXTENSION} extension"
+        )
+    if stat.S_ISLNK(os.lstat(bundle).st_mode) or not bundle.is_dir():
+        raise UnusableOutcomeError("the outcome's transaction must be a directory")
+    expected = outcome.get("expected_data_generation")
+    if expected is None or expected != frame.get("data_generation"):
+        raise UnusableOutcomeError(
+            f"the outcome's expected_data_generation {expected!r} is not the attempt's data generation "
+            f"{frame.get('data_generation')!r}"
+        )
+    try:
+        load_manifest(bundle, expected_data_generation=expected, data_dir=job.payload_dir / "data")
+    except TransactionError as exc:
+        raise UnusableOutcomeError(str(exc)) from None
+    except OSError as exc:
+        raise UnusableOutcomeError(f"the transaction cannot be read: {exc}") from None
+    return True
+
+
+def apply_transaction(
+    state: ManagerState, job: LoadedJob, frame: dict[str, Any]
+) -> tuple[bool, dict[str, Any] | None]:
+    """Step 4: replay (or verify) the committing frame's transaction; whether data changed, or the failure.
+
+    A plain :class:`OSError` propagates: the marker stays committing and recovery replays again.
+    """
+    bundle = transaction_dir_of(job, frame)
+    try:
+        manifest = load_manifest(
+            bundle, expected_data_generation=frame["data_generation"], check_payload=False
+        )
+        result = replay(
+            job.payload_dir / "data",
+            bundle,
+            manifest,
+            durable=state.workspace.durable,
+            deadline_seconds=state.workspace.policy.visibility_deadline_seconds,
+            clock=state.clock,
+        )
+    except TransactionError as exc:
+        details = {"operation": exc.operation, "path": exc.path}
+        failure = {
+            "code": "transaction_corruption",
+            "message": f"the committed transaction cannot be replayed: {exc}",
+            "details": {key: value for key, value in details.items() if value is not None},
+        }
+        return False, failure
+    return result.changed, None
 
 
 def register_spawned(state: ManagerState, job: LoadedJob, frame: dict[str, Any]) -> dict[str, Any] | None:

@@ -29,13 +29,15 @@ from httk.workflow.protocol._jsonio import read_json_object
 
 from ._budgets import Counters, check_advance, check_retry, is_retried
 from ._states import Kind
+from ._transactions import next_data_generation
 
 OUTCOME_DIR = "outcome.ready"
 OUTCOME_FILE = "outcome.json"
 ACTIONS = frozenset({"advance", "wait", "succeed", "fail", "retry", "pause"})
 MAX_OUTCOME_BYTES = 8 << 20
 """A wait may name up to 10,000 children (about 250 bytes each)."""
-_NOT_YET = ("transaction",)
+TRANSACTION_DIR = "transaction"
+"""An outcome's transaction is the directory ``outcome.ready/transaction/``, never an outcome.json member."""
 
 
 class UnusableOutcomeError(Exception):
@@ -89,11 +91,10 @@ def validate_outcome(
     action = outcome.get("action")
     if action not in ACTIONS:
         raise UnusableOutcomeError(f"outcome action {action!r} is not one of {', '.join(sorted(ACTIONS))}")
-    for member in _NOT_YET:
-        if member in outcome:
-            raise UnusableOutcomeError(
-                f"outcome member {member!r} needs the children/transactions support of a later version"
-            )
+    if "expected_data_generation" in outcome:
+        generation = outcome["expected_data_generation"]
+        if isinstance(generation, bool) or not isinstance(generation, int):
+            raise UnusableOutcomeError("outcome member 'expected_data_generation' must be an integer")
     if action in ("advance", "wait"):
         try:
             validate_step(_require_text(outcome, "next_step"))
@@ -233,8 +234,26 @@ def retry_or_fail(
     )
 
 
-def decide(job: Mapping[str, Any], frame: Mapping[str, Any], outcome: Mapping[str, Any]) -> Decision:
-    """The destination of a committed, valid outcome; ``frame`` is the committing frame."""
+def decide(
+    job: Mapping[str, Any],
+    frame: Mapping[str, Any],
+    outcome: Mapping[str, Any],
+    *,
+    data_changed: bool = False,
+) -> Decision:
+    """The destination of a committed, valid outcome; ``frame`` is the committing frame.
+
+    ``data_changed`` says whether the outcome's replayed transaction changed ``data/``; a transactional
+    job's destination frame then carries the next data generation (:func:`next_data_generation`).
+    """
+    decision = _decide(job, frame, outcome)
+    if frame.get("data_generation") is None:
+        return decision
+    generation = next_data_generation(frame["data_generation"], data_changed)
+    return Decision(decision.kind, {**decision.members, "data_generation": generation}, decision.priority)
+
+
+def _decide(job: Mapping[str, Any], frame: Mapping[str, Any], outcome: Mapping[str, Any]) -> Decision:
     action = outcome["action"]
     priority = outcome.get("priority")
     counters = Counters.of(frame)

@@ -48,6 +48,7 @@ from ._errors import (
     StepDefinitionError,
 )
 from ._steps import Registry, StepFunction, dispatch, step
+from ._transaction import Transaction, TransactionError
 
 __all__ = [
     "Attempt",
@@ -62,6 +63,8 @@ __all__ = [
     "StateError",
     "StepDefinitionError",
     "StepFunction",
+    "Transaction",
+    "TransactionError",
     "dispatch",
     "step",
 ]

@@ -13,7 +13,9 @@ next step, which reads the state.
 Children (:meth:`Attempt.spawn`) are written into the outcome draft as they are spawned and published
 with the outcome: ``advance`` and ``succeed`` detach them, :meth:`Attempt.wait` joins them. ``fail``,
 ``retry`` and ``pause`` discard them (the protocol publishes children only with a finished step), and so
-does a step that publishes nothing: an unpublished draft is never read.
+does a step that publishes nothing: an unpublished draft is never read. A transactional job's step
+contributes to ``data/`` the same way (:meth:`Attempt.transaction`): the bundle is staged into the draft
+when ``advance``, ``succeed`` or ``wait`` publishes, and discarded otherwise.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ._context import context_path_from, read_context
 from ._errors import ContextError, OutcomeAlreadyPublishedError, OutcomeError, StepDefinitionError
 from ._files import compact_json
 from ._spawning import Spawning
+from ._transaction import Transaction, TransactionError, stage_transaction
 
 _JOB_FILE = "job.json"
 _SPAWNING_ACTIONS = frozenset({"advance", "succeed", "wait"})
@@ -83,6 +86,7 @@ class Attempt(Spawning):
         self._published = False
         self._spawned: list[ChildRef] = []
         self._draft: _outcome.Draft | None = None
+        self._transaction: Transaction | None = None
 
     @classmethod
     def load(
@@ -470,6 +474,35 @@ class Attempt(Spawning):
         members = _outcome.reason_members("pause", reason)
         self._publish("pause", members, priority=priority, message=message)
 
+    def transaction(self) -> Transaction:
+        """This attempt's transaction into the job's committed ``data/`` (one per attempt, cached).
+
+        Add operations to it (``put_file``, ``make_dir``, ``replace_tree``, ...); :meth:`advance`,
+        :meth:`succeed` and :meth:`wait` publish a nonempty one with the outcome, which then carries
+        ``expected_data_generation``, and the manager applies it to ``data/`` before the next attempt
+        starts. ``fail``, ``retry`` and ``pause`` discard it, like spawned children: a step that did not
+        finish contributes nothing.
+
+        Raises
+        ------
+        TransactionError
+            When the job is not transactional (the context has no data generation or ``data/``).
+
+        Examples
+        --------
+        >>> tx = a.transaction()
+        >>> _ = tx.put_file("results/energy.json", b"-10.8\\n")
+        >>> a.succeed()
+        """
+        if self._transaction is None:
+            if self.data_generation is None or self.data_dir is None:
+                raise TransactionError(
+                    "this job is not transactional: only a job with data.mode 'transactional' in a "
+                    "workspace with the transactional-data-v1 extension can contribute to data/"
+                )
+            self._transaction = Transaction()
+        return self._transaction
+
     def _refuse_second(self) -> None:
         if self.published:
             raise OutcomeAlreadyPublishedError(self.control_dir / _outcome.READY_NAME)
@@ -490,12 +523,15 @@ class Attempt(Spawning):
                 raise OutcomeError(problem, argument="priority")
         if message is not None:
             _outcome.checked_text("message", message)
+        transaction = self._transaction if action in _SPAWNING_ACTIONS else None
+        generation = self.data_generation if transaction else None
         document = _outcome.compose(
             (self.job_id, self.activation_id, self.attempt_id),
             action,
             members,
             priority=priority,
             resources=resources,
+            expected_data_generation=generation,
             message=message,
             runner_steps=self._runner_steps,
         )
@@ -511,6 +547,30 @@ class Attempt(Spawning):
                 raise OutcomeError(
                     f"cannot write spawn.json: {exc.strerror or exc}", path=draft.path
                 ) from exc
+        if transaction and generation is not None:
+            draft = self._stage(transaction, generation, draft)
         self._draft = None
         _outcome.publish(self.control_dir, document, durable=self.durable, draft=draft)
         self._published = True
+
+    def _stage(
+        self, transaction: Transaction, generation: int, draft: _outcome.Draft | None
+    ) -> _outcome.Draft:
+        """Write the transaction bundle into the outcome draft (made here when no child made one)."""
+        self._refuse_second()
+        if draft is None:
+            try:
+                draft = _outcome.Draft(self.control_dir)
+            except OSError as exc:
+                raise OutcomeError(
+                    f"cannot create an outcome draft: {exc.strerror or exc}", path=self.control_dir
+                ) from exc
+        try:
+            stage_transaction(
+                draft.path, transaction, expected_data_generation=generation, durable=self.durable
+            )
+        except BaseException:
+            draft.discard()
+            self._draft = None
+            raise
+        return draft

@@ -33,6 +33,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
     "activation_ordinal": (int,),
     "previous_attempt_id": (str, type(None)),
     "data_generation": (int, type(None)),
+    "data_dir": (str, type(None)),
     "durable": (bool,),
     "priority": (int,),
     "resources": (dict,),
@@ -336,6 +337,21 @@ class AttemptContext:
         """
         value = self._context.get("data_generation")
         return None if value is None else int(value)
+
+    @property
+    def data_dir(self) -> Path | None:
+        """The job's committed ``data/`` (``HTTK_WORKFLOW_DATA_DIR``); ``None`` without transactional data.
+
+        Read it freely; change it only through :meth:`Attempt.transaction`. It is absent until the
+        first transaction with operations is committed.
+
+        Examples
+        --------
+        >>> a.data_dir is None
+        True
+        """
+        value = self._context.get("data_dir")
+        return None if value is None else Path(value)
 
     @property
     def durable(self) -> bool:

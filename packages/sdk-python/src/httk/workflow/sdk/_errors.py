@@ -11,7 +11,9 @@ SDK meets them; the original stays reachable as ``__cause__``.
     ├── ContextError                    the attempt context (context.json, job.json) is missing or malformed
     ├── StepDefinitionError             a step name is invalid or registered twice      (also ValueError)
     ├── OutcomeError                    an outcome argument is invalid or publication failed (ValueError)
-    │   └── OutcomeAlreadyPublishedError  the attempt already has its one outcome
+    │   ├── OutcomeAlreadyPublishedError  the attempt already has its one outcome
+    │   └── TransactionError            a transaction operation is refused, the job is not transactional,
+    │                                   or the bundle cannot be staged (defined in ``_transaction``)
     ├── SettingNameError                a setting name is not a dotted lowercase name   (also ValueError)
     ├── SettingNotFoundError            no layer holds the setting and no default was given (LookupError)
     └── StateError                      job state or an observed declaration cannot be read or written

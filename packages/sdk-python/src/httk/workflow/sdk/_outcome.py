@@ -2,14 +2,15 @@
 
 Composition: one line of compact UTF-8 JSON ending in a newline, members in the contract's order --
 ``format``, ``format_version``, ``job_id``, ``activation_id``, ``attempt_id``, ``action``, the action's own
-member, then ``priority``, ``resources``, ``message`` and ``runner_steps``, each only when it applies. The
-Bash API publishes the same bytes for the same decision.
+member, then ``priority``, ``resources``, ``expected_data_generation``, ``message`` and ``runner_steps``,
+each only when it applies. The Bash API publishes the same bytes for the same decision.
 
-Publication (:class:`Draft`): ``mkdir outcome.tmp.<nonce>``, write ``outcome.json`` and any child bundles
+Publication (:class:`Draft`): ``mkdir outcome.tmp.<nonce>``, write ``outcome.json``, any child bundles
 (:mod:`._children`, added through :meth:`Draft.add_file` as each child is spawned, so a draft may exist
-before its outcome is decided), when durable synchronize every file and then every directory of the
-draft in one batch, rename the draft to ``outcome.ready``, and when durable synchronize the control
-directory. A crash before the rename leaves an ignored draft; after it, the whole outcome.
+before its outcome is decided) and any ``transaction/`` bundle (``stage_transaction``), when durable
+synchronize every file and then every directory of the draft in one batch, rename the draft to
+``outcome.ready``, and when durable synchronize the control directory. A crash before the rename leaves
+an ignored draft; after it, the whole outcome.
 
 Why a plain ``rename(2)`` never replaces a published outcome: a published ``outcome.ready`` is always a
 nonempty directory (it was a draft holding ``outcome.json``), and renaming a directory onto a nonempty
@@ -93,6 +94,7 @@ def compose(
     *,
     priority: int | None = None,
     resources: Mapping[str, int] | None = None,
+    expected_data_generation: int | None = None,
     message: str | None = None,
     runner_steps: Sequence[str] | None = None,
 ) -> dict[str, Any]:
@@ -111,6 +113,8 @@ def compose(
         document["priority"] = priority
     if resources is not None:
         document["resources"] = dict(resources)
+    if expected_data_generation is not None:
+        document["expected_data_generation"] = expected_data_generation
     if message is not None:
         document["message"] = message
     if runner_steps is not None:
