@@ -98,6 +98,7 @@ class Submitter:
         self.workspace = workspace
         self._durable = workspace.durable
         self._known_dirs: set[Path] = set()
+        self._placement_dirs: dict[str, tuple[Path, Path]] = {}
         self._staging = workspace.tmp_dir
 
     # -- public entry points -------------------------------------------------------------------
@@ -184,7 +185,8 @@ class Submitter:
         source: Path | None = None,
     ) -> SubmitResult:
         """Place the payload (built in staging by ``build``, or the directory ``source``), then its marker."""
-        destination = self.workspace.payload_path(placement, str(key))
+        payload_parent, marker_dir = self._directories(placement)
+        destination = payload_parent / str(key)
         status = SubmitStatus.SUBMITTED
         if os.path.lexists(destination):
             existing = self._existing(destination, digest, key, placement)
@@ -200,8 +202,16 @@ class Submitter:
                     return existing
                 status = SubmitStatus.COMPLETED_ORPHAN
         marker = MarkerLocation(Kind.SUBMITTED, placement, MarkerName.initial(key, priority))
-        self._publish_marker(marker)
+        self._publish_marker(marker, marker_dir / str(marker.name))
         return SubmitResult(key.job_id, str(key), placement, status, marker)
+
+    def _directories(self, placement: str) -> tuple[Path, Path]:
+        """The payload parent and the submitted-marker directory of a placement (computed once each)."""
+        found = self._placement_dirs.get(placement)
+        if found is None:
+            found = (self.workspace.root / placement, self.workspace.marker_dir(Kind.SUBMITTED, placement))
+            self._placement_dirs[placement] = found
+        return found
 
     def _place(self, destination: Path, build: Callable[[Path], None] | None, source: Path | None) -> None:
         self._make_dirs(destination.parent)
@@ -239,10 +249,9 @@ class Submitter:
             return None
         return SubmitResult(key.job_id, str(key), placement, SubmitStatus.ALREADY_SUBMITTED, current)
 
-    def _publish_marker(self, marker: MarkerLocation) -> None:
+    def _publish_marker(self, marker: MarkerLocation, target: Path) -> None:
         staged = self._staging / f"{marker.name}.{os.urandom(6).hex()}"
         _fsops.create_file(staged, b"", durable=self._durable)
-        target = marker.path(self.workspace)
         self._make_dirs(target.parent)
         try:
             self._rename_into(staged, target)
