@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from ._errors import InvalidNameError
 
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
-_VALUES = {c: i for i, c in enumerate(_DIGITS)}
+_CANONICAL = re.compile(r"[0-9a-z]+\Z")
 
 
 def encode(value: int) -> str:
@@ -39,12 +41,9 @@ def decode(text: str, *, bits: int = 64, what: str = "base-36 number") -> int:
         raise InvalidNameError(what, text, "is empty")
     if len(text) > 1 and text[0] == "0":
         raise InvalidNameError(what, text, "has a leading zero")
-    value = 0
-    for ch in text:
-        digit = _VALUES.get(ch)
-        if digit is None:
-            raise InvalidNameError(what, text, "uses a character outside 0-9 and a-z")
-        value = value * 36 + digit
+    if not _CANONICAL.match(text):
+        raise InvalidNameError(what, text, "uses a character outside 0-9 and a-z")
+    value = int(text, 36)  # safe once the alphabet is checked: int() alone would accept A-Z and "_"
     if value >= 1 << bits:
         raise InvalidNameError(what, text, f"exceeds an unsigned {bits}-bit integer")
     return value

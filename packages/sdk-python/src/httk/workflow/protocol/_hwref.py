@@ -20,6 +20,8 @@ SEGMENT_MAX_DIGITS = 7
 OFFSET_BITS = 64
 MAX_REF_BYTES = 106
 FRAME_OVERHEAD = 8 + 32 + 8
+_SEGMENT_LIMIT = 36**SEGMENT_MAX_DIGITS
+_CHECKSUM_RE = re.compile(r"[0-9a-f]{32}\Z")
 
 _REF_RE = re.compile(
     r"w(?P<writer>[0-9a-f]{32})-s(?P<segment>[0-9a-z]+)-o(?P<offset>[0-9a-z]+)"
@@ -46,13 +48,13 @@ class RecordRef:
             raise InvalidNameError(
                 "record reference", self.segment, "segment must be an unsigned 32-bit number"
             )
-        if len(_base36.encode(self.segment)) > SEGMENT_MAX_DIGITS:
+        if self.segment >= _SEGMENT_LIMIT:  # more than 7 base-36 digits
             raise InvalidNameError("record reference", self.segment, "segment exceeds 7 base-36 digits")
         for name in ("offset", "length"):
             value = getattr(self, name)
             if not 0 <= value < 1 << OFFSET_BITS:
                 raise InvalidNameError("record reference", value, f"{name} must be an unsigned 64-bit number")
-        if not isinstance(self.checksum128, str) or not re.fullmatch(r"[0-9a-f]{32}", self.checksum128):
+        if not isinstance(self.checksum128, str) or not _CHECKSUM_RE.match(self.checksum128):
             raise InvalidNameError(
                 "record reference", self.checksum128, "checksum must be 32 lowercase hex digits"
             )
@@ -78,9 +80,14 @@ class RecordRef:
             )
         what = "record reference"
         return cls(
-            writer=str(uuid.UUID(hex=match["writer"])),
+            writer=_hyphenated(match["writer"]),
             segment=_base36.decode(match["segment"], bits=SEGMENT_BITS, what=what),
             offset=_base36.decode(match["offset"], bits=OFFSET_BITS, what=what),
             length=_base36.decode(match["length"], bits=OFFSET_BITS, what=what),
             checksum128=match["checksum"],
         )
+
+
+def _hyphenated(hex32: str) -> str:
+    """The canonical 8-4-4-4-12 form of 32 lowercase hex digits (what ``uuid.UUID(hex=...)`` prints)."""
+    return f"{hex32[:8]}-{hex32[8:12]}-{hex32[12:16]}-{hex32[16:20]}-{hex32[20:]}"
