@@ -42,8 +42,14 @@ def register(state: ManagerState, marker: MarkerLocation) -> bool:
             marker, Kind.FAILED, Trigger.PROTOCOL_ERROR, {"failure": failure, "reason": "invalid_submission"}
         )
         return True
+    state.move(marker, Kind.READY, Trigger.REGISTER, {**first_activation(job), "reason": "registered"})
+    return True
+
+
+def first_activation(job: LoadedJob) -> dict[str, Any]:
+    """The frame members of a job's first activation, before its first attempt."""
     document = job.document
-    frame = {
+    return {
         "step": document["initial_step"],
         "activation_id": str(uuid.uuid4()),
         "activation_reason": "initial",
@@ -54,10 +60,7 @@ def register(state: ManagerState, marker: MarkerLocation) -> bool:
         "data_generation": 0 if document["data"]["mode"] == "transactional" else None,
         "resources": dict(document.get("resources") or {}),
         "job_digest": job.digest,
-        "reason": "registered",
     }
-    state.move(marker, Kind.READY, Trigger.REGISTER, frame)
-    return True
 
 
 def check_identity(marker: MarkerLocation, job: LoadedJob) -> None:

@@ -36,7 +36,7 @@ from httk.workflow.protocol import (
 from . import _cancel
 from ._budgets import Counters, check_advance, check_retry
 from ._jobs import LoadedJob
-from ._launch import check_identity
+from ._launch import check_identity, first_activation
 from ._manager_state import ManagerState
 from ._markers_fs import MarkerLocation, probe_marker
 from ._outcome import carried, new_activation_base
@@ -162,7 +162,7 @@ def _continue(state: ManagerState, current: MarkerLocation, frame: Frame, reques
     if isinstance(job, Verdict):
         return job
     if frame is None or "activation_id" not in frame:
-        members = _first_activation(job, current)  # paused before any manager registered it
+        members = first_activation(job)  # paused before any manager registered it
     else:
         counters = Counters.of(frame)
         verdict = check_retry(job.document, counters)
@@ -185,7 +185,7 @@ def _override_step(state: ManagerState, current: MarkerLocation, frame: Frame, r
     if isinstance(job, Verdict):
         return job
     if frame is None or "activation_id" not in frame:
-        members = _first_activation(job, current)
+        members = first_activation(job)
     else:
         counters = Counters.of(frame)
         verdict = check_advance(job.document, counters)
@@ -220,23 +220,6 @@ def _budget_reason(code: str, message: str, action: str) -> str:
     if action == "continue":
         text += "; override_step starts a new activation instead"
     return text + ". Raising a budget by request is not supported by this version"
-
-
-def _first_activation(job: LoadedJob, current: MarkerLocation) -> dict[str, Any]:
-    """What registration would have recorded, for a job paused before any manager registered it."""
-    document = job.document
-    return {
-        "step": document["initial_step"],
-        "activation_id": str(uuid.uuid4()),
-        "activation_reason": "initial",
-        "attempt_reason": "initial",
-        "previous_attempt_id": None,
-        "unclean_restart": False,
-        **Counters(1, 0, 0).as_members(),
-        "data_generation": 0 if document["data"]["mode"] == "transactional" else None,
-        "resources": dict(document.get("resources") or {}),
-        "job_digest": job.digest,
-    }
 
 
 # -- the decided-join revival guard ----------------------------------------------------------------

@@ -37,6 +37,7 @@ from httk.workflow.protocol import (
 from httk.workflow.protocol._jsonio import parse_json_object
 
 from ._states import Kind
+from ._transition import FRAME_COMMON_MEMBERS
 
 REQUEST_FORMAT = "httk-workflow-request"
 REQUEST_SUFFIX = ".json"
@@ -236,22 +237,6 @@ def refusal(action: str, kind: Kind) -> str | None:
     return text
 
 
-COMMON_MEMBERS = frozenset(
-    {
-        "format",
-        "format_version",
-        "workspace_id",
-        "job_id",
-        "job_key",
-        "placement",
-        "state_generation",
-        "kind",
-        "previous_record_ref",
-        "created_at",
-        "priority",
-        "reason",
-    }
-)
 REQUEST_MEMBERS = frozenset({"operator", "operator_reason", "request_id", "revival_hazard"})
 
 
@@ -264,4 +249,4 @@ def kept_members(frame: Mapping[str, Any] | None) -> dict[str, Any]:
     """
     if frame is None:
         return {}
-    return {key: value for key, value in frame.items() if key not in COMMON_MEMBERS | REQUEST_MEMBERS}
+    return {key: value for key, value in frame.items() if key not in FRAME_COMMON_MEMBERS | REQUEST_MEMBERS}

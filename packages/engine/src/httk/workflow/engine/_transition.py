@@ -28,6 +28,23 @@ from ._states import Kind, Trigger, check_transition
 from ._workspace import Workspace
 
 FRAME_FORMAT = "httk-workflow-state"
+FRAME_COMMON_MEMBERS = frozenset(
+    {
+        "format",
+        "format_version",
+        "workspace_id",
+        "job_id",
+        "job_key",
+        "placement",
+        "state_generation",
+        "kind",
+        "previous_record_ref",
+        "created_at",
+        "priority",
+        "reason",
+    }
+)
+"""The members every state frame has, which :func:`state_frame` and :func:`move_marker` write themselves."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,26 +46,9 @@ from ._manager_state import ManagerState
 from ._markers_fs import MarkerLocation
 from ._outcome import carried, new_activation_base, protocol_failure
 from ._states import Kind, Trigger
+from ._transition import FRAME_COMMON_MEMBERS
 
 log = logging.getLogger("httk.workflow.manager")
-
-_FRAME_COMMON = frozenset(
-    {
-        "format",
-        "format_version",
-        "workspace_id",
-        "job_id",
-        "job_key",
-        "placement",
-        "state_generation",
-        "kind",
-        "previous_record_ref",
-        "created_at",
-        "priority",
-        "reason",
-    }
-)
-"""The members :func:`~._transition.state_frame` writes itself; a waiting → waiting move copies the rest."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +180,7 @@ def _observe_again(
     waiting: _Waiting, first_unresolved_at: str | None, unresolved: list[str], reason: str
 ) -> bool:
     """waiting → waiting (D7): the same join, with the first-unresolved instant recorded or cleared."""
-    members = {key: value for key, value in waiting.frame.items() if key not in _FRAME_COMMON}
+    members = {key: value for key, value in waiting.frame.items() if key not in FRAME_COMMON_MEMBERS}
     members.update(
         first_unresolved_at=first_unresolved_at,
         unresolved=unresolved,
