@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,34 +11,15 @@ import pytest
 from httk.workflow.cli._app import app
 from typer.testing import CliRunner, Result
 
+from tests.conftest import minimal_job
+
 Invoke = Callable[..., Result]
 MakePayload = Callable[..., Path]
 
 
 def spec_job(**overrides: Any) -> dict[str, Any]:
     """The specification's minimal job.json with a fresh UUID and a payload runner ``run.sh``."""
-    job: dict[str, Any] = {
-        "format": "httk-workflow-job",
-        "format_version": 1,
-        "id": str(uuid.uuid4()),
-        "tag": "silicon-relax",
-        "name": "Silicon relaxation",
-        "workflow": "example.vasp-relax",
-        "runner": {"backend": "path", "source": "payload", "path": "run.sh", "arguments": []},
-        "workdir": {"mode": "persistent", "path": "run"},
-        "data": {"mode": "none"},
-        "initial_step": "prepare",
-        "priority": 500,
-        "claim": {"pool": "default", "required_capabilities": []},
-        "retry_policy": {
-            "maximum_attempts_per_activation": 10,
-            "maximum_total_attempts": 100,
-            "maximum_activations": 50,
-            "retry_on": ["lease_lost", "timeout", "process_failure"],
-        },
-        "resources": {},
-        "parent": None,
-    }
+    job = minimal_job(runner={"backend": "path", "source": "payload", "path": "run.sh", "arguments": []})
     job.update(overrides)
     return job
 
