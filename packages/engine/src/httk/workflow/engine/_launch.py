@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import logging
 import uuid
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,14 +86,35 @@ def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
         job = state.jobs.get(marker)
     except (InvalidDocumentError, WorkflowError):
         return None  # reported by the census: a ready job whose definition broke is fsck's business
-    claim = job.document["claim"]
-    if claim["pool"] not in state.config.pools:
-        return None
-    if not set(claim.get("required_capabilities", [])) <= set(state.config.capabilities):
-        return None
-    if job.document["runner"].get("backend", "path") != "path":
+    if claim_mismatches(job.document, state.config.pools, state.config.capabilities):
         return None
     return job
+
+
+SERVED_EXECUTORS = ("path",)
+"""The runner backends this implementation's managers execute (recorded as ``executors``)."""
+
+
+def claim_mismatches(
+    document: Mapping[str, Any],
+    pools: Collection[str],
+    capabilities: Collection[str],
+    executors: Collection[str] = SERVED_EXECUTORS,
+) -> tuple[str, ...]:
+    """Which of ``pool``, ``capabilities``, ``executor`` a manager serving these lacks for a job.
+
+    The one claim predicate: :func:`claimable` claims only when it is empty, and ``job why`` and
+    ``precheck`` name what it returns, so a diagnosis cannot drift from what a manager does.
+    """
+    claim = document["claim"]
+    unmet: tuple[str, ...] = ()
+    if claim["pool"] not in pools:
+        unmet += ("pool",)
+    if not set(claim.get("required_capabilities", ())) <= set(capabilities):
+        unmet += ("capabilities",)
+    if document["runner"].get("backend", "path") not in executors:
+        unmet += ("executor",)
+    return unmet
 
 
 def claim_and_launch(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> bool:
