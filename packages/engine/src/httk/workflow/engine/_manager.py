@@ -90,6 +90,7 @@ class Manager:
                 discovery_budget=config.discovery_budget,
                 maximum_pass_markers=config.maximum_pass_markers,
                 heartbeat=self.heartbeat_opportunity,
+                only_jobs=config.only_jobs,
             )
             for kind in SCANNED_KINDS
         }

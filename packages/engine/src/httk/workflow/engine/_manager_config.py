@@ -19,6 +19,8 @@ class ManagerConfig:
     ``lease_seconds`` ``None`` follows the workspace policy. ``idle`` keeps serving when there is nothing
     to do; without it the manager exits once nothing it can progress remains (jobs it can never claim are
     reported, not waited for), or after ``idle_timeout`` seconds of waiting on work other managers hold.
+    ``only_jobs`` (job keys) restricts every discovery — the marker streams and the request pass — to
+    those jobs; ``job debug`` runs such a private manager, which claims no unrelated work.
     """
 
     workers: int = 1
@@ -45,6 +47,7 @@ class ManagerConfig:
     scan_interval: float = DEFAULT_SCAN_INTERVAL
     window_seconds: float = DEFAULT_WINDOW_SECONDS
     idle_poll_interval: float = DEFAULT_IDLE_POLL_INTERVAL
+    only_jobs: frozenset[str] | None = None
 
     def heartbeat_interval(self, lease_seconds: float) -> float:
         """Beat often enough that two missed beats still leave most of the lease."""

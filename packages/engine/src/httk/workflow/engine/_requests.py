@@ -327,10 +327,20 @@ def _served(state: ManagerState, request: Request) -> bool:
     return not isinstance(runner, dict) or runner.get("backend", "path") == "path"
 
 
+def _restricted_to(state: ManagerState, loaded: Request | MalformedRequestError) -> bool:
+    """Whether this manager may decide ``loaded``: a manager restricted to some jobs (``only_jobs``, the
+    private manager of ``job debug``) decides only well-formed requests naming one of them."""
+    only = state.config.only_jobs
+    return only is None or (isinstance(loaded, Request) and loaded.job_key in only)
+
+
 def _take(state: ManagerState, memory: _Memory, name: str) -> bool:
     ready = _requests(state, "ready", name)
     loaded = _load(ready, name)
     if loaded is None:
+        return False
+    if not _restricted_to(state, loaded):
+        memory.unserved.add(name)  # another job's request, left to the managers that serve it
         return False
     if isinstance(loaded, Request) and not _served(state, loaded):
         memory.unserved.add(name)
@@ -456,6 +466,8 @@ def _printable(name: str) -> str:
 
 # -- re-claiming what dead managers claimed --------------------------------------------------------
 def _reclaim(state: ManagerState, memory: _Memory) -> bool:
+    if state.config.only_jobs is not None:
+        return False  # a restricted manager leaves what other managers claimed alone
     now = state.clock.monotonic()
     if memory.last_reclaim is not None and now - memory.last_reclaim < RECLAIM_INTERVAL_SECONDS:
         return False

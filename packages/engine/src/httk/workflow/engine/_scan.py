@@ -306,6 +306,7 @@ class _Pass:
     markers_left: int
     heartbeat_every: int
     heartbeat: Callable[[], None]
+    only_jobs: frozenset[str] | None = None
     visited: int = 0
     markers: list[MarkerLocation] = field(default_factory=list)
     anomalies: list[Anomaly] = field(default_factory=list)
@@ -323,6 +324,8 @@ class _Pass:
 
     def record(self, item: _Item) -> None:
         if isinstance(item, MarkerLocation):
+            if self.only_jobs is not None and item.job_key not in self.only_jobs:
+                return  # another job's marker: visited (it costs budget) but never returned
             self.markers.append(item)
             self.markers_left -= 1
         elif item is not None:
@@ -418,7 +421,8 @@ def _share(left: int, ways: int) -> int:
 class MarkerStream:
     """Fair, bounded, resumable discovery of the markers of one kind; see the module docstring.
 
-    Close the stream (or use it as a context manager) to release the listings it keeps open between
+    With ``only_jobs`` (job keys) it returns only those jobs' markers; the others still count as visited
+    entries. Close the stream (or use it as a context manager) to release the listings it keeps open between
     passes. An exception from ``heartbeat`` abandons the pass; what it had visited is found again only in
     the next cycle.
 
@@ -439,6 +443,7 @@ class MarkerStream:
         heartbeat_every: int = HEARTBEAT_EVERY,
         heartbeat: Callable[[], None] = _noop,
         max_open_roots: int = MAX_OPEN_ROOTS,
+        only_jobs: frozenset[str] | None = None,
     ) -> None:
         for name, value in (
             ("discovery_budget", discovery_budget),
@@ -454,6 +459,7 @@ class MarkerStream:
         self._budgets = (discovery_budget, maximum_pass_markers, heartbeat_every)
         self._heartbeat = heartbeat
         self._max_open_roots = max_open_roots
+        self.only_jobs = only_jobs
         self._source: _RootListing | _PrefixRoots | None = None
         # Invariant: the rotation holds the unfinished, opened roots of the current cycle in serving order,
         # never more than max_open_roots of them (test_open_directories_stay_bounded).
@@ -479,7 +485,7 @@ class MarkerStream:
         if self._source is None:
             self._source = self._new_source()
         entries, markers, every = self._budgets
-        sink = _Pass(entries, markers, every, self._heartbeat)
+        sink = _Pass(entries, markers, every, self._heartbeat, self.only_jobs)
         self._admit(sink)
         first = self._rotation[0] if self._rotation else None
         while self._rotation:
