@@ -10,6 +10,7 @@ Exit status
 =====  ===========================================================================================
 0      success
 1      any other failure: another WorkflowError (journal, transition), or an operating-system error
+       (or ``workspace fsck`` left something for an operator)
 2      bad input: a usage error, an invalid name or document (InvalidNameError, InvalidDocumentError),
        a refused policy or setting (PolicyError), submission (SubmissionError) or runner publication
        (RunnerStoreError)
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperGroup
 
-from . import _inspect_cmd, _job_cmd, _manager_cmd, _request_cmd, _runner_cmd, _workspace_cmd
+from . import _fsck_cmd, _inspect_cmd, _job_cmd, _manager_cmd, _request_cmd, _runner_cmd, _workspace_cmd
 
 if TYPE_CHECKING:
     from typer._click import Context  # typer 0.29 vendors click; its Context is what groups receive
@@ -39,9 +40,10 @@ if TYPE_CHECKING:
 DEBUG_VARIABLE = "HTTK_WORKFLOW_DEBUG"
 
 EPILOG = (
-    "Exit status: 0 success; 1 other failure; 2 bad input (usage, invalid name or document, refused "
-    "policy or setting, submission or runner publication); 3 the workspace cannot be attached or "
-    f"changed. Errors are one 'error:' line on stderr; {DEBUG_VARIABLE}=1 shows the traceback."
+    "Exit status: 0 success; 1 other failure, or fsck left something to do; 2 bad input (usage, "
+    "invalid name or document, refused policy or setting, submission or runner publication); 3 the "
+    "workspace cannot be attached or changed. Errors are one 'error:' line on stderr; "
+    f"{DEBUG_VARIABLE}=1 shows the traceback."
 )
 
 
@@ -106,6 +108,7 @@ def _root(name: str, help_text: str) -> typer.Typer:
 # The read commands live in one module (_inspect_cmd) and join the groups they belong to.
 _workspace_cmd.app.command("status")(_inspect_cmd.status)
 _workspace_cmd.app.command("managers")(_inspect_cmd.managers)
+_workspace_cmd.app.command("fsck")(_fsck_cmd.fsck)
 _job_cmd.app.command("list")(_inspect_cmd.list_jobs)
 _job_cmd.app.command("show")(_inspect_cmd.show)
 _job_cmd.app.command("log")(_inspect_cmd.log)
