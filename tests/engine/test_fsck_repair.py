@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 from httk.workflow.engine._clock import ManualClock
 from httk.workflow.engine._fsck import FsckReport, check, fsck
-from httk.workflow.engine._fsck_repair import adopt
+from httk.workflow.engine._fsck_repair import adopt, repair_problems
 from httk.workflow.engine._manager_record import ManagerIdentity, ManagerRecord
 from httk.workflow.engine._manager_state import ManagerState
 from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine._recovery import release_stale_claim
 from httk.workflow.engine._request_doc import kept_members
 from httk.workflow.engine._states import Kind, Trigger
 from httk.workflow.engine._transition import state_frame
@@ -100,6 +101,29 @@ def test_the_owner_of_a_claim_whose_frame_is_gone_is_found_by_the_writer_of_its_
     heartbeat(owner)
     flip_checksum(root, claimed.current)
     assert actions(repair(root)) == [("checksum_mismatch", "live_owner")]
+
+
+def test_a_repaired_claim_does_not_name_the_live_manager_that_only_queued_it(tmp_path: Path) -> None:
+    """The live manager released an earlier stale claim to ready; a second claimer died."""
+    root = tmp_path / "ws"
+    init(root, durable=False)
+    registrar = new_state(root)
+    stale = job_in(registrar, Kind.CLAIMED)
+    release_stale_claim(registrar, stale, frame_of(registrar, stale), None)
+    ready = now_at(root, stale)
+    assert frame_of(registrar, ready)["manager_id"] == registrar.manager_id
+    heartbeat(registrar)
+    claimer = new_state(root)  # it dies: it never publishes a heartbeat
+    claimed = claimer.move(ready, Kind.CLAIMED, Trigger.CLAIM, {**kept_members(frame_of(claimer, ready))})
+    assert claimed.current is not None
+    flip_checksum(root, claimed.current)
+
+    assert actions(repair(root)) == [("checksum_mismatch", "repaired")]
+
+    repaired = now_at(root, ready)
+    frame = reader(root).reader.read(repaired.name.ref_text)
+    assert (repaired.kind, frame["reason"]) == (Kind.CLAIMED, "fsck_repair")
+    assert "manager_id" not in frame and frame["step"] == frame_of(registrar, ready)["step"]
 
 
 # -- what is adopted ---------------------------------------------------------------------------------
@@ -190,6 +214,25 @@ def test_an_unrepairable_marker_is_reported_and_moved_only_when_asked(tmp_path: 
         entry = root / ".httk-workflow" / "quarantine" / record["entry"]
         assert entry.is_file() and entry.read_bytes() == b""
     assert check(reader(root)).clean
+
+
+def test_what_another_actor_moved_after_the_check_is_reported_as_moved_and_left_alone(
+    tmp_path: Path,
+) -> None:
+    repaired_meanwhile, stray_meanwhile = tmp_path / "a", tmp_path / "b"
+    marker = repairable_workspace(repaired_meanwhile)
+    stale = check(reader(repaired_meanwhile))
+    assert repair(repaired_meanwhile).clean  # another fsck got there first
+    winner = now_at(repaired_meanwhile, marker)
+    repair_problems(attach(repaired_meanwhile, clock=ManualClock()), stale, quarantine_unrepairable=False)
+    assert actions(stale) == [("checksum_mismatch", "moved")]
+    assert now_at(repaired_meanwhile, marker) == winner
+
+    _marker, stray = unrepairable_workspace(stray_meanwhile)
+    stale = check(reader(stray_meanwhile))
+    stray.unlink()
+    repair_problems(attach(stray_meanwhile, clock=ManualClock()), stale, quarantine_unrepairable=True)
+    assert sorted(actions(stale)) == [("checksum_mismatch", "quarantined"), ("unparseable_name", "moved")]
 
 
 # -- crashes -----------------------------------------------------------------------------------------

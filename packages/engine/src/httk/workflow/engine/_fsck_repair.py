@@ -229,6 +229,11 @@ class _Repairer:
     def _re_point(self, problem: Problem, subject: MarkerSubject, adopted: Adopted) -> None:
         ref, frame = adopted
         members = {key: value for key, value in kept_members(frame).items() if key not in NOT_CARRIED}
+        if subject.kind in OWNED_KINDS and frame.get("kind") not in OWNED_KINDS:
+            # The adopted frame's manager only moved the job (say, registered it); it never owned this
+            # kind. Carrying its id would make it look like the owner, and recovery would wait on it for
+            # as long as it lives; without one, recovery treats the marker as abandoned, which it is.
+            members.pop("manager_id", None)
         members["reason"] = REPAIR_REASON
         members["fsck_repair"] = {
             "recovered_record_ref": str(ref),
