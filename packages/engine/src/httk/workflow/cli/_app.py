@@ -32,7 +32,16 @@ from typing import TYPE_CHECKING, Any
 import typer
 from typer.core import TyperGroup
 
-from . import _fsck_cmd, _inspect_cmd, _job_cmd, _manager_cmd, _request_cmd, _runner_cmd, _workspace_cmd
+from . import (
+    _fsck_cmd,
+    _inspect_cmd,
+    _job_cmd,
+    _manager_cmd,
+    _request_cmd,
+    _runner_cmd,
+    _why_cmd,
+    _workspace_cmd,
+)
 
 if TYPE_CHECKING:
     from typer._click import Context  # typer 0.29 vendors click; its Context is what groups receive
@@ -112,6 +121,7 @@ _workspace_cmd.app.command("fsck")(_fsck_cmd.fsck)
 _job_cmd.app.command("list")(_inspect_cmd.list_jobs)
 _job_cmd.app.command("show")(_inspect_cmd.show)
 _job_cmd.app.command("log")(_inspect_cmd.log)
+_job_cmd.app.command("why")(_why_cmd.why)
 _job_cmd.app.command("request")(_request_cmd.request)
 
 workflow_app = typer.Typer(
@@ -124,6 +134,7 @@ workflow_app.add_typer(_manager_cmd.app)
 workflow_app.command("run", help="Run a task manager in the foreground (same as 'manager run').")(
     _manager_cmd.run
 )
+workflow_app.command("precheck")(_why_cmd.precheck)
 
 app = _root("httk", "The httk command line.")
 app.add_typer(workflow_app)
@@ -136,6 +147,7 @@ taskmanager_app.command("submit", help="Alias of 'httk workflow job submit'.")(_
 taskmanager_app.command("run", help="Alias of 'httk workflow run'.")(_manager_cmd.run)
 taskmanager_app.command("request", help="Alias of 'httk workflow job request'.")(_request_cmd.request)
 taskmanager_app.command("status", help="Alias of 'httk workflow workspace status'.")(_inspect_cmd.status)
+taskmanager_app.command("precheck", help="Alias of 'httk workflow precheck'.")(_why_cmd.precheck)
 
 
 def main() -> None:
