@@ -96,6 +96,15 @@ LogFileOpt = Annotated[
     typer.Option("--log-file", help="Where the full log goes [default: .httk-workflow/managers/ID/log]."),
 ]
 JsonLogsOpt = Annotated[bool, typer.Option("--json-logs", help="One JSON object per log line.")]
+GcIntervalOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--gc-interval",
+        metavar="SECONDS",
+        min=0.0,
+        help="Also run workspace gc at most once per SECONDS, at the end of a tick [default: never].",
+    ),
+]
 LabelOpt = Annotated[
     str | None, typer.Option("--label", help="A stable administrative name for this manager.")
 ]
@@ -125,6 +134,7 @@ def run(
     log_file: LogFileOpt = None,
     json_logs: JsonLogsOpt = False,
     label: LabelOpt = None,
+    gc_interval: GcIntervalOpt = None,
     durable: DurableOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -151,6 +161,7 @@ def run(
         drain_timeout=drain_timeout,
         label=label,
         durable=durable,
+        gc_interval=gc_interval,
     )
     run_manager(
         root,

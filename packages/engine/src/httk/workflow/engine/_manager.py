@@ -30,6 +30,7 @@ from . import _cancel, _commit, _launch, _recovery, _requests, _waiting
 from ._census import Census, take_census
 from ._clock import SYSTEM_CLOCK, Clock, SystemClock
 from ._executor import wait_for_exit
+from ._gc import PeriodicCollection
 from ._manager_config import ManagerConfig
 from ._manager_record import ManagerIdentity, ManagerRecord
 from ._manager_state import LiveAttempt, ManagerState
@@ -81,6 +82,7 @@ class Manager:
         self._last_join_pass = float("-inf")
         self._quiet: set[Kind] = set()
         self._reported: set[Path] = set()
+        self.gc = PeriodicCollection(config.gc_interval, clock)
         self.record: ManagerRecord | None = None
         self._streams = {
             kind: MarkerStream(
@@ -206,6 +208,10 @@ class Manager:
         elif reaped:
             acted |= self._claim_pass()  # refill the freed slot now; the other kinds wait for their scan
         self._retire_committed()
+        if self.gc.due() and not self.draining:  # at a tick's end: never between seeing a marker and acting
+            self.gc.collect(
+                self.workspace, heartbeat=self.heartbeat_opportunity, writer_id=self.state.writer_id
+            )
         if acted:
             self._quiet.clear()
         return acted

@@ -48,6 +48,7 @@ class ManagerConfig:
     window_seconds: float = DEFAULT_WINDOW_SECONDS
     idle_poll_interval: float = DEFAULT_IDLE_POLL_INTERVAL
     only_jobs: frozenset[str] | None = None
+    gc_interval: float | None = None  # seconds between garbage collections at the end of a tick; None: never
 
     def heartbeat_interval(self, lease_seconds: float) -> float:
         """Beat often enough that two missed beats still leave most of the lease."""
