@@ -34,6 +34,7 @@ from typer.core import TyperGroup
 
 from . import (
     _fsck_cmd,
+    _gc_cmd,
     _inspect_cmd,
     _job_cmd,
     _manager_cmd,
@@ -118,6 +119,7 @@ def _root(name: str, help_text: str) -> typer.Typer:
 _workspace_cmd.app.command("status")(_inspect_cmd.status)
 _workspace_cmd.app.command("managers")(_inspect_cmd.managers)
 _workspace_cmd.app.command("fsck")(_fsck_cmd.fsck)
+_workspace_cmd.app.command("gc")(_gc_cmd.gc)
 _job_cmd.app.command("list")(_inspect_cmd.list_jobs)
 _job_cmd.app.command("show")(_inspect_cmd.show)
 _job_cmd.app.command("log")(_inspect_cmd.log)
