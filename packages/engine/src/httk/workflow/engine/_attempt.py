@@ -54,6 +54,9 @@ from ._workspace import Workspace
 
 CONTEXT_FORMAT = "httk-workflow-attempt-context"
 CONTEXT_FILE = "context.json"
+STDOUT_FILE, STDERR_FILE = "stdout.log", "stderr.log"
+STDIO_LOG = "stdio.log"
+"""The job's own log below ``<payload>/logs/``, where each retired attempt's output is kept (D5)."""
 
 PROTOCOL_VARIABLES = (
     "HTTK_WORKFLOW_CONTEXT",
@@ -161,8 +164,8 @@ def prepare_attempt(
         argv=[str(entry), *runner.get("arguments", [])],
         env=env,
         context=context,
-        stdout_path=control / "stdout.log",
-        stderr_path=control / "stderr.log",
+        stdout_path=control / STDOUT_FILE,
+        stderr_path=control / STDERR_FILE,
     )
 
 

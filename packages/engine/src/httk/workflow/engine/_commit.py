@@ -23,11 +23,12 @@ import signal
 import stat
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 
 from . import _fsops
+from ._attempt import CONTEXT_FILE, STDERR_FILE, STDIO_LOG, STDOUT_FILE
 from ._budgets import Counters
 from ._children import (
     ChildRegistrationError,
@@ -37,12 +38,14 @@ from ._children import (
     register_children,
     spawned_of,
 )
+from ._executor import PROCESS_FILE
 from ._jobs import LoadedJob
 from ._joins import JoinError, validate_wait
 from ._manager_state import LiveAttempt, ManagerState
 from ._markers_fs import MarkerLocation
 from ._outcome import (
     OUTCOME_DIR,
+    OUTCOME_FILE,
     TRANSACTION_DIR,
     Decision,
     UnusableOutcomeError,
@@ -54,6 +57,7 @@ from ._outcome import (
     retry_or_fail,
     validate_outcome,
 )
+from ._runner_staging import STAGED_RUNNER
 from ._states import Kind, Trigger
 from ._transactions import TransactionError, load_manifest, next_data_generation, replay
 
@@ -336,26 +340,64 @@ def retire_attempt_control(live: LiveAttempt) -> None:
     frame = live.frame
     ordinal, step, attempt_id = frame.get("attempt_ordinal"), frame.get("step"), frame["attempt_id"]
     header = f"== attempt {ordinal} of step {step!r} ({attempt_id}) ==\n"
-    logs = live.job.payload_dir / "logs"
-    logs.mkdir(exist_ok=True)
+    prepared = live.prepared
+    try:
+        log_fd = _open_job_log(live.job.payload_dir / "logs")
+    except OSError as exc:
+        # A job log the runner replaced by a link or made unwritable: the output stays where it is,
+        # and so does the control directory, for an operator and for collection.
+        log.warning("attempt %s: output not kept in %s/logs: %s", attempt_id, live.job.payload_dir, exc)
+        return
     # Evidence for an operator, not protocol state: appended without synchronization (spec table).
-    with open(logs / "stdio.log", "ab") as handle:
-        handle.write(header.encode())
-        _append_output(handle, live.prepared.stdout_path, b"")
-        _append_output(handle, live.prepared.stderr_path, b"-- stderr --\n")
-    _fsops.remove_tree(live.prepared.control_dir)
+    try:
+        _fsops.write_all(log_fd, header.encode())
+        _append_output(log_fd, prepared.stdout_path, b"")
+        _append_output(log_fd, prepared.stderr_path, b"-- stderr --\n")
+    finally:
+        os.close(log_fd)
+    _fsops.remove_tree(prepared.control_dir, expected=RETIRED_ENTRIES)
 
 
-def _append_output(handle: BinaryIO, path: Path, label: bytes) -> None:
+RETIRED_ENTRIES = (
+    CONTEXT_FILE,
+    STAGED_RUNNER,
+    PROCESS_FILE,
+    STDOUT_FILE,
+    STDERR_FILE,
+    f"{OUTCOME_DIR}/{OUTCOME_FILE}",
+    OUTCOME_DIR,
+)
+"""What a control directory of a plainly finished attempt holds, children first (``remove_tree``)."""
+
+_JOB_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_job_log(logs: Path) -> int:
+    """Open ``logs/stdio.log`` for appending, creating ``logs/`` on the job's first retirement."""
+    try:
+        return os.open(logs / STDIO_LOG, _JOB_LOG_FLAGS, 0o644)
+    except FileNotFoundError:
+        with suppress(FileExistsError):
+            logs.mkdir()
+        return os.open(logs / STDIO_LOG, _JOB_LOG_FLAGS, 0o644)
+
+
+def _append_output(log_fd: int, path: Path, label: bytes) -> None:
     """Copy one captured stream after ``label``, ending it with a newline; nothing for an empty one.
 
     Streamed in bounded chunks: a runner decides how much it prints, and the manager serving every other
     job must not hold that in memory.
     """
+    try:
+        source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # absent, or a link planted in its place: nothing of it is copied
     last = b""
-    with suppress(FileNotFoundError), open(path, "rb") as source:
-        while chunk := source.read(_COPY_CHUNK):
-            handle.write(label + chunk if not last else chunk)
+    try:
+        while chunk := os.read(source, _COPY_CHUNK):
+            _fsops.write_all(log_fd, label + chunk if not last else chunk)
             last = chunk[-1:]
+    finally:
+        os.close(source)
     if last and last != b"\n":
-        handle.write(b"\n")
+        _fsops.write_all(log_fd, b"\n")

@@ -33,7 +33,6 @@ import signal
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -193,10 +192,11 @@ def runner_environment(prepared: PreparedAttempt, environ: Mapping[str, str] | N
 
 
 def _open_log(path: Path) -> int:
-    """Create the log through the mutation seam (once) and open it for appending."""
-    with suppress(FileExistsError):
-        _fsops.create_file(path, b"", durable=False)
-    return os.open(path, _LOG_FLAGS)
+    """Create the log through the mutation seam and open it for appending (an existing one is reused)."""
+    try:
+        return _fsops.create_for_append(path)
+    except FileExistsError:
+        return os.open(path, _LOG_FLAGS)
 
 
 # -- process identity ------------------------------------------------------------------------------
@@ -215,10 +215,15 @@ def _identity(pid: int) -> ProcessIdentity:
 def _proc_stat(pid: int) -> tuple[str, int, int] | None:
     """(state, process group, start time in clock ticks) from ``/proc/<pid>/stat``; None when absent."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read().decode("ascii", "replace")
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except (FileNotFoundError, ProcessLookupError):
         return None
+    try:
+        text = os.read(fd, 4096).decode("ascii", "replace")  # one read: the kernel renders it whole
+    except ProcessLookupError:
+        return None
+    finally:
+        os.close(fd)
     # The command name (field 2) may hold spaces and parentheses: the fields resume after the last ")".
     fields = text[text.rindex(")") + 2 :].split()
     return fields[0], int(fields[2]), int(fields[19])

@@ -17,6 +17,8 @@ with the same inputs and gets the same answer.
 
 from __future__ import annotations
 
+import os
+import stat
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -50,7 +52,10 @@ def read_outcome(control_dir: Path) -> dict[str, Any] | None:
     Raises :class:`UnusableOutcomeError` when ``outcome.ready/`` exists but its outcome.json cannot be read.
     """
     ready = control_dir / OUTCOME_DIR
-    if not ready.is_dir() or ready.is_symlink():
+    try:
+        if not stat.S_ISDIR(os.lstat(ready).st_mode):
+            return None  # a file or a link where the directory belongs is no publication
+    except OSError:
         return None
     try:
         return read_json_object(ready / OUTCOME_FILE, document="outcome.json", max_bytes=MAX_OUTCOME_BYTES)

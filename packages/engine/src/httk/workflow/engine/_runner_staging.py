@@ -2,7 +2,9 @@
 
 A payload runner is executed in place (the job digest pins it). A shared runner (``workspace`` or
 ``installed``, including the ``pkg:<module>/<resource>`` form limited to an allowlist) is copied below the
-attempt-control directory and ``runner.sha256`` is checked against that staged copy, which is what runs.
+attempt-control directory and ``runner.sha256`` is checked against that staged copy, which is what runs
+(for a file, against the very bytes written to it, hashed as they are written; for a tree, against the
+canonical digest of the copy).
 Every path component is opened with ``O_NOFOLLOW`` relative to its already opened parent; empty, ``.``,
 ``..`` and absolute paths are refused before anything is opened. Failures are :class:`RunnerFailure`
 objects carrying the protocol failure the manager records: ``runner_unavailable`` or ``runner_mismatch``.
@@ -11,6 +13,7 @@ objects carrying the protocol failure the manager records: ``runner_unavailable`
 from __future__ import annotations
 
 import errno
+import hashlib
 import importlib.util
 import os
 import stat
@@ -85,11 +88,12 @@ def _resolve_runner(
         roots = [(Path(root), relative) for root in search_path]
     fd, where = _open_first(roots, source, relative)
     try:
-        staged = _stage(fd, control / STAGED_RUNNER, where)
+        staged, written_digest = _stage(fd, control / STAGED_RUNNER, where)
     finally:
         os.close(fd)
-    _verify(staged, runner["sha256"], source, relative)
-    return _entry_point(staged, where)
+    actual = runner_digest(staged) if written_digest is None else written_digest
+    _verify(actual, runner["sha256"], source, relative)
+    return staged if written_digest is not None else _entry_point(staged, where)
 
 
 def _payload_runner(job_dir: Path, relative: str) -> Path:
@@ -179,17 +183,22 @@ def _unavailable(message: str, relative: str) -> RunnerFailure:
 
 
 # -- staging and verification ----------------------------------------------------------------------
-def _stage(fd: int, target: Path, where: str) -> Path:
-    """Copy the opened runner file or tree to ``target`` (not synchronized: see the module header)."""
+def _stage(fd: int, target: Path, where: str) -> tuple[Path, str | None]:
+    """Copy the opened runner file or tree to ``target`` (not synchronized: see the module header).
+
+    For a file, also the SHA-256 of exactly the bytes written to the copy, so verifying it needs no
+    second read; for a tree ``None``: its canonical digest is taken from the staged copy afterwards.
+    """
     mode = os.fstat(fd).st_mode
     if stat.S_ISDIR(mode):
         _fsops.make_dir(target, durable=False)
         _copy_tree(fd, target, where, top=True)
-    elif stat.S_ISREG(mode):
-        _fsops.create_file(target, _read_all(fd), durable=False, mode=_ENTRY_MODE)
-    else:
-        raise _unavailable(f"the runner at {where} is not a regular file or directory", where)
-    return target
+        return target, None
+    if stat.S_ISREG(mode):
+        data = _read_all(fd)
+        _fsops.create_file(target, data, durable=False, mode=_ENTRY_MODE)
+        return target, hashlib.sha256(data).hexdigest()
+    raise _unavailable(f"the runner at {where} is not a regular file or directory", where)
 
 
 def _copy_tree(dir_fd: int, target: Path, where: str, *, top: bool) -> None:
@@ -231,8 +240,7 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _verify(staged: Path, expected: str, source: str, relative: str) -> None:
-    actual = runner_digest(staged)
+def _verify(actual: str, expected: str, source: str, relative: str) -> None:
     if actual != expected:
         raise RunnerFailure(
             "runner_mismatch",

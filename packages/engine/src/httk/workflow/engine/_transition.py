@@ -69,12 +69,21 @@ def verified_rename(
     ``locate_current`` returns the job's current marker path (or ``None``); it is consulted only after
     the rename failed or was ambiguous.
     """
-    _fsops.make_dirs(dst.parent, durable=durable)
+    first_error: OSError
     try:
         _fsops.rename(src, dst, durable=durable)
         return True
+    except FileNotFoundError:
+        # Usually the destination's placement directory does not exist yet: it is created only then,
+        # which spares every other transition a stat of it.
+        try:
+            _fsops.make_dirs(dst.parent, durable=durable)
+            _fsops.rename(src, dst, durable=durable)
+            return True
+        except OSError as exc:
+            first_error = exc
     except OSError as exc:
-        first_error: OSError = exc
+        first_error = exc
     for pause in [0.0, *backoff_schedule(deadline_seconds)]:
         if pause:
             clock.sleep(pause)
