@@ -33,6 +33,7 @@ import typer
 from typer.core import TyperGroup
 
 from . import (
+    _debug_cmd,
     _fsck_cmd,
     _gc_cmd,
     _inspect_cmd,
@@ -125,6 +126,8 @@ _job_cmd.app.command("show")(_inspect_cmd.show)
 _job_cmd.app.command("log")(_inspect_cmd.log)
 _job_cmd.app.command("why")(_why_cmd.why)
 _job_cmd.app.command("request")(_request_cmd.request)
+_job_cmd.app.command("debug", epilog=_debug_cmd.DEBUG_EPILOG)(_debug_cmd.debug)
+_job_cmd.app.command("delete", epilog=_debug_cmd.DELETE_EPILOG)(_debug_cmd.delete)
 
 workflow_app = typer.Typer(
     name="workflow", help="Workspaces, jobs and runners of the workflow filesystem.", no_args_is_help=True
