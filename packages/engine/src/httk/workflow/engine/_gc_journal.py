@@ -37,6 +37,7 @@ from httk.workflow.protocol import (
     InvalidNameError,
     JournalDamageError,
     JournalError,
+    MarkerName,
     RecordRef,
     validate_uuid,
 )
@@ -44,8 +45,9 @@ from httk.workflow.protocol import (
 from ._frames import parse_segment_name
 from ._gc_managers import live_writers
 from ._gc_sweep import Sweep
-from ._gc_tree import TreeFindings
+from ._gc_tree import TreeFindings, segment_key
 from ._markers_fs import MarkerLocation
+from ._states import Kind
 
 TRANSFER_EXTENSION = "detached-transfer-v1"
 
@@ -56,6 +58,10 @@ class _Segment:
     number: int
     path: Path
     mtime: float
+
+    @property
+    def key(self) -> str:
+        return segment_key(self.writer, self.number)
 
 
 @dataclass
@@ -90,8 +96,7 @@ def sweep_journal(
         for writer, found in writers.items()
         if writer not in live
         for segment in found.segments
-        if sweep.age(segment.mtime) >= threshold
-        and (segment.writer, segment.number) not in findings.current_segments
+        if sweep.age(segment.mtime) >= threshold and segment.key not in findings.current_segments
     ]
     if candidates:
         try:
@@ -99,7 +104,7 @@ def sweep_journal(
         except UnreadableChainError as exc:
             return retained, str(exc)
         for segment in candidates:
-            if (segment.writer, segment.number) in protected or not _still_old(sweep, segment, threshold):
+            if segment.key in protected or not _still_old(sweep, segment, threshold):
                 continue
             if sweep.remove_files("journal_segment", [segment.path]):
                 writers[segment.writer].segments.remove(segment)
@@ -170,21 +175,22 @@ def _remove_writer_dir(sweep: Sweep, found: _Writer, *, emptied: bool) -> None:
     sweep.remove_dir(None, found.directory)
 
 
-def chain_segments(sweep: Sweep, chains: list[MarkerLocation]) -> set[tuple[str, int]]:
+def chain_segments(sweep: Sweep, chains: list[tuple[Kind, str, str]]) -> set[str]:
     """Every segment holding a frame of one of these markers' chains.
 
     A segment already gone ends that chain (its older history went with it, and nothing can be
     protected behind a gap). Any other failure to read raises :class:`UnreadableChainError`.
     """
     reader = sweep.workspace.reader
-    protected: set[tuple[str, int]] = set()
-    missing: set[tuple[str, int]] = set()
-    for marker in chains:
+    protected: set[str] = set()
+    missing: set[str] = set()
+    for kind, placement, name in chains:
+        marker = MarkerLocation(kind, placement, MarkerName.parse(name))
         ref: RecordRef | None = marker.name.ref
         generation = marker.name.generation
         while ref is not None and generation > 0:
             sweep.visit()
-            key = (ref.writer, ref.segment)
+            key = segment_key(ref.writer, ref.segment)
             protected.add(key)
             if key in missing:
                 break

@@ -37,11 +37,12 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from httk.workflow.protocol import InvalidDocumentError, InvalidNameError, MarkerName, WorkflowError
+from httk.workflow.protocol import INIT_REF, InvalidDocumentError, MarkerName, WorkflowError, encode_base36
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 from httk.workflow.protocol._jsonio import read_json_object
 
 from ._gc_sweep import Sweep
+from ._inspect_walk import is_marker_name, marker_stem
 from ._markers_fs import MarkerLocation
 from ._outcome import OUTCOME_DIR, TRANSACTION_DIR
 from ._states import TERMINAL_KINDS, Kind
@@ -56,14 +57,24 @@ UNOWNED_KINDS = frozenset({Kind.SUBMITTED, Kind.READY, *TERMINAL_KINDS})
 """Kinds whose marker may go once its payload was removed: no manager owns the job's next move."""
 
 
+def segment_key(writer: str, number: int) -> str:
+    """A segment as the ``w<hex>-s<base36>`` prefix its references start with (``writer`` hyphenated)."""
+    return f"w{writer.replace('-', '')}-s{encode_base36(number)}"
+
+
+def _ref_segment_key(ref_text: str) -> str:
+    return ref_text[: ref_text.index("-o")]
+
+
 @dataclass
 class TreeFindings:
     """What the journal category needs from the state walk."""
 
-    # Invariant: every (writer, segment) a marker seen in the walk points into.
-    current_segments: set[tuple[str, int]] = field(default_factory=set)
-    # Every non-terminal marker with a frame: each segment on its chain is protected.
-    chains: list[MarkerLocation] = field(default_factory=list)
+    # Invariant: the segment_key of every segment a marker seen in the walk points into.
+    current_segments: set[str] = field(default_factory=set)
+    # Every non-terminal marker with a frame, as (kind, placement, name): its chain's segments are
+    # protected. Names are parsed only if a segment turns out to be a candidate.
+    chains: list[tuple[Kind, str, str]] = field(default_factory=list)
     markers: int = 0
 
 
@@ -99,6 +110,7 @@ class _StateWalk:
         self.workspace = sweep.workspace
         self.gates = gates
         self.findings = findings
+        self._root = str(self.workspace.root)
 
     def walk(self, kind: Kind) -> None:
         top = self._open(str(self.workspace.state_dir(kind)), "")
@@ -153,24 +165,23 @@ class _StateWalk:
     # -- markers -------------------------------------------------------------------------------------
     def _marker(self, kind: Kind, placement: str, entry: os.DirEntry[str]) -> bool:
         """Account for one entry of a placement directory; whether it is gone (or would be)."""
-        if not placement or not entry.is_file(follow_symlinks=False):
-            return False
-        try:
-            name = MarkerName.parse(entry.name)
-        except InvalidNameError:
+        name = entry.name
+        if not placement or not is_marker_name(name) or not entry.is_file(follow_symlinks=False):
             return False  # not a marker: fsck reports it, collection leaves it
-        marker = MarkerLocation(kind, placement, name)
         self.findings.markers += 1
-        if name.ref is not None:
-            self.findings.current_segments.add((name.ref.writer, name.ref.segment))
+        ref_text = name.rsplit(".", 1)[1]
+        if ref_text != INIT_REF:
+            self.findings.current_segments.add(_ref_segment_key(ref_text))
             if kind not in TERMINAL_KINDS:
-                self.findings.chains.append(marker)
+                self.findings.chains.append((kind, placement, name))
         if kind not in UNOWNED_KINDS and kind not in QUIESCENT_KINDS:
             return False
-        payload = self.workspace.payload_path(placement, marker.job_key)
+        payload = os.path.join(self._root, placement, marker_stem(name))
         if kind in UNOWNED_KINDS and not os.path.lexists(payload):
             return self._payload_removed(entry)
-        self._payload_categories(marker, payload, entry.path)
+        if self.gates.attempt_control is not None or self.gates.trash is not None:
+            marker = MarkerLocation(kind, placement, MarkerName.parse(name))
+            self._payload_categories(marker, Path(payload), entry.path)
         return False
 
     def _payload_removed(self, entry: os.DirEntry[str]) -> bool:
