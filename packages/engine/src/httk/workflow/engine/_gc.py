@@ -130,9 +130,7 @@ def collect(
     moment = workspace.clock.now() if now is None else now
     sweep = Sweep(workspace, dry_run, moment, heartbeat)
     limits = _limits(workspace, always_safe_only)
-    skipped = {
-        name: f"retention.{_RETENTION_KEY[name]} is not set (keep)" for name in limits if limits[name] is None
-    }
+    skipped = {name: _kept_because(name, always_safe_only) for name in limits if limits[name] is None}
     findings = sweep_state(sweep, PayloadGates(limits["attempt_control"], limits["transaction_trash"]))
     sweep_scratch(sweep)
     retained, journal_skipped = sweep_journal(sweep, findings, limits["journal_segment"], protect_writers)
@@ -163,6 +161,12 @@ _RETENTION_KEY = {
     "journal_segment": "journal_days",
     "manager_directory": "journal_days",
 }
+
+
+def _kept_because(category: str, always_safe_only: bool) -> str:
+    if always_safe_only:
+        return "only the always-safe categories were asked for"
+    return f"retention.{_RETENTION_KEY[category]} is not set (keep)"
 
 
 def _limits(workspace: Workspace, always_safe_only: bool) -> dict[str, float | None]:
