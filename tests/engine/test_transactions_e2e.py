@@ -8,10 +8,14 @@ outcome is unusable (``protocol_error``) and ``data/`` keeps what the first step
 
 from __future__ import annotations
 
+import errno
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from httk.workflow.engine import _commit
 from httk.workflow.engine._manager import Manager
 from httk.workflow.engine._manager_config import ManagerConfig
 from httk.workflow.engine._markers_fs import probe_marker
@@ -152,3 +156,29 @@ def test_transactions_are_replayed_into_data_and_advance_the_generation(tmp_path
     assert frames[-2]["outcome"] is None
     data = ws.root / "tx" / f"stale--{stale['id']}" / "data"
     assert _tree(data) == {"results": None, "results/energy.json": b"-10.8\n", "tree": None}
+
+
+def test_a_replay_interrupted_by_an_io_error_is_retried_by_its_own_manager(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the committing manager heartbeats nobody else may finish its commit: it must retry it."""
+    ws = init(tmp_path / "ws", durable=False, extensions=("transactional-data-v1",))
+    good = _submit(ws, "good")
+    real = _commit.apply_transaction
+    failures: list[str] = []
+
+    def flaky(*args: Any, **kwargs: Any) -> tuple[bool, dict[str, Any] | None]:
+        if not failures:
+            failures.append("once")
+            raise OSError(errno.EIO, "Input/output error (injected once)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_commit, "apply_transaction", flaky)
+    summary = Manager(ws, ManagerConfig(workers=1)).run()
+
+    assert failures == ["once"]
+    frames = _frames(ws, good, "succeeded")
+    assert [frame["kind"] for frame in frames].count("committing") == 2
+    assert {frame["manager_id"] for frame in frames if frame["kind"] != "ready"} == {summary.manager_id}
+    data = ws.root / "tx" / f"good--{good['id']}" / "data"
+    assert _tree(data) == {"results": None, "tree": None, "tree/sub": None, "tree/sub/x.txt": b"x\n"}

@@ -186,9 +186,11 @@ def finish_committing(
             try:
                 changed, corruption = apply_transaction(state, job, frame)
             except OSError as exc:
+                delay = state.defer_commit(marker.job_key)
                 log.warning(
-                    "%s: the transaction cannot be replayed now, left committing for recovery: %s",
+                    "%s: the transaction cannot be replayed now, left committing (next try in %.0f s): %s",
                     marker.job_key,
+                    delay,
                     exc,
                 )
                 return
@@ -198,6 +200,7 @@ def finish_committing(
             if unregistered is None
             else _with_generation(failed(frame, unregistered, "failure"), frame, changed)
         )
+    state.deferred_commits.pop(marker.job_key, None)
     won = state.apply(marker, decision, Trigger.COMMIT)
     if won and live is not None and decision.kind in _RETIRE_CONTROL_ON:
         state.retiring.append(live)  # after the freed slot is refilled: cleanup is off the hot path

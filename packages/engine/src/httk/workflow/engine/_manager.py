@@ -154,7 +154,7 @@ class Manager:
                     return "drained"
                 clock.sleep(config.poll_interval)
                 continue
-            if acted or self.state.live or _cancel.in_progress(self.state):
+            if acted or self.state.live or _cancel.in_progress(self.state) or self.state.commits_pending():
                 quiet_since = None
                 if not acted:
                     self._wait_for_attempts()

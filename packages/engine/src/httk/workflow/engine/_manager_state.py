@@ -41,6 +41,13 @@ class LiveAttempt:
     terminated_at: float | None = None  # set when a drain stopped it
 
 
+COMMIT_RETRY_FIRST_SECONDS = 1.0
+COMMIT_RETRY_MAX_SECONDS = 60.0
+COMMIT_RETRIES_BEFORE_IDLE = 5
+"""The backoff of a manager retrying its own commit that an I/O error interrupted (1, 2, 4, 8, 16 s
+while it keeps the manager from going idle, then up to a minute apart)."""
+
+
 class ManagerState:
     """Identity, workspace and bookkeeping of one manager process."""
 
@@ -62,6 +69,10 @@ class ManagerState:
         # What a pass repeated every tick has already logged (one key per stuck marker or attempt), so a
         # job this manager must leave alone is reported once, not hundreds of times a second.
         self._noted: set[str] = set()
+        # Commits of this manager's own that stopped short (a transaction replay met an I/O error): job
+        # key -> (failures so far, monotonic time of the next try). While this manager heartbeats no
+        # other one may finish them, so it retries them itself, backing off.
+        self.deferred_commits: dict[str, tuple[int, float]] = {}
 
     @property
     def writer_id(self) -> str:
@@ -104,6 +115,26 @@ class ManagerState:
             age = _age_since(frame.get("lease_started_at"), now)
         lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
         return (age is not None and age <= lease), age
+
+    def defer_commit(self, job_key: str) -> float:
+        """Note a commit of ours that must be tried again; return the seconds until the next try."""
+        failures = self.deferred_commits.get(job_key, (0, 0.0))[0] + 1
+        delay = min(COMMIT_RETRY_MAX_SECONDS, COMMIT_RETRY_FIRST_SECONDS * 2.0 ** (failures - 1))
+        self.deferred_commits[job_key] = (failures, self.clock.monotonic() + delay)
+        return delay
+
+    def commit_retry_due(self, job_key: str) -> bool:
+        """Whether a committing marker of ours may be finished now (always, unless it was deferred)."""
+        deferred = self.deferred_commits.get(job_key)
+        return deferred is None or self.clock.monotonic() >= deferred[1]
+
+    def commits_pending(self) -> bool:
+        """Whether a deferred commit of ours keeps this manager from being idle.
+
+        Only for its first few tries: a commit that keeps failing is left committing when the manager
+        goes idle, and any manager finishes it once this one's lease has run out.
+        """
+        return any(failures < COMMIT_RETRIES_BEFORE_IDLE for failures, _ in self.deferred_commits.values())
 
     def first_time(self, key: str) -> bool:
         """Whether ``key`` is new to this manager (it is remembered from now on)."""

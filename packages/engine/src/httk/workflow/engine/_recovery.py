@@ -43,14 +43,17 @@ ORPHAN_EXIT_SECONDS = 1.0
 
 
 def on_committing(state: ManagerState, marker: MarkerLocation) -> bool | None:
-    """Finish a commit whose manager died; ``None`` when it is not ours to touch (yet)."""
+    """Finish a commit whose manager died, or one of ours an I/O error deferred; ``None`` when not now."""
     frame = state.frame_or_none(marker)
-    if frame is None or state.owner_alive(frame)[0]:
+    if frame is None:
+        return None
+    ours = frame.get("manager_id") == state.manager_id
+    if (ours and not state.commit_retry_due(marker.job_key)) or (not ours and state.owner_alive(frame)[0]):
         return None
     job = _job_or_none(state, marker)
     if job is None:
         return None
-    log.info("replaying the abandoned commit of %s", marker.job_key)
+    log.info("%s the commit of %s", "retrying" if ours else "replaying the abandoned", marker.job_key)
     finish_committing(state, marker, frame, job, None)
     return True
 
