@@ -50,6 +50,11 @@ def test_a_clean_workspace_exits_0_in_every_spelling(built: Built, invoke: Invok
     report = report_of(invoke("workflow", "workspace", "fsck", "--workspace", built.root, "--json"), 0)
     assert report["clean"] is True and report["problems"] == [] and report["markers_checked"] == 6
     assert report["markers"]["succeeded"] == 2 and report["repair"] is False
+    assert report["leftovers"]["total"] == sum(
+        report["leftovers"][name]
+        for name in ("removed_jobs", "tmp_entries", "retired_requests", "placement_directories")
+    )
+    assert "always-safe leftovers (workspace gc removes them): " in result.stdout
 
 
 def test_damage_is_reported_in_a_table_and_as_one_json_object_with_exit_1(

@@ -14,6 +14,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -246,6 +247,15 @@ def test_a_workspace_with_a_job_in_every_kind_is_clean_and_nothing_is_written(bu
     assert report.clean and report.problems == []
     assert report.markers["waiting"] == 2 and sum(report.markers.values()) == len(ALL_KINDS) + 1
     assert report.as_dict()["clean"] is True
+    assert report.leftovers is not None
+    assert set(report.leftovers) == {
+        "total",
+        "removed_jobs",
+        "tmp_entries",
+        "retired_requests",
+        "placement_directories",
+    }
+    assert report.leftovers["removed_jobs"] == 0
     assert snapshot(built.root) == before
 
 
@@ -339,7 +349,8 @@ def test_a_missing_payload_of_a_kind_with_live_work_is_reported_and_never_touche
     shutil.rmtree(built.root / TARGET_PLACEMENT / built.target.job_key)
     before = snapshot(built.root)
 
-    report = fsck(built.writer(), repair=True, quarantine_unrepairable=True)
+    later = ManualClock(datetime.now(UTC) + timedelta(minutes=10))  # gc counts markers past the deadline
+    report = fsck(attach(built.root, clock=later), repair=True, quarantine_unrepairable=True)
 
     found = sorted((p.code, p.as_dict()["kind"], p.action) for p in report.problems)
     assert found == [
@@ -348,6 +359,8 @@ def test_a_missing_payload_of_a_kind_with_live_work_is_reported_and_never_touche
         ("payload_missing", "waiting", "left"),
     ]
     assert not report.clean
+    # A ready or terminal job without its payload is gc's to collect, not damage: counted, not reported.
+    assert report.leftovers is not None and report.leftovers["removed_jobs"] == 2
     assert snapshot(built.root) == before
 
 

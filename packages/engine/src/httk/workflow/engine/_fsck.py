@@ -196,16 +196,12 @@ def fsck(workspace: Workspace, *, repair: bool = False, quarantine_unrepairable:
     return report
 
 
-def leftover_census(workspace: Workspace) -> dict[str, int] | None:
-    """gc's dry-run count of always-safe leftovers, reported for information only.
+def leftover_census(workspace: Workspace) -> dict[str, int]:
+    """gc's dry-run count of always-safe leftovers (``total``, ``removed_jobs``, ``tmp_entries``,
+    ``retired_requests``, ``placement_directories``), reported for information only; writes nothing."""
+    from ._gc import always_safe_census
 
-    THE ONE PLACE where ``workspace gc``'s census plugs in: ``engine/_gc.py`` (written separately) is to
-    provide ``always_safe_census(workspace) -> dict[str, int]`` with ``total``, ``removed_jobs``,
-    ``tmp_entries``, ``retired_requests`` and ``placement_directories``. Until it does, fsck reports
-    ``None`` (no census).
-    """
-    del workspace
-    return None
+    return always_safe_census(workspace)
 
 
 def check(workspace: Workspace) -> FsckReport:
