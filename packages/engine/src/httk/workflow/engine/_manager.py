@@ -135,6 +135,10 @@ class Manager:
         previous = self._install_signal_handlers()
         try:
             reason = self._loop()
+        except Exception:
+            # The traceback reaches the terminal too, but an operator reads a detached manager's log.
+            log.exception("manager %s stopped by an unexpected error", self.manager_id)
+            raise
         finally:
             self._retire_committed()
             self._restore_signal_handlers(previous)
