@@ -237,14 +237,14 @@ def test_an_unencodable_record_writes_nothing(journal):
 def test_a_failed_append_abandons_its_segment(journal, clock, monkeypatch):
     writer = writer_in(journal)
     first = writer.append(record(1))
-    real_write_all = _fsops._write_all
+    real_write_all = _fsops.write_all
 
     def torn_write(fd: int, data: bytes) -> None:
-        monkeypatch.setattr(_fsops, "_write_all", real_write_all)
+        monkeypatch.setattr(_fsops, "write_all", real_write_all)
         real_write_all(fd, data[: len(data) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(_fsops, "_write_all", torn_write)
+    monkeypatch.setattr(_fsops, "write_all", torn_write)
     with pytest.raises(JournalError, match=r"0\.hwj"):
         writer.append(record(2))
     # Invariant: nothing is written after a torn frame; the next frame opens segment 1.

@@ -7,7 +7,7 @@ placements and over the state kinds a real campaign shows — 10 % submitted, 20
 median wall time in-process and as a CLI subprocess (what an operator waits for, start-up included),
 against the goal "status within 2 s" for 100,000 jobs.
 
-    ./dev bench inspection [--jobs 100000] [--dir DIR] [--runs 5]
+    ./dev bench inspect [--jobs 100000] [--dir DIR] [--runs 5]
 
 A workspace built into ``--dir`` is kept and reused by later runs with the same ``--jobs``. The page
 cache is warm after the first run of each command; the "first" column is the first, colder run.
