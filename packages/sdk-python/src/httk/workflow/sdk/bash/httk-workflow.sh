@@ -18,7 +18,8 @@
 #     Every function works under the caller's set -euo pipefail, failglob, nullglob or noglob.
 #   - The publishing path needs Bash 4.0+ and coreutils only (mkdir, mv -T, rm, and `sync FILE`, which
 #     synchronizes one file or directory with GNU coreutils >= 8.24; children add chmod, stat once, cp
-#     for a runner holding NUL bytes, and od when /proc has no UUID). No python, no jq.
+#     for a runner holding NUL bytes, and od when /proc has no UUID; a transaction adds cp, du, sort,
+#     cat, sha256sum and chmod). No python, no jq.
 #   - outcome.json is byte-for-byte what the Python SDK publishes for the same decision: the member
 #     order, compact separators and json.dumps(ensure_ascii=False) escaping of docs/outcome-documents.md,
 #     published by the five steps listed there (durably when HTTK_WORKFLOW_DURABLE=1). Exactly one
@@ -79,11 +80,22 @@
 #                                                     httk_workflow_child VAR CHILD MEMBER
 #   @step / dispatch()                                httk_workflow_register_step STEP [FUNCTION]
 #                                                     httk_workflow_dispatch [ARGUMENT...]
+#   tx = a.transaction()                              httk_workflow_transaction_begin
+#   tx.make_dir(path, parents=, op_id=)               httk_workflow_make_dir PATH [--parents] [--op-id ID]
+#   tx.put_file(path, source or bytes, op_id=,        httk_workflow_put_file PATH SOURCE|--content TEXT
+#               require_absent=, expected_sha256=)      [--op-id ID] [--require-absent] [--expected-sha256 H]
+#   tx.put_tree(path, source_dir, op_id=,             httk_workflow_put_tree PATH SOURCE_DIR [--op-id ID]
+#               require_absent=)                        [--require-absent]
+#   tx.replace_tree(path, source_dir,                 httk_workflow_replace_tree PATH SOURCE_DIR
+#                   expected_sha256=, op_id=)           [--expected-sha256 H] [--op-id ID]
+#   tx.remove(path, missing_ok=, expected_sha256=,    httk_workflow_remove PATH [--missing-ok]
+#             op_id=)                                   [--expected-sha256 H] [--op-id ID]
+#   tx.operation_ids                                  httk_workflow_transaction_operation_ids VAR
 #   Differences: JSON objects (--details, state, declarations) are given as text and inserted verbatim
 #   after a light check (braces, UTF-8, one line), so byte parity needs the compact form Python writes,
 #   json.dumps(obj, ensure_ascii=False, separators=(",", ":")); --resource cannot express an empty map
 #   (Python's resources={}); a null or non-scalar setting (above); no_outcome details name the shell
-#   function where Python names module.qualname. Transactions come later.
+#   function where Python names module.qualname. An operation returns its id with --var VAR.
 #
 # Children and joins (docs/outcome-documents.md "Children and joins")
 #   httk_workflow_spawn composes the child's job.json and keeps the spawn set in this shell; the outcome
@@ -99,6 +111,13 @@
 #   /dev/urandom. Python's runner=, workdir=, data=, claim= and retry_policy= overrides have no Bash form.
 #   The step after a join reads its children from context.json with httk_workflow_children and
 #   httk_workflow_child (the manager's indent=2 layout, like every other member).
+#
+# Transactions (docs/outcome-documents.md "Transactions")
+#   The transaction functions live in httk-workflow-transaction.sh beside this file, sourced on the first
+#   call of one of them (so a step without a transaction never parses them); its header says what they
+#   guarantee. Like the spawn set, the transaction is kept in this shell: call the functions and the
+#   outcome function as plain commands, never in $(...) or a pipeline. advance, succeed and wait stage a
+#   nonempty transaction into the outcome draft; fail, retry and pause discard it.
 
 # -- state of this process (kept when the file is sourced again) -------------------------------------
 if [[ -z ${_httk_workflow_sourced-} ]]; then
@@ -137,6 +156,11 @@ if [[ -z ${_httk_workflow_sourced-} ]]; then
   _httk_workflow_runner_mode=
   _httk_workflow_runner_binary=
 fi
+
+# Where this file is, made absolute now (a runner may cd later): httk-workflow-transaction.sh is beside it.
+_httk_workflow_library_dir=${BASH_SOURCE[0]-}
+[[ $_httk_workflow_library_dir == /* ]] || _httk_workflow_library_dir=$PWD/$_httk_workflow_library_dir
+_httk_workflow_library_dir=${_httk_workflow_library_dir%/*}
 
 # Constants. Every pattern in this file is a glob (never =~, which would overwrite the caller's
 # BASH_REMATCH) matched under LC_ALL=C, which each public function sets locally.
@@ -707,9 +731,11 @@ _httk_workflow_options() { # <function> <allowed> [option...]
 }
 
 # Compose the outcome around MEMBERS (the JSON fragment after "action", already in contract order) and
-# publish it. Returns 0, 1 (context or filesystem), or 3 (already published).
-_httk_workflow_finish() { # <function> <action> <members>
-  local _hwf_ids='' _hwf_raw _hwf_member _hwf_steps='' _hwf_step
+# TAIL (the message member, which follows expected_data_generation) and publish it.
+# Returns 0, 1 (context or filesystem), 2 (a transaction source refused at staging), or 3 (already
+# published).
+_httk_workflow_finish() { # <function> <action> <members> [tail]
+  local _hwf_ids='' _hwf_raw _hwf_member _hwf_steps='' _hwf_step _hwf_tx=''
   _httk_workflow_load_context "$1" || return 1
   for _hwf_member in job_id activation_id attempt_id; do
     if ! _httk_workflow_lookup _hwf_raw context "$_hwf_member" || [[ $_hwf_raw != '"'*'"' ]]; then
@@ -726,16 +752,22 @@ _httk_workflow_finish() { # <function> <action> <members>
     _hwf_steps=",\"runner_steps\":[$_hwf_steps]"
   fi
   # Children spawned in this shell: advance, succeed and wait write their bundles and spawn.json into
-  # the draft, the other actions discard them. Extension point: the transaction member joins MEMBERS here, and its bundle
-  # is written into the draft before _httk_workflow_publish synchronizes it.
+  # the draft, the other actions discard them. So with a transaction: its bundle joins the draft and its
+  # expected_data_generation the outcome (httk-workflow-transaction.sh, loaded once one was begun).
   if ((${#_httk_workflow_bundle_keys[@]} > 0)); then
     case $2 in
       advance | succeed | wait) _httk_workflow_write_children "$1" || return 1 ;;
       *) _httk_workflow_discard_children ;;
     esac
   fi
+  if [[ -n ${_httk_workflow_tx_open-} ]]; then
+    case $2 in
+      advance | succeed | wait) _httk_workflow_tx_publishing "$1" _hwf_tx || return ;;
+      *) _httk_workflow_tx_discard ;;
+    esac
+  fi
   _httk_workflow_publish "$1" "$2" \
-    "{\"format\":\"httk-workflow-outcome\",\"format_version\":1$_hwf_ids,\"action\":\"$2\"$3$_hwf_steps}"
+    "{\"format\":\"httk-workflow-outcome\",\"format_version\":1$_hwf_ids,\"action\":\"$2\"$3$_hwf_tx${4-}$_hwf_steps}"
 }
 
 # Make a new outcome draft outcome.tmp.<nonce> in the control directory and name it in VAR.
@@ -790,10 +822,15 @@ _httk_workflow_publish() { # <function> <action> <document>
     command rm -rf -- "$_hwp_draft"
     return 1
   fi
-  if _httk_workflow_durable "$1" && ! command sync -- "$_hwp_draft/outcome.json" "${_hwp_sync[@]}"; then
-    _httk_workflow_error "$1" "cannot synchronize the outcome draft $_hwp_draft"
-    command rm -rf -- "$_hwp_draft"
-    return 1
+  if _httk_workflow_durable "$1"; then # in batches: a staged tree may name more than one command line holds
+    _hwp_sync=("$_hwp_draft/outcome.json" "${_hwp_sync[@]}")
+    for ((_hwp_i = 0; _hwp_i < ${#_hwp_sync[@]}; _hwp_i += 1000)); do
+      if ! command sync -- "${_hwp_sync[@]:_hwp_i:1000}"; then
+        _httk_workflow_error "$1" "cannot synchronize the outcome draft $_hwp_draft"
+        command rm -rf -- "$_hwp_draft"
+        return 1
+      fi
+    done
   fi
   if ! command mv -T -- "$_hwp_draft" "$_hwp_ready"; then
     command rm -rf -- "$_hwp_draft"
@@ -829,7 +866,7 @@ httk_workflow_advance() { # <step> [--priority N] [--message TEXT] [--resource N
   fi
   _httk_workflow_options httk_workflow_advance ' priority message resource ' "${@:2}" || return 2
   _httk_workflow_finish httk_workflow_advance advance \
-    ",\"next_step\":\"$1\"$_hw_priority$_hw_resources$_hw_message"
+    ",\"next_step\":\"$1\"$_hw_priority$_hw_resources" "$_hw_message"
 }
 
 # Publish a succeed outcome: the job ends successfully.
@@ -837,7 +874,7 @@ httk_workflow_advance() { # <step> [--priority N] [--message TEXT] [--resource N
 httk_workflow_succeed() { # [--message TEXT] [--priority N]
   local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable=''
   _httk_workflow_options httk_workflow_succeed ' priority message ' "$@" || return 2
-  _httk_workflow_finish httk_workflow_succeed succeed "$_hw_priority$_hw_message"
+  _httk_workflow_finish httk_workflow_succeed succeed "$_hw_priority" "$_hw_message"
 }
 
 # Publish a fail outcome: the job is declared broken with failure {code, message[, details][, retryable]}.
@@ -1319,8 +1356,8 @@ httk_workflow_wait() { # <step> [--condition C] [--count N] [--on-impossible STE
   if [[ -n $_hw_on_impossible ]]; then
     _hw_join+=",\"on_impossible\":{\"action\":\"advance\",\"next_step\":\"$_hw_on_impossible\"}"
   fi
-  _httk_workflow_finish httk_workflow_wait wait \
-    ",\"next_step\":\"$1\",\"join\":$_hw_join}$_hw_priority$_hw_message"
+  _httk_workflow_finish httk_workflow_wait wait ",\"next_step\":\"$1\",\"join\":$_hw_join}$_hw_priority" \
+    "$_hw_message"
 }
 
 # The slot of an observation MEMBER in _httk_workflow_child_values. Returns 0, or 1 for another member.
@@ -1409,6 +1446,94 @@ httk_workflow_child() { # <var> <child> <member>
   fi
   _httk_workflow_decode "$1" "${_httk_workflow_child_values[_hw_i * 16 + _hw_slot]}" httk_workflow_child \
     "member '$3' of child '$2'"
+}
+
+# ====================================================================================================
+# Transactions (the functions are stubs: httk-workflow-transaction.sh holds them, sourced on first use)
+# ====================================================================================================
+
+# Source httk-workflow-transaction.sh once, from beside this file, else from beside
+# $HTTK_WORKFLOW_BASH_API. Returns 0, or 1 with a message.
+_httk_workflow_load_transactions() { # <function>
+  local _hwg_dir
+  [[ -z ${_httk_workflow_tx_sourced-} ]] || return 0
+  for _hwg_dir in "$_httk_workflow_library_dir" ${HTTK_WORKFLOW_BASH_API:+"${HTTK_WORKFLOW_BASH_API%/*}"}; do
+    if [[ -f $_hwg_dir/httk-workflow-transaction.sh ]]; then
+      # shellcheck source=/dev/null # checked on its own
+      source "$_hwg_dir/httk-workflow-transaction.sh" && return 0
+    fi
+  done
+  _httk_workflow_error "$1" "cannot load httk-workflow-transaction.sh from $_httk_workflow_library_dir"
+  return 1
+}
+
+# Run the operation OP of the function FUNCTION (httk-workflow-transaction.sh). Returns what it returns.
+_httk_workflow_transaction_call() { # <function> <op> [argument...]
+  local -x LC_ALL=C
+  _httk_workflow_load_transactions "$1" || return 1
+  _httk_workflow_tx_operation "$@"
+}
+
+# Open this attempt's transaction into the job's committed data/ (Python: a.transaction()). The
+# operations below add to it, in the order the manager applies them; advance, succeed and wait publish
+# a nonempty one with the outcome (staged in its draft, expected_data_generation in outcome.json), and
+# fail, retry and pause discard it. A second call keeps the open transaction.
+# Returns 0; 1 (context unreadable or malformed); 2 (the job is not transactional, or a wrong call).
+httk_workflow_transaction_begin() { # (no arguments)
+  local -x LC_ALL=C
+  if (($# != 0)); then
+    _httk_workflow_error httk_workflow_transaction_begin "usage: httk_workflow_transaction_begin"
+    return 2
+  fi
+  _httk_workflow_load_transactions httk_workflow_transaction_begin || return 1
+  _httk_workflow_tx_begin httk_workflow_transaction_begin
+}
+
+# The operations. PATH is a normalized relative path below data/; every operation takes --op-id ID
+# (default op<position>) and --var VAR (receives the operation id). Each is checked when added, as in
+# Python; a source is read when the outcome is published, so it must stay unchanged until then.
+# Returns, for each: 0; 1 (the transaction functions cannot be loaded); 2 (a refused argument, a wrong
+# call, or no transaction open).
+
+# make-dir: create the directory PATH (--parents: and its missing parents); an existing one is kept.
+httk_workflow_make_dir() { # <path> [--parents] [--op-id ID] [--var VAR]
+  _httk_workflow_transaction_call httk_workflow_make_dir make-dir "$@"
+}
+
+# put-file: install or replace the regular file PATH with a copy of the file SOURCE (its permission
+# bits kept) or with TEXT (mode 0644 less the umask). A put never creates parents: make_dir them first.
+httk_workflow_put_file() { # <path> <source>|--content TEXT [--op-id ID] [--require-absent] [--expected-sha256 HEX] [--var VAR]
+  _httk_workflow_transaction_call httk_workflow_put_file put-file "$@"
+}
+
+# put-tree: install a copy of the directory tree SOURCE_DIR at PATH, which must be absent or empty.
+httk_workflow_put_tree() { # <path> <source_dir> [--op-id ID] [--require-absent] [--var VAR]
+  _httk_workflow_transaction_call httk_workflow_put_tree put-tree "$@"
+}
+
+# replace-tree: replace the tree at PATH (whose canonical digest is --expected-sha256, when given) by a
+# copy of SOURCE_DIR; the old tree goes to transaction trash.
+httk_workflow_replace_tree() { # <path> <source_dir> [--expected-sha256 HEX] [--op-id ID] [--var VAR]
+  _httk_workflow_transaction_call httk_workflow_replace_tree replace-tree "$@"
+}
+
+# remove: move PATH (a file or a tree; absent only with --missing-ok) into transaction trash.
+httk_workflow_remove() { # <path> [--missing-ok] [--expected-sha256 HEX] [--op-id ID] [--var VAR]
+  _httk_workflow_transaction_call httk_workflow_remove remove "$@"
+}
+
+# The operation ids of the open transaction into VAR, in order, separated by single spaces ('' for none).
+# Returns 0; 1 (the transaction functions cannot be loaded); 2 (wrong call).
+httk_workflow_transaction_operation_ids() { # <var>
+  local -x LC_ALL=C
+  if (($# != 1)); then
+    _httk_workflow_error httk_workflow_transaction_operation_ids \
+      "usage: httk_workflow_transaction_operation_ids VAR"
+    return 2
+  fi
+  _httk_workflow_check_var httk_workflow_transaction_operation_ids "$1" || return 2
+  _httk_workflow_load_transactions httk_workflow_transaction_operation_ids || return 1
+  _httk_workflow_tx_operation_ids "$1"
 }
 
 # ====================================================================================================
