@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from httk.workflow import sdk
-from httk.workflow.sdk import Attempt
+from httk.workflow.sdk import Attempt, Transaction
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "docs" / "sdk-parity.md"
@@ -35,11 +36,23 @@ def _documented_properties() -> set[str]:
 
 
 def _bash_functions() -> set[str]:
-    return set(re.findall(r"^(httk_workflow_\w+)\(\) \{", LIBRARY.read_text(), flags=re.MULTILINE))
+    """Public functions of the library and of the files it sources (httk-workflow-transaction.sh)."""
+    found: set[str] = set()
+    for path in sorted(LIBRARY.parent.glob("httk-workflow*.sh")):
+        found.update(re.findall(r"^(httk_workflow_\w+)\(\) \{", path.read_text(), flags=re.MULTILINE))
+    return found
 
 
 def _public_attempt_members() -> set[str]:
     return {name for name in dir(Attempt) if not name.startswith("_") and name not in ("load",)}
+
+
+def _resolve(cell: str) -> object:
+    """The SDK object a Python cell names (``dispatch()``, ``@step``, ``Transaction.put_file``)."""
+    target: object = sdk
+    for part in cell.split("(", 1)[0].lstrip("@").split("."):
+        target = getattr(target, part)
+    return target
 
 
 def test_every_bash_function_is_in_the_table_and_exists() -> None:
@@ -54,13 +67,19 @@ def test_every_public_attempt_member_is_documented() -> None:
     assert _public_attempt_members() <= documented, _public_attempt_members() - documented
 
 
+def test_every_public_transaction_member_is_in_the_table() -> None:
+    python, _bash = _table_cells()
+    in_table = {cell.split(".", 1)[1] for cell in python if cell.startswith("Transaction.")}
+    public = {name for name in dir(Transaction) if not name.startswith("_")}
+    assert public == in_table
+
+
 def test_everything_the_table_names_exists() -> None:
     python, _bash = _table_cells()
     for cell in python:
-        if cell.startswith("Attempt."):
-            assert hasattr(Attempt, cell.split(".", 1)[1]), cell
-        else:
-            name = cell.split("(", 1)[0].lstrip("@")
-            assert hasattr(sdk, name), cell
+        try:
+            _resolve(cell)
+        except AttributeError:
+            pytest.fail(f"docs/sdk-parity.md names {cell}, which the SDK does not have")
     for member in _documented_properties():
         assert hasattr(Attempt, member), member

@@ -401,9 +401,11 @@ def _path_problem(path: object) -> str | None:
         if component in _CONTROL_NAMES or component.startswith(_ATTEMPT_PREFIX):
             return f"must not name protocol control data ({component!r})"
         try:
-            size = len(component.encode("utf-8", "surrogateescape"))
+            # Strict: the manifest is UTF-8 JSON, so undecodable filename bytes (surrogateescape) are
+            # refused here rather than when the outcome is published.
+            size = len(component.encode("utf-8"))
         except UnicodeEncodeError:
-            return f"has a character no filename can hold ({path!r})"
+            return f"must be valid UTF-8 ({path!r})"
         if size > _MAX_COMPONENT_BYTES:
             return f"has a component longer than {_MAX_COMPONENT_BYTES} bytes"
     return None
