@@ -8,7 +8,7 @@ median wall time in-process and as a CLI subprocess (what an operator waits for,
 against the goal "status within 2 s" for 100,000 jobs; then fsck and gc over every job in jobs per
 second, against the goal "fsck plus gc at 10,000 jobs/s or more".
 
-    ./dev bench inspect [--jobs 100000] [--dir DIR] [--runs 5]
+    ./dev bench inspection [--jobs 100000] [--dir DIR] [--runs 5]
 
 A workspace built into ``--dir`` is kept and reused by later runs with the same ``--jobs``. The page
 cache is warm after the first run of each command; the "first" column is the first, colder run.
