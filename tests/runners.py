@@ -38,15 +38,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine._runner_store import publish_runner
 from httk.workflow.engine._submit import JobSpec, SubmitResult, Submitter, submit_jobs
-from httk.workflow.engine._workspace import Workspace
+from httk.workflow.engine._workspace import Workspace, init
 
 from tests.conftest import minimal_job
 
@@ -166,6 +167,20 @@ def publish_scripted_runner(ws: Workspace, scratch: Path) -> dict[str, Any]:
     source = write_runner(scratch / "scripted-runner-source")
     published = publish_runner(ws, RUNNER_NAME, source)
     return {"backend": "path", **published.reference(), "arguments": []}
+
+
+@pytest.fixture(name="ws")
+def ws_fixture(tmp_path: Path) -> Iterator[Workspace]:
+    """A fresh non-durable workspace in ``tmp_path/ws``, closed after the test."""
+    workspace = init(tmp_path / "ws", durable=False)
+    yield workspace
+    workspace.close()
+
+
+@pytest.fixture(name="runner")
+def runner_fixture(ws: Workspace, tmp_path: Path) -> dict[str, Any]:
+    """The scripted runner published into ``ws``'s runner store: a job.json ``runner`` member."""
+    return publish_scripted_runner(ws, tmp_path)
 
 
 PAYLOAD_RUNNER = {"backend": "path", "source": "payload", "path": "files/runner", "arguments": []}

@@ -13,40 +13,28 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from httk.workflow.engine._executor import process_alive
-from httk.workflow.engine._workspace import Workspace, init
+from httk.workflow.engine._workspace import Workspace
 
 from tests.runners import (
     WAIT_SECONDS,
     current_marker,
     frame_chain,
     job_key,
-    publish_scripted_runner,
     records,
+    runner_fixture,  # noqa: F401 (a fixture)
     scripted_job,
     submit,
     wait_until,
+    ws_fixture,  # noqa: F401 (a fixture)
 )
 
 BIN = Path(sys.executable).parent
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Iterator[Workspace]:
-    workspace = init(tmp_path / "ws", durable=False)
-    yield workspace
-    workspace.close()
-
-
-@pytest.fixture
-def runner(ws: Workspace, tmp_path: Path) -> dict[str, Any]:
-    return publish_scripted_runner(ws, tmp_path)
 
 
 def command(*args: str | Path, executable: str = "httk") -> list[str]:

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from httk.workflow.engine._requests import publish_request
 from httk.workflow.engine._scan import MarkerStream
 from httk.workflow.engine._states import Kind
 from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._workspace import Workspace, init
+from httk.workflow.engine._workspace import Workspace
 
 from tests.conftest import minimal_job
 from tests.joinkit import manager_state
@@ -35,9 +34,10 @@ from tests.runners import (
     current_marker,
     frame_chain,
     job_key,
-    publish_scripted_runner,
+    runner_fixture,  # noqa: F401 (a fixture)
     scripted_job,
     submit,
+    ws_fixture,  # noqa: F401 (a fixture)
 )
 
 TWO_STEPS = {
@@ -81,18 +81,6 @@ httk_workflow_register_step work
 httk_workflow_register_step gather
 httk_workflow_dispatch
 """
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Iterator[Workspace]:
-    workspace = init(tmp_path / "ws", durable=False)
-    yield workspace
-    workspace.close()
-
-
-@pytest.fixture
-def runner(ws: Workspace, tmp_path: Path) -> dict[str, Any]:
-    return publish_scripted_runner(ws, tmp_path)
 
 
 def debug(ws: Workspace, target: str | Path, **options: Any) -> tuple[DebugResult, list[str]]:

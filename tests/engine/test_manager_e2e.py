@@ -39,10 +39,12 @@ from tests.runners import (
     markers_of,
     publish_scripted_runner,
     records,
+    runner_fixture,  # noqa: F401 (a fixture)
     scripted_job,
     submit,
     submit_with_payload_runner,
     wait_until,
+    ws_fixture,  # noqa: F401 (a fixture)
 )
 
 MANAGER_SCRIPT = """
@@ -65,18 +67,6 @@ TWO_STEPS = {
     },
     "collect": {"action": "succeed", "require_file": "prepared.txt", "stderr": "collected\n"},
 }
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Iterator[Workspace]:
-    workspace = init(tmp_path / "ws", durable=False)
-    yield workspace
-    workspace.close()
-
-
-@pytest.fixture
-def runner(ws: Workspace, tmp_path: Path) -> dict[str, Any]:
-    return publish_scripted_runner(ws, tmp_path)
 
 
 def run(ws: Workspace, **config: Any) -> RunSummary:
