@@ -1,7 +1,8 @@
 """The census a manager prints when it stops: every job left, classified by what would progress it.
 
 This is the one exhaustive walk a manager makes, once, at exit; it reads job.json only for ready jobs,
-to say why this manager could not claim them.
+to say why this manager could not claim them. Whether it could is :func:`._launch.claim_mismatches`, the
+predicate the claim pass, ``job why`` and ``precheck`` apply, so the census cannot drift from them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from httk.workflow.protocol import WorkflowError
 
 from ._jobs import load_job
+from ._launch import claim_mismatches
 from ._manager_config import ManagerConfig
 from ._markers_fs import MarkerLocation
 from ._scan import walk_markers
@@ -73,19 +75,20 @@ class Census:
 
 
 def _why_not(workspace: Workspace, marker: MarkerLocation, config: ManagerConfig) -> str | None:
+    """The first requirement the claim predicate finds unmet (``pool gpu``), ``unreadable``, or ``None``."""
     try:
         job = load_job(workspace, marker.placement, marker.job_key).document
     except WorkflowError:
         return "unreadable"
-    if job["claim"]["pool"] not in config.pools:
+    unmet = claim_mismatches(job, config.pools, config.capabilities)
+    if not unmet:
+        return None
+    if unmet[0] == "pool":
         return f"pool {job['claim']['pool']}"
-    missing = sorted(set(job["claim"].get("required_capabilities", [])) - set(config.capabilities))
-    if missing:
+    if unmet[0] == "capabilities":
+        missing = sorted(set(job["claim"].get("required_capabilities", ())) - set(config.capabilities))
         return f"capability {missing[0]}"
-    backend = job["runner"].get("backend", "path")
-    if backend != "path":
-        return f"executor {backend}"
-    return None
+    return f"executor {job['runner'].get('backend', 'path')}"
 
 
 def _readable(workspace: Workspace, marker: MarkerLocation) -> bool:

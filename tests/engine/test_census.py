@@ -1,0 +1,70 @@
+"""``engine/_census``: the exit census says a ready job is not claimable exactly when the claim pass would
+not claim it, and names the first requirement :func:`._launch.claim_mismatches` reports.
+
+Every combination of an unmet pool, capability and executor is submitted as a real ready job; the census
+of a manager serving ``default`` with the capability ``avx512`` must agree with the claim predicate job by
+job, so the census cannot drift from what a manager does (nor from ``job why`` and ``precheck``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine._census import take_census
+from httk.workflow.engine._launch import claim_mismatches
+from httk.workflow.engine._manager_config import ManagerConfig
+from httk.workflow.engine._states import Kind
+from httk.workflow.engine._workspace import init
+
+from tests.conftest import minimal_job
+from tests.jobkinds import job_in, new_state
+
+SERVED = ManagerConfig(pools=("default",), capabilities=("avx512",))
+
+
+def _job(pool_unmet: bool, capability_unmet: bool, executor_unmet: bool) -> dict[str, Any]:
+    claim = {
+        "pool": "gpu" if pool_unmet else "default",
+        "required_capabilities": ["avx512", *(["sve"] if capability_unmet else [])],
+    }
+    runner = {"backend": "slurm" if executor_unmet else "path", "path": "files/runner", "arguments": []}
+    return minimal_job(claim=claim, runner=runner)
+
+
+def _label(document: dict[str, Any], requirement: str) -> str:
+    """How the census words one unmet requirement (its established wording)."""
+    if requirement == "pool":
+        return f"pool {document['claim']['pool']}"
+    if requirement == "capabilities":
+        return "capability sve"
+    return f"executor {document['runner']['backend']}"
+
+
+def test_the_census_agrees_with_the_claim_predicate_for_every_combination(tmp_path: Path) -> None:
+    state = new_state(init(tmp_path / "ws", durable=False).root)
+    expected: dict[str, int] = {}
+    claimable = 0
+    for unmet in itertools.product((False, True), repeat=3):
+        document = _job(*unmet)
+        job_in(state, Kind.READY, job=document)
+        mismatches = claim_mismatches(document, SERVED.pools, SERVED.capabilities)
+        assert bool(mismatches) == any(unmet)
+        if mismatches:
+            label = _label(document, mismatches[0])
+            expected[label] = expected.get(label, 0) + 1
+        else:
+            claimable += 1
+
+    census = take_census(state.workspace, SERVED)
+
+    assert census.kinds == {"ready": 8}
+    assert dict(census.not_claimable) == expected
+    assert expected == {"pool gpu": 4, "capability sve": 2, "executor slurm": 1}
+    assert claimable == 1 and census.unreadable == 0
+    assert census.advice() == [
+        "2 ready job(s) need capability sve: add --capability sve",
+        "1 ready job(s) need executor slurm, which this manager does not serve",
+        "4 ready job(s) need pool gpu: run a manager with --pool gpu",
+    ]
