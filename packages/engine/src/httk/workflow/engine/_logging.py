@@ -3,13 +3,19 @@
 Every record carries the manager id, so the logs of several managers sharing a file or a collector can
 be told apart. The file receives everything at ``level`` (info by default); the console receives
 warnings and errors; an explicit ``--log-level`` sets both.
+
+A run routes its log with :func:`routed`, which removes and closes what it installed when the run ends,
+however it ends: a manager run in a process that lives on (a test, a library caller, ``job debug``)
+must not keep its log file open, nor send the next run's records to it or to a stream that is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from httk.workflow.protocol import InvalidNameError
@@ -51,10 +57,13 @@ def level_number(level: str | None) -> int:
     return numeric
 
 
-def configure(manager_id: str, log_file: Path, *, level: str | None = None, json_logs: bool = False) -> None:
-    """Route the ``httk.workflow`` loggers to ``log_file`` and standard error.
+def configure(
+    manager_id: str, log_file: Path, *, level: str | None = None, json_logs: bool = False
+) -> list[logging.Handler]:
+    """Route the ``httk.workflow`` loggers to ``log_file`` and standard error; return the new handlers.
 
-    Without ``level`` the file gets info and the console warnings; a given level sets both.
+    Without ``level`` the file gets info and the console warnings; a given level sets both. The caller
+    owns the returned handlers (:func:`routed` closes them).
     """
     numeric = level_number(level)
     logger = logging.getLogger(LOGGER)
@@ -69,6 +78,28 @@ def configure(manager_id: str, log_file: Path, *, level: str | None = None, json
     console = logging.StreamHandler(sys.stderr)
     console.setLevel(numeric if level is not None else logging.WARNING)
     console.setFormatter(formatter if json_logs else logging.Formatter("%(levelname)s: %(message)s"))
-    for handler in (file_handler, console):
+    handlers: list[logging.Handler] = [file_handler, console]
+    for handler in handlers:
         handler.addFilter(_ManagerFilter(manager_id))
         logger.addHandler(handler)
+    return handlers
+
+
+@contextlib.contextmanager
+def routed(
+    manager_id: str, log_file: Path, *, level: str | None = None, json_logs: bool = False
+) -> Iterator[None]:
+    """:func:`configure` for the duration of the block; then close its handlers and restore the routing
+    the ``httk.workflow`` logger had before, also when the block raises."""
+    logger = logging.getLogger(LOGGER)
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    installed = configure(manager_id, log_file, level=level, json_logs=json_logs)
+    try:
+        yield
+    finally:
+        for handler in installed:
+            logger.removeHandler(handler)
+            handler.close()
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])
+        logger.propagate = saved[2]

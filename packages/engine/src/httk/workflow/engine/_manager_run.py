@@ -47,9 +47,9 @@ def run_manager(
     manager = Manager(workspace, config)
     manager.start()
     path = log_file or manager.workspace.managers_dir / manager.manager_id / "log"
-    _logging.configure(manager.manager_id, path, level=log_level, json_logs=json_logs)
-    echo(banner(manager, path))
-    summary = manager.run()
+    with _logging.routed(manager.manager_id, path, level=log_level, json_logs=json_logs):
+        echo(banner(manager, path))
+        summary = manager.run()
     if as_json:
         echo(
             json.dumps(
