@@ -93,6 +93,13 @@ httk workflow job log "$ws" bash-strains
 step "The whole workspace at a glance"
 httk workflow workspace status "$ws"
 
+step "Why a job is where it is (any state: here a finished one)"
+httk workflow job why "$ws" carbon-relax
+
+step "Every marker checked against its journal frame, and what a collection would free"
+httk workflow workspace fsck "$ws"
+httk workflow workspace gc --dry-run "$ws"
+
 step "The payloads, legible with ls (children sit beside their parent)"
 (cd "$ws" && find . -path ./.httk-workflow -prune -o -name job.json -print | sort)
 

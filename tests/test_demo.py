@@ -29,3 +29,7 @@ def test_the_demo_runs_every_job_to_success(tmp_path: Path) -> None:
     [bash_state] = (tmp_path / "demo" / "project-c").glob("bash-strains--*/.httk-job/state.json")
     assert '"best":"strain-1"' in bash_state.read_text()
     assert list((tmp_path / "demo" / "project-b").glob("carbon-relax--*/run/energy.txt"))
+    # the operator's view: a diagnosis, a clean check, and a collection that only counts
+    assert "answer: succeeded" in result.stdout
+    assert "11 markers checked: clean" in result.stdout
+    assert "dry run: would remove" in result.stdout
