@@ -237,7 +237,10 @@ def log_line(entry: Mapping[str, Any]) -> str:
     if entry.get("operator"):
         said = f" ({entry['operator_reason']})" if entry.get("operator_reason") else ""
         parts.append(f"operator={entry['operator']}{said}")
-    return "  ".join(parts)
+    line = "  ".join(parts)
+    if entry.get("note"):  # generations a repair jumped over: they lie before the repair's line
+        line = f"{'-':<27}  {'':<4}  note: {entry['note']}\n{line}"
+    return line
 
 
 def json_line(entry: Mapping[str, Any]) -> str:

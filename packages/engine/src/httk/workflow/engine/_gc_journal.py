@@ -6,8 +6,9 @@ A segment ``journal/<writer>/<n>.hwj`` is removed only when all of these hold:
   manager heartbeats nowhere, and its segment is presumed in use while it is being written to;
 * no marker seen in the state walk points into it (every marker's *current* segment is kept);
 * no frame on the chain of a non-terminal job lies in it. The chain is walked back through
-  ``previous_record_ref``; a terminal job keeps only its current segment (spec/03), so its deep
-  history goes with ``journal_days`` and ``job log`` reports the gap;
+  ``previous_record_ref`` (across the generations an ``fsck_repair`` frame jumps over, as ``job log``
+  does); a terminal job keeps only its current segment (spec/03), so its deep history goes with
+  ``journal_days`` and ``job log`` reports the gap;
 * its writer belongs to no live manager — read *after* the segments were listed, so a manager that
   started meanwhile is already in the manifest that names its writer (a manifest is written before
   the writer's first frame). A live manager whose writer cannot be named at all, a chain that cannot be
@@ -46,6 +47,7 @@ from ._frames import parse_segment_name
 from ._gc_managers import live_writers
 from ._gc_sweep import Sweep
 from ._gc_tree import TreeFindings, segment_key
+from ._inspect_job import fits_link, previous_link
 from ._markers_fs import MarkerLocation
 from ._states import Kind
 
@@ -187,8 +189,8 @@ def chain_segments(sweep: Sweep, chains: list[tuple[Kind, str, str]]) -> set[str
     for kind, placement, name in chains:
         marker = MarkerLocation(kind, placement, MarkerName.parse(name))
         ref: RecordRef | None = marker.name.ref
-        generation = marker.name.generation
-        while ref is not None and generation > 0:
+        expected = range(marker.name.generation, marker.name.generation + 1)
+        while ref is not None and expected:
             sweep.visit()
             key = segment_key(ref.writer, ref.segment)
             protected.add(key)
@@ -203,15 +205,14 @@ def chain_segments(sweep: Sweep, chains: list[tuple[Kind, str, str]]) -> set[str
                 raise UnreadableChainError(_unreadable(marker, ref, exc.code)) from exc
             except JournalError as exc:
                 raise UnreadableChainError(_unreadable(marker, ref, str(exc))) from exc
-            if frame.get("job_id") != marker.job_id or frame.get("state_generation") != generation:
+            if frame.get("job_id") != marker.job_id or not fits_link(frame, expected):
                 raise UnreadableChainError(_unreadable(marker, ref, "identity_mismatch"))
-            ref = _previous(frame, marker)
-            generation -= 1
+            previous, expected = previous_link(frame)  # a repair's link jumps over lost generations
+            ref = _previous(previous, marker)
     return protected
 
 
-def _previous(frame: dict[str, object], marker: MarkerLocation) -> RecordRef | None:
-    previous = frame.get("previous_record_ref")
+def _previous(previous: object, marker: MarkerLocation) -> RecordRef | None:
     if previous is None:
         return None
     try:

@@ -13,12 +13,18 @@ reported in place as an entry carrying ``problem``, and the walk stops there, be
 everything older was in that frame. Reading a frame waits out network-filesystem lag up to the
 workspace's visibility deadline before calling it damaged, exactly as the manager does.
 
+Generations fall by one along a chain except behind an ``fsck_repair`` frame (:func:`previous_link`): a
+repair chains to the newest readable frame strictly older than the damaged marker, so the generations in
+between were lost. That jump is accepted exactly when the repair record names the frame it links to, and
+the repair's entry says which generations were lost (``lost_generations`` and a one-line ``note``).
+
 :func:`follow_history` polls the job's marker at its placement (one listing per state kind there, never a
 scan) with a bounded back-off and yields the frames of every new generation, until the job reaches a
 permanent kind (succeeded, cancelled), its marker vanishes, or a time limit passes.
 
 Cost: ``show`` one probe, one frame, one job.json and at most one heartbeat; ``log`` one frame read per
-generation shown (``limit`` bounds it); ``follow`` one placement probe per poll.
+generation shown (``limit`` bounds it), plus one for a repair whose recovered frame is not shown;
+``follow`` one placement probe per poll.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from ._workspace import Workspace
 ATTEMPT_PREFIX = ".httk-attempt."
 OWNED_KINDS = frozenset({Kind.CLAIMED, Kind.RUNNING, Kind.COMMITTING, Kind.CANCELLING})
 """Kinds whose frame names the manager that owns the job's next transition."""
+REPAIR_REASON = "fsck_repair"
 
 FRAME_SUMMARY = (
     "step",
@@ -71,6 +78,7 @@ BUDGETS = (
     ("maximum_activations", "activation_ordinal"),
 )
 LOG_DETAILS = (
+    "fsck_repair",
     "failure",
     "last_failure",
     "takeover",
@@ -109,7 +117,9 @@ def read_marker_frame(workspace: Workspace, marker: MarkerLocation) -> FrameRead
     """The marker's frame (``None`` for a ``g0.init`` submission), checked against the marker's name."""
     if marker.name.ref is None:
         return FrameRead(None, None)
-    entry = _read_entry(workspace, str(marker.name.ref), marker.job_id, marker.name.generation)
+    generation = marker.name.generation
+    expected = range(generation, generation + 1)
+    entry = _read_entry(workspace, marker.name.ref_text, marker.job_id, expected)
     if "problem" in entry:
         return FrameRead(None, entry["problem"])
     frame = entry["frame"]
@@ -263,6 +273,42 @@ def _owner(workspace: Workspace, frame: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # -- job log ------------------------------------------------------------------------------------------
+def previous_link(frame: Mapping[str, Any]) -> tuple[object, range]:
+    """A state frame's ``previous_record_ref`` and the generations the frame it names may carry.
+
+    One below the frame's own (none below generation 1), except behind an ``fsck_repair`` frame whose
+    repair record names exactly that predecessor as the frame it recovered: a repair adopts the newest
+    readable frame strictly older than the damaged marker, whose generation is one below the repair's, so
+    the predecessor is at least two below and the generations between were lost to the damage.
+    """
+    previous, generation = frame.get("previous_record_ref"), frame.get("state_generation")
+    if not _is_generation(generation):
+        return previous, range(0)
+    if _repaired_from(frame, previous):
+        return previous, range(1, generation - 1)
+    return previous, range(max(generation - 1, 1), generation)
+
+
+def _repaired_from(frame: Mapping[str, Any], previous: object) -> bool:
+    record = frame.get("fsck_repair")
+    return (
+        frame.get("reason") == REPAIR_REASON
+        and isinstance(record, Mapping)
+        and isinstance(previous, str)
+        and record.get("recovered_record_ref") == previous
+    )
+
+
+def _is_generation(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def fits_link(frame: Mapping[str, Any], expected: range) -> bool:
+    """Whether ``frame`` carries one of the generations :func:`previous_link` allows it."""
+    generation = frame.get("state_generation")
+    return _is_generation(generation) and generation in expected
+
+
 def job_history(
     workspace: Workspace,
     marker: MarkerLocation,
@@ -277,23 +323,56 @@ def job_history(
     ``previous_kind`` is the kind before the oldest returned frame when the caller knows it (``follow``).
     """
     entries: list[dict[str, Any]] = []
-    ref: Any = None if marker.name.ref is None else str(marker.name.ref)
-    generation = marker.name.generation
+    ref: Any = None if marker.name.ref is None else marker.name.ref_text
+    expected = range(marker.name.generation, marker.name.generation + 1)
     wanted = None if limit is None else limit + 1  # one more, to know the kind the oldest came from
-    while ref is not None and generation > after_generation and (wanted is None or len(entries) < wanted):
-        entry = _read_entry(workspace, ref, marker.job_id, generation)
+    while ref is not None and expected and expected[-1] > after_generation:
+        if wanted is not None and len(entries) >= wanted:
+            break
+        entry = _read_entry(workspace, ref, marker.job_id, expected)
+        if "frame" in entry and entry["frame"]["state_generation"] <= after_generation:
+            break  # a repair adopted a frame the caller has already seen
         entries.append(entry)
         if "problem" in entry:
             break
-        ref = entry["frame"].get("previous_record_ref")
-        generation -= 1
+        ref, expected = previous_link(entry["frame"])
     entries.reverse()
+    extra: dict[str, Any] | None = None
     if wanted is not None and len(entries) == wanted and "problem" not in entries[0]:
         extra = entries.pop(0)
         previous_kind = extra["frame"].get("kind")
     elif entries and "problem" not in entries[0] and entries[0]["frame"].get("previous_record_ref") is None:
         previous_kind = Kind.SUBMITTED.value  # generation 1 always leaves the g0 submission marker
-    return [_log_entry(entry, before) for entry, before in _with_previous(entries, previous_kind)]
+    gaps = _lost_generations(workspace, marker.job_id, entries, extra)
+    return [
+        _log_entry(entry, before, gaps.get(index))
+        for index, (entry, before) in enumerate(_with_previous(entries, previous_kind))
+    ]
+
+
+def _lost_generations(
+    workspace: Workspace, job_id: str, entries: list[dict[str, Any]], older: dict[str, Any] | None
+) -> dict[int, tuple[int | None, int]]:
+    """For each repair entry (by index): the first and last generation it jumped over.
+
+    The first is one above the recovered frame's generation, the frame before the repair's on the chain:
+    the previous entry, ``older`` (read but not shown) for the first one, or else (a ``follow`` starting
+    right at the repair) read once here; ``None`` when it cannot be read.
+    """
+    gaps: dict[int, tuple[int | None, int]] = {}
+    for index, entry in enumerate(entries):
+        frame = entry.get("frame")
+        previous, expected = previous_link(frame) if frame is not None else (None, range(0))
+        if frame is None or not _repaired_from(frame, previous):
+            continue
+        if index:
+            before = entries[index - 1]
+        else:
+            before = older if older is not None else _read_entry(workspace, str(previous), job_id, expected)
+        recovered = before.get("frame")
+        first = None if recovered is None else recovered["state_generation"] + 1
+        gaps[index] = (first, frame["state_generation"] - 1)
+    return gaps
 
 
 def _with_previous(
@@ -301,12 +380,20 @@ def _with_previous(
 ) -> Iterator[tuple[dict[str, Any], str | None]]:
     before = first
     for entry in entries:
+        frame = entry.get("frame")
+        if frame is not None and frame.get("reason") == REPAIR_REASON:
+            before = frame.get("kind")  # a repair keeps the marker's kind: it came from its own kind
         yield entry, before
-        before = entry["frame"].get("kind") if "frame" in entry else None
+        before = None if frame is None else frame.get("kind")
 
 
-def _read_entry(workspace: Workspace, ref: str, job_id: str, generation: int) -> dict[str, Any]:
-    """``{"ref", "frame"}`` or ``{"ref", "generation", "problem": {"code", "detail"}}``."""
+def _read_entry(workspace: Workspace, ref: str, job_id: str, expected: range) -> dict[str, Any]:
+    """``{"ref", "frame"}`` or ``{"ref", "generation", "problem": {"code", "detail"}}``.
+
+    The frame must be of ``job_id`` at a generation in ``expected``; the problem's generation is the one
+    expected, or ``None`` when a repair leaves it open.
+    """
+    generation = expected[0] if len(expected) == 1 else None
     try:
         frame = workspace.reader.read(ref)
     except JournalDamageError as exc:
@@ -315,15 +402,18 @@ def _read_entry(workspace: Workspace, ref: str, job_id: str, generation: int) ->
         return _problem(ref, generation, "io_error", str(exc))
     if frame.get("job_id") != job_id:
         return _problem(ref, generation, "identity_mismatch", f"the frame is of job {frame.get('job_id')!r}")
-    if frame.get("state_generation") != generation:
-        detail = (
-            f"the frame has generation {frame.get('state_generation')!r}, its successor expects {generation}"
-        )
+    if not fits_link(frame, expected):
+        wants = f"{generation}" if generation is not None else f"one of {_span(expected)} (behind a repair)"
+        detail = f"the frame has generation {frame.get('state_generation')!r}, its successor expects {wants}"
         return _problem(ref, generation, "identity_mismatch", detail)
     return {"ref": ref, "frame": frame}
 
 
-def _problem(ref: str, generation: int, code: str, detail: str) -> dict[str, Any]:
+def _span(generations: range) -> str:
+    return f"{generations.start}..{generations.stop - 1}" if generations else "none"
+
+
+def _problem(ref: str, generation: int | None, code: str, detail: str) -> dict[str, Any]:
     return {"ref": ref, "generation": generation, "problem": _code(code, detail)}
 
 
@@ -331,7 +421,21 @@ def _code(code: str, detail: str) -> dict[str, str]:
     return {"code": code, "detail": detail}
 
 
-def _log_entry(entry: Mapping[str, Any], previous_kind: str | None) -> dict[str, Any]:
+def repair_note(first: int | None, last: int, problem: object) -> str:
+    """The one line ``job log`` shows for generations a repair jumped over."""
+    if first is None:
+        lost = f"generations up to {last} were"
+    elif first == last:
+        lost = f"generation {last} was"
+    else:
+        lost = f"generations {first}..{last} were"
+    cause = f" ({problem})" if isinstance(problem, str) else ""
+    return f"{lost} lost to damage{cause} and repaired by workspace fsck"
+
+
+def _log_entry(
+    entry: Mapping[str, Any], previous_kind: str | None, lost: tuple[int | None, int] | None
+) -> dict[str, Any]:
     if "problem" in entry:
         return {
             "generation": entry["generation"],
@@ -357,6 +461,9 @@ def _log_entry(entry: Mapping[str, Any], previous_kind: str | None) -> dict[str,
     for member in LOG_DETAILS:
         if member in frame:
             line[member] = frame[member]
+    if lost is not None:
+        line["lost_generations"] = {"first": lost[0], "last": lost[1]}
+        line["note"] = repair_note(*lost, (frame.get("fsck_repair") or {}).get("problem"))
     return line
 
 

@@ -49,7 +49,8 @@ def attempt_history(
     unclean = sum(
         1 for entry in entries if entry.get("from") == "running" and entry.get("kind") in ("ready", "failed")
     )
-    complete = not any("problem" in entry for entry in entries) and (
+    # Generations a repair jumped over may have held unclean exits nobody can count any more.
+    complete = not any("problem" in entry or "lost_generations" in entry for entry in entries) and (
         not entries or entries[0].get("generation") == 1
     )
     return AttemptHistory(

@@ -48,8 +48,8 @@ class Finding:
 class AttemptHistory:
     """The journal folded into one line: attempts, activations, the current step, unclean exits.
 
-    ``complete`` is false when the walk back stopped at a damaged frame or at its length limit; then
-    ``unclean`` counts only what was read.
+    ``complete`` is false when the walk back stopped at a damaged frame or at its length limit, or passed
+    generations a repair lost; then ``unclean`` counts only what was read.
     """
 
     attempts: int
