@@ -2,8 +2,13 @@
 
 The checks run in this order, each one final (``spec/01``, "Manual continuation and control requests"):
 
-1. the job is resolved by probing the finite state set at the request's placement — never a scan; no
-   job there means the request is malformed input (quarantine);
+1. the job is resolved by probing the finite state set at the request's placement — never a scan. No
+   job there: when the frame the request was published against is a frame of exactly that job, at that
+   placement and generation, the job existed and has since been deleted, and a request that can never
+   apply is retired (``job_not_found``); otherwise the request names a job that does not exist, which is
+   malformed input (quarantine, ``spec/01``). A request published against a generation-0 marker has no
+   frame to prove it, so it is quarantined; a collected segment makes that one read wait out the
+   visibility deadline before it does the same;
 2. a request this manager (or a dead one) already applied is recognized by its ``request_id`` in the
    frame one generation above the expected one, so a crash between the marker rename and the removal
    of the claimed file never applies a request twice;
@@ -47,6 +52,8 @@ from ._transition import TransitionResult
 log = logging.getLogger("httk.workflow.manager")
 
 APPLIED, RETIRE, QUARANTINE, HOLD = "applied", "retire", "quarantine", "hold"
+JOB_NOT_FOUND = "job_not_found"
+"""How a retirement's reason starts when the job was deleted after the request was published."""
 
 APPLIED_LOOKBACK = 16
 """How many generations past the expected one a re-claimed request is still recognized as applied."""
@@ -70,9 +77,7 @@ def apply_request(state: ManagerState, request: Request) -> Verdict:
     except TransitionError as exc:
         return Verdict(HOLD, f"the job's markers cannot be resolved now: {exc}")
     if current is None:
-        return Verdict(
-            QUARANTINE, f"it names job {request.job_key}, which does not exist at {request.placement}"
-        )
+        return _no_job(state, request)
     if _applied_earlier(state, current, request):
         return Verdict(APPLIED, "it was applied before its claimed file could be removed")
     stop = _mismatch(current, request) or refusal(request.action, current.kind)
@@ -85,6 +90,30 @@ def apply_request(state: ManagerState, request: Request) -> Verdict:
         return _ACTIONS[request.action](state, current, frame, request)
     except WorkspaceUnavailableError as exc:
         return Verdict(HOLD, str(exc))
+
+
+def _no_job(state: ManagerState, request: Request) -> Verdict:
+    """No marker at the request's placement: a deleted job (retire) or one that never was (quarantine)."""
+    key, placement = request.job_key, request.placement
+    if _published_against_job(state, request):
+        return Verdict(
+            RETIRE,
+            f"{JOB_NOT_FOUND}: job {key} no longer exists at {placement}; it was removed after the "
+            "request was published",
+        )
+    return Verdict(QUARANTINE, f"it names job {key}, which does not exist at {placement}")
+
+
+def _published_against_job(state: ManagerState, request: Request) -> bool:
+    """Whether the request's expected record is a frame of its job, at its placement and generation."""
+    if request.expected_generation == 0:
+        return False  # the generation-0 marker names no frame (init)
+    try:
+        frame = state.workspace.reader.read(request.expected_record_ref)
+    except WorkflowError:
+        return False
+    named = (frame.get("job_id"), frame.get("job_key"), frame.get("placement"), frame.get("state_generation"))
+    return named == (request.job_id, request.job_key, request.placement, request.expected_generation)
 
 
 def _mismatch(current: MarkerLocation, request: Request) -> str | None:

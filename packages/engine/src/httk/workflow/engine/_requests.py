@@ -4,8 +4,10 @@ The life of a request file (``spec/01``, "Manual continuation and control reques
 
     requests/tmp/<id>.json ──rename──> requests/ready/<id>.json ──claim (rename)──> claimed/<manager-id>/
         claimed ──applied──> removed
-        claimed ──can never apply──> retired/<id>.json beside retired/<id>.json.retirement
-        claimed ──malformed, or no such job at its placement──> quarantine/request-<n> + .quarantine
+        claimed ──can never apply (its job moved on, or was deleted since)──> retired/<id>.json
+                                                              beside retired/<id>.json.retirement
+        claimed ──malformed, or naming a job that never was at its placement──> quarantine/request-<n>
+                                                              beside quarantine/request-<n>.quarantine
         ready ──job served by a runner backend this manager does not serve──> left where it is
 
 **Publishing** (:func:`publish_request`) resolves the job's current marker at its placement, captures its
