@@ -510,6 +510,20 @@ def test_a_segment_appearing_during_backoff_is_read(journal, clock, written):
     assert len(clock.sleeps) == 2
 
 
+def test_one_reader_sees_a_segment_go_and_come_back(journal, clock, written):
+    """The reader remembers where a segment lives, never whether it is there."""
+    segment, refs = written
+    reader = reader_of(journal, clock)
+    assert [reader.read(ref) for ref in refs] == [record(n, 20) for n in range(3)]
+    complete = segment.read_bytes()
+    segment.unlink()
+    with pytest.raises(JournalDamageError) as caught:
+        reader.read(refs[1])
+    assert (caught.value.code, caught.value.path) == ("missing_segment", str(segment))
+    segment.write_bytes(complete)
+    assert reader.read(str(refs[2])) == record(2, 20)
+
+
 def test_a_length_prefix_visible_during_backoff_still_ends_the_wait_on_damage(journal, clock, written):
     segment, refs = written
     ref = refs[-1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 import uuid
 from typing import Any
@@ -107,6 +108,20 @@ def test_round_trip(ref: RecordRef) -> None:
     parsed = RecordRef.parse(text)
     assert parsed == ref
     assert str(parsed) == text
+
+
+@FAST
+@given(record_refs)
+def test_the_formatted_text_is_cached_without_changing_what_the_reference_is(ref: RecordRef) -> None:
+    """The cache is set on first use only; equality, hashing, repr and pickling ignore it."""
+    fresh = RecordRef(ref.writer, ref.segment, ref.offset, ref.length, ref.checksum128)
+    assert fresh == ref and hash(fresh) == hash(ref) and repr(fresh) == repr(ref)
+    text = str(ref)
+    assert text.startswith(f"w{uuid.UUID(ref.writer).hex}-s")  # what the writer text was built from
+    assert str(ref) is text  # formatted once
+    assert fresh == ref and hash(fresh) == hash(ref) and repr(fresh) == repr(ref)
+    assert str(fresh) == text and str(pickle.loads(pickle.dumps(ref))) == text
+    assert "_text" not in repr(ref)
 
 
 @pytest.mark.parametrize(

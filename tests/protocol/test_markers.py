@@ -133,6 +133,17 @@ def test_round_trip(marker: MarkerName) -> None:
 
 
 @FAST
+@given(init_markers | later_markers)
+def test_the_formatted_name_is_cached_without_changing_what_the_marker_is(marker: MarkerName) -> None:
+    fresh = MarkerName(marker.key, marker.priority, marker.generation, marker.ref)
+    text = str(marker)
+    assert str(marker) is text  # formatted once
+    assert fresh == marker and hash(fresh) == hash(marker) and repr(fresh) == repr(marker)
+    assert str(fresh) == text and str(MarkerName.parse(text)) == text
+    assert "_text" not in repr(marker)
+
+
+@FAST
 @given(later_markers, record_refs, st.none() | priorities)
 def test_successor(marker: MarkerName, ref: RecordRef, priority: int | None) -> None:
     if marker.generation == U64_MAX:

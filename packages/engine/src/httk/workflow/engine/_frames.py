@@ -146,22 +146,24 @@ def decode_frame(buffer: bytes, ref: RecordRef, *, path: Path | str | None = Non
     >>> decode_frame(frame, ref)
     {'kind': 'ready'}
     """
-    text = str(ref)
+    # The reference is formatted only to name it in an error: a healthy read never needs its text.
     end_payload = LENGTH_BYTES + ref.length
     if len(buffer) < ref.frame_size:
-        raise JournalDamageError("short_read", text, f"{len(buffer)} of {ref.frame_size} bytes", path)
+        raise JournalDamageError("short_read", str(ref), f"{len(buffer)} of {ref.frame_size} bytes", path)
     prefix = buffer[:LENGTH_BYTES]
     check_length_prefix(prefix, ref, path=path)
     digest = hashlib.sha256(buffer[:end_payload]).digest()
     if digest != buffer[end_payload : end_payload + CHECKSUM_BYTES]:
-        raise JournalDamageError("checksum_mismatch", text, "stored SHA-256 does not match the bytes", path)
+        raise JournalDamageError(
+            "checksum_mismatch", str(ref), "stored SHA-256 does not match the bytes", path
+        )
     if checksum128(digest) != ref.checksum128:
         raise JournalDamageError(
-            "reference_mismatch", text, "frame checksum differs from the reference", path
+            "reference_mismatch", str(ref), "frame checksum differs from the reference", path
         )
     if buffer[end_payload + CHECKSUM_BYTES : ref.frame_size] != prefix:
-        raise JournalDamageError("trailer_mismatch", text, "trailer differs from the length prefix", path)
-    return decode_payload(buffer[LENGTH_BYTES:end_payload], text, path=path)
+        raise JournalDamageError("trailer_mismatch", str(ref), "trailer differs from the length prefix", path)
+    return decode_payload(buffer[LENGTH_BYTES:end_payload], ref, path=path)
 
 
 def check_length_prefix(prefix: bytes, ref: RecordRef, *, path: Path | str | None = None) -> None:
@@ -177,20 +179,21 @@ def check_length_prefix(prefix: bytes, ref: RecordRef, *, path: Path | str | Non
         )
 
 
-def decode_payload(payload: bytes, ref_text: str, *, path: Path | str | None = None) -> dict[str, Any]:
+def decode_payload(payload: bytes, ref: RecordRef | str, *, path: Path | str | None = None) -> dict[str, Any]:
     """Decode a checksummed payload as the one JSON object a writer produced, or undecodable_frame.
 
     Stricter than :func:`json.loads` on purpose: a byte-order mark, NaN/Infinity literals and
-    duplicate member names are refused, since :func:`encode_record` never writes them.
+    duplicate member names are refused, since :func:`encode_record` never writes them. ``ref`` names
+    the frame in an error.
     """
     try:
         value = json.loads(
             payload.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique_members
         )
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise JournalDamageError("undecodable_frame", ref_text, f"payload is not JSON: {exc}", path) from exc
+        raise JournalDamageError("undecodable_frame", str(ref), f"payload is not JSON: {exc}", path) from exc
     if not isinstance(value, dict):
-        raise JournalDamageError("undecodable_frame", ref_text, "payload is not a JSON object", path)
+        raise JournalDamageError("undecodable_frame", str(ref), "payload is not a JSON object", path)
     return value
 
 

@@ -8,8 +8,7 @@ without leading zeroes. Per DECISIONS D12 ``offset`` is where the frame's 8-byte
 from __future__ import annotations
 
 import re
-import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import _base36
 from ._errors import InvalidNameError
@@ -41,6 +40,9 @@ class RecordRef:
     offset: int
     length: int
     checksum128: str
+    # Invariant: None, or the text __str__ formats from the fields above (set once: a reader formats
+    # each reference it meets several times, and the fields never change).
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validate_uuid(self.writer, "record reference writer")
@@ -60,10 +62,16 @@ class RecordRef:
             )
 
     def __str__(self) -> str:
-        return (
-            f"w{uuid.UUID(self.writer).hex}-s{_base36.encode(self.segment)}"
-            f"-o{_base36.encode(self.offset)}-l{_base36.encode(self.length)}-h{self.checksum128}"
-        )
+        text = self._text
+        if text is None:
+            # The writer is validated canonical (lowercase 8-4-4-4-12), so dropping the hyphens is
+            # exactly uuid.UUID(writer).hex, without building a UUID.
+            text = (
+                f"w{self.writer.replace('-', '')}-s{_base36.encode(self.segment)}"
+                f"-o{_base36.encode(self.offset)}-l{_base36.encode(self.length)}-h{self.checksum128}"
+            )
+            object.__setattr__(self, "_text", text)  # frozen, so through object
+        return text
 
     @property
     def frame_size(self) -> int:

@@ -9,7 +9,7 @@ version 1.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import _base36
 from ._errors import InvalidNameError
@@ -43,6 +43,8 @@ class MarkerName:
     priority: int
     generation: int
     ref: RecordRef | None
+    # Invariant: None, or the basename __str__ formats from the fields above (set once).
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validate_priority(self.priority)
@@ -62,7 +64,11 @@ class MarkerName:
         return INIT_REF if self.ref is None else str(self.ref)
 
     def __str__(self) -> str:
-        return f"{self.key}.p{self.priority:03d}.g{_base36.encode(self.generation)}.{self.ref_text}"
+        text = self._text
+        if text is None:
+            text = f"{self.key}.p{self.priority:03d}.g{_base36.encode(self.generation)}.{self.ref_text}"
+            object.__setattr__(self, "_text", text)  # frozen, so through object
+        return text
 
     @classmethod
     def initial(cls, key: JobKey, priority: int) -> MarkerName:
