@@ -6,16 +6,17 @@ What a collection guarantees:
   ``running``, ``committing``, ``cancelling``, ``waiting`` or ``paused`` marker or payload (beyond the
   trash of a quiescent job), no segment of a live manager's writer, no segment on a non-terminal job's
   frame chain, no terminal job's current segment or newest attempt-control directory. Never the runner
-  store, quarantine, a workdir, an incomplete outcome directory of a live attempt, or a payload that
-  never reached a marker;
+  store, a quarantined entry or its record, a workdir, an incomplete outcome directory of a live
+  attempt, or a payload that never reached a marker;
 * it is interruptible at any instruction: it removes entries bottom-up, renames nothing and rewrites no
   protocol state, so what an interrupted removal leaves is scratch the next collection removes again;
 * a category whose ``policy.retention`` limit is absent, ``null`` or ``"keep"`` is kept whole. DECISIONS
   D4 rules between spec/01 (absent means keep) and spec/03 (journal and trash default to one day): a
   workspace whose operator said nothing loses nothing. Only the always-safe categories (spec/01,
   "Retention gates and always-safe collection") run whatever the policy says: empty placement mirrors,
-  tmp entries older than 24 h, stale claimed and old retired requests, and the marker of a submitted,
-  ready or terminal job whose payload was removed (spec/03);
+  tmp entries older than 24 h (with the unpublished staging file of a quarantine record, which is no
+  quarantine entry), stale claimed and old retired requests, and the marker of a submitted, ready or
+  terminal job whose payload was removed (spec/03);
 * a collection that removed anything appends one ``httk-workflow-gc`` frame (not a state frame: history
   walks follow ``previous_record_ref`` and never meet it); one that removed nothing, and every dry run,
   writes nothing at all — not even a journal writer directory.

@@ -9,6 +9,11 @@
 * ``requests/retired/``: a request and its ``.retirement`` record more than 30 days old. The record is
   the age evidence and is removed last, so an interrupted removal leaves a record that still ages
   (a lone request ages by its own time).
+* ``quarantine/`` stays outside collection (spec/01) except for one name: the staging file
+  ``.<entry>.quarantine.tmp.<pid>.<hex>`` of an audit record, which ``_fsops.write_file_atomic`` renames
+  away within one operation. One still there was never published — no entry, no record — so it is an
+  unpublished staging entry like those in ``tmp/``, counted with them and collected after 24 hours. A
+  quarantined entry and its ``.quarantine`` record never begin with a dot and are never touched.
 
 Cost: one listing of each of these directories and one ``lstat`` per entry.
 """
@@ -16,6 +21,7 @@ Cost: one listing of each of these directories and one ``lstat`` per entry.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ._gc_managers import manager_life
@@ -24,6 +30,8 @@ from ._gc_sweep import DAY_SECONDS, Sweep
 TMP_SECONDS = DAY_SECONDS
 REQUEST_SECONDS = 30 * DAY_SECONDS
 RETIREMENT_SUFFIX = ".retirement"
+QUARANTINE_STAGING = re.compile(r"\.[^/]+\.quarantine\.tmp\.[0-9]+\.[0-9a-f]{8}\Z")
+"""``write_file_atomic``'s temporary name (``engine/_fsops.py``) for a ``<entry>.quarantine`` record."""
 
 
 def sweep_scratch(sweep: Sweep) -> None:
@@ -33,6 +41,7 @@ def sweep_scratch(sweep: Sweep) -> None:
         _sweep_tmp(sweep, directory)
     _sweep_claimed(sweep, workspace.requests_dir / "claimed")
     _sweep_retired(sweep, workspace.requests_dir / "retired")
+    _sweep_quarantine_staging(sweep, workspace.quarantine_dir)
 
 
 def _entries(sweep: Sweep, directory: Path) -> list[os.DirEntry[str]]:
@@ -59,6 +68,16 @@ def _sweep_tmp(sweep: Sweep, directory: Path) -> None:
         mtime = _mtime(entry)
         if mtime is not None and sweep.age(mtime) > TMP_SECONDS:
             sweep.remove_entry("tmp_entries", entry.path)
+
+
+def _sweep_quarantine_staging(sweep: Sweep, quarantine: Path) -> None:
+    for entry in _entries(sweep, quarantine):
+        if not QUARANTINE_STAGING.match(entry.name) or not entry.is_file(follow_symlinks=False):
+            continue  # a quarantined entry, its record, or anything else: an operator's to remove
+        sweep.visit()
+        mtime = _mtime(entry)
+        if mtime is not None and sweep.age(mtime) > TMP_SECONDS:
+            sweep.remove_files("tmp_entries", [entry.path])
 
 
 def _sweep_claimed(sweep: Sweep, claimed: Path) -> None:
