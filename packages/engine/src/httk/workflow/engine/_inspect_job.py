@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from httk.workflow.protocol import (
     InvalidDocumentError,
@@ -299,7 +299,7 @@ def _repaired_from(frame: Mapping[str, Any], previous: object) -> bool:
     )
 
 
-def _is_generation(value: object) -> bool:
+def _is_generation(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
