@@ -31,7 +31,8 @@ from typing import Any
 from httk.workflow.engine._fsck import fsck
 from httk.workflow.engine._gc import collect
 from httk.workflow.engine._inspect import list_jobs, status
-from httk.workflow.engine._inspect_job import job_history, show_job
+from httk.workflow.engine._inspect_job import show_job
+from httk.workflow.engine._inspect_log import job_history
 from httk.workflow.engine._select import select_job
 from httk.workflow.engine._states import Kind, Trigger
 from httk.workflow.engine._submit import JobSpec, submit_jobs

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 from httk.workflow.engine._clock import ManualClock
 from httk.workflow.engine._gc import CENSUS_KEYS, GcReport, PeriodicCollection, always_safe_census, collect
-from httk.workflow.engine._inspect_job import job_history
+from httk.workflow.engine._inspect_log import job_history
 from httk.workflow.engine._journal import scan_segment
 from httk.workflow.engine._manager_record import ManagerIdentity, ManagerRecord
 from httk.workflow.engine._manager_state import ManagerState

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from httk.workflow.engine._frames import segment_name
 from httk.workflow.engine._gc import collect
-from httk.workflow.engine._inspect_job import job_history
+from httk.workflow.engine._inspect_log import job_history
 from httk.workflow.engine._manager_state import ManagerState
 from httk.workflow.engine._markers_fs import MarkerLocation
 from httk.workflow.engine._outcome import attempt_evidence, carried

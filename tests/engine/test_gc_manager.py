@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine import _gc
-from httk.workflow.engine._inspect_job import job_history
+from httk.workflow.engine._inspect_log import job_history
 from httk.workflow.engine._journal import scan_segment
 from httk.workflow.engine._manager import Manager
 from httk.workflow.engine._manager_config import ManagerConfig

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._inspect_job import follow_history, job_history, job_output, show_job
+from httk.workflow.engine._inspect_job import job_output, show_job
+from httk.workflow.engine._inspect_log import follow_history, job_history
 from httk.workflow.engine._markers_fs import MarkerLocation
 from httk.workflow.engine._states import Kind, Trigger
 from httk.workflow.engine._submit import JobSpec, submit_jobs

@@ -22,7 +22,7 @@ from httk.workflow.engine._clock import ManualClock
 from httk.workflow.engine._frames import SEGMENT_HEADER, segment_name
 from httk.workflow.engine._fsck import fsck
 from httk.workflow.engine._gc import collect
-from httk.workflow.engine._inspect_job import job_history, previous_link
+from httk.workflow.engine._inspect_log import job_history, previous_link
 from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine._request_doc import kept_members
 from httk.workflow.engine._states import Kind, Trigger

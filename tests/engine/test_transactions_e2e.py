@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from httk.workflow.engine import _commit
 from httk.workflow.engine._manager import Manager
 from httk.workflow.engine._manager_config import ManagerConfig

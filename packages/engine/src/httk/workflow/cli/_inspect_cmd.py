@@ -224,7 +224,7 @@ def log(
         raise UsageError("--output and --follow cannot be combined")
     if follow_timeout is not None and not follow:
         raise UsageError("--follow-timeout needs --follow")
-    from httk.workflow.engine._inspect_job import job_history
+    from httk.workflow.engine._inspect_log import job_history
 
     from . import _inspect_render as render
 
@@ -253,7 +253,7 @@ def _follow(
     timeout: float | None,
     as_json: bool,
 ) -> None:
-    from httk.workflow.engine._inspect_job import follow_history
+    from httk.workflow.engine._inspect_log import follow_history
 
     from . import _inspect_render as render
 

@@ -47,7 +47,7 @@ from ._frames import parse_segment_name
 from ._gc_managers import live_writers
 from ._gc_sweep import Sweep
 from ._gc_tree import TreeFindings, segment_key
-from ._inspect_job import fits_link, previous_link
+from ._inspect_log import fits_link, previous_link
 from ._markers_fs import MarkerLocation
 from ._states import Kind
 

@@ -28,7 +28,7 @@ from httk.workflow.protocol import InvalidDocumentError
 from httk.workflow.protocol._jsonio import read_json_object
 
 from ._budgets import Counters
-from ._inspect_job import job_history
+from ._inspect_log import job_history
 from ._markers_fs import MarkerLocation
 from ._request_doc import MAX_REQUEST_BYTES, REQUEST_SUFFIX
 from ._why_report import INFO, WARNING, AttemptHistory, Finding
