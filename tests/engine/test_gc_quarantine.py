@@ -3,8 +3,9 @@
 
 The first test strands it for real — the quarantining ``fsck --repair`` is stopped right after each
 mutation of a record's temporary name (``tests/crashkit.py``) and then run again, as an operator would —
-so the name gc matches is the one the mutation seam actually writes. Ages are modification times set into
-the past; nothing sleeps.
+so the name gc matches is the one the mutation seam actually writes. A retired request's record has the
+same kind of staging name in ``requests/retired/``. Ages are modification times set into the past;
+nothing sleeps.
 """
 
 from __future__ import annotations
@@ -93,3 +94,25 @@ def test_only_a_records_staging_name_is_collected_from_quarantine(tmp_path: Path
     assert (report.categories["tmp_entries"].removed, report.frame_ref is not None) == (1, True)
     remaining = {path.name for path in quarantine.iterdir()}
     assert remaining == {*kept, ".marker-directory.quarantine.tmp.7.00000000"}
+
+
+def test_a_stranded_retirement_record_goes_after_a_day_and_retired_requests_keep_their_month(
+    tmp_path: Path,
+) -> None:
+    ws = init(tmp_path / "ws", durable=False)
+    retired = ws.requests_dir / "retired"
+    retired.mkdir(parents=True, exist_ok=True)
+    request = "0123456789abcdef0123456789abcdef.json"
+    (retired / request).write_bytes(b"{}")
+    (retired / f"{request}.retirement").write_bytes(b'{"reason": "generation_moved"}')
+    stranded = retired / f".{request}.retirement.tmp.4242.0a1b2c3d"
+    stranded.write_bytes(b'{"reason": "gen')
+    age_all(retired, 0.99)
+    assert collect(ws).categories["tmp_entries"].candidates == 0 and stranded.exists()
+
+    age_all(retired, 2)  # past a day, inside the month a retired request is kept
+    assert always_safe_census(ws)["tmp_entries"] == 1
+    report = collect(ws)
+    assert report.categories["tmp_entries"].removed == 1
+    assert report.categories["retired_requests"].removed == 0
+    assert sorted(path.name for path in retired.iterdir()) == [request, f"{request}.retirement"]

@@ -13,7 +13,8 @@
   ``.<entry>.quarantine.tmp.<pid>.<hex>`` of an audit record, which ``_fsops.write_file_atomic`` renames
   away within one operation. One still there was never published — no entry, no record — so it is an
   unpublished staging entry like those in ``tmp/``, counted with them and collected after 24 hours. A
-  quarantined entry and its ``.quarantine`` record never begin with a dot and are never touched.
+  quarantined entry and its ``.quarantine`` record never begin with a dot and are never touched. The
+  same holds for ``.<request>.retirement.tmp.<pid>.<hex>`` in ``requests/retired/``.
 
 Cost: one listing of each of these directories and one ``lstat`` per entry.
 """
@@ -32,6 +33,8 @@ REQUEST_SECONDS = 30 * DAY_SECONDS
 RETIREMENT_SUFFIX = ".retirement"
 QUARANTINE_STAGING = re.compile(r"\.[^/]+\.quarantine\.tmp\.[0-9]+\.[0-9a-f]{8}\Z")
 """``write_file_atomic``'s temporary name (``engine/_fsops.py``) for a ``<entry>.quarantine`` record."""
+RETIREMENT_STAGING = re.compile(r"\.[^/]+\.retirement\.tmp\.[0-9]+\.[0-9a-f]{8}\Z")
+"""The same for a retired request's ``<request>.retirement`` record."""
 
 
 def sweep_scratch(sweep: Sweep) -> None:
@@ -41,7 +44,8 @@ def sweep_scratch(sweep: Sweep) -> None:
         _sweep_tmp(sweep, directory)
     _sweep_claimed(sweep, workspace.requests_dir / "claimed")
     _sweep_retired(sweep, workspace.requests_dir / "retired")
-    _sweep_quarantine_staging(sweep, workspace.quarantine_dir)
+    _sweep_record_staging(sweep, workspace.requests_dir / "retired", RETIREMENT_STAGING)
+    _sweep_record_staging(sweep, workspace.quarantine_dir, QUARANTINE_STAGING)
 
 
 def _entries(sweep: Sweep, directory: Path) -> list[os.DirEntry[str]]:
@@ -70,10 +74,10 @@ def _sweep_tmp(sweep: Sweep, directory: Path) -> None:
             sweep.remove_entry("tmp_entries", entry.path)
 
 
-def _sweep_quarantine_staging(sweep: Sweep, quarantine: Path) -> None:
-    for entry in _entries(sweep, quarantine):
-        if not QUARANTINE_STAGING.match(entry.name) or not entry.is_file(follow_symlinks=False):
-            continue  # a quarantined entry, its record, or anything else: an operator's to remove
+def _sweep_record_staging(sweep: Sweep, directory: Path, staging: re.Pattern[str]) -> None:
+    for entry in _entries(sweep, directory):
+        if not staging.match(entry.name) or not entry.is_file(follow_symlinks=False):
+            continue  # an entry, its record, or anything else: not scratch of ours
         sweep.visit()
         mtime = _mtime(entry)
         if mtime is not None and sweep.age(mtime) > TMP_SECONDS:
