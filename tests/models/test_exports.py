@@ -17,6 +17,7 @@ MODELS = [
     "JobDefinition",
     "ManagerManifest",
     "Outcome",
+    "QuarantineRecord",
     "Request",
     "RetiredRequest",
     "Spawn",

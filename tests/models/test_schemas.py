@@ -34,6 +34,7 @@ MODEL_OF: dict[str, str] = {
     "job": "JobDefinition",
     "manager": "ManagerManifest",
     "outcome": "Outcome",
+    "quarantine": "QuarantineRecord",
     "request": "Request",
     "retired-request": "RetiredRequest",
     "spawn": "Spawn",
@@ -48,6 +49,7 @@ FORMAT_OF: dict[str, str] = {
     "job": "httk-workflow-job",
     "manager": "httk-workflow-manager",
     "outcome": "httk-workflow-outcome",
+    "quarantine": "httk-workflow-quarantine",
     "request": "httk-workflow-request",
     "retired-request": "httk-workflow-retired-request",
     "spawn": "httk-workflow-spawn",
@@ -115,7 +117,9 @@ def test_every_reference_resolves_in_a_registry_of_the_schema_files(name: str) -
     schema = models.load_schema(name)
     resolver = registry.resolver(base_uri=schema["$id"])
     for ref in _refs(schema):
-        assert ref.startswith(("#", "common.schema.json#", "failure.schema.json")), ref
+        assert ref.startswith(("#", "common.schema.json#", "failure.schema.json", "outcome.schema.json#")), (
+            ref
+        )
         resolver.lookup(ref)
 
 
@@ -235,6 +239,11 @@ SPAWN = _document("spawn.json")
 HEARTBEAT = _document("heartbeat.json")
 MANAGER = _document("manager.json")
 RETIRED = _example("retired-request.json")
+QUARANTINED_REQUEST = _document("quarantine.request.json")
+QUARANTINED_MARKER = _document("quarantine.marker.json")
+CANCELLING = _document("state-frame.cancelling.json")
+RUNNING = _document("state-frame.running.json")
+COMMITTING = _document("state-frame.committing.json")
 GC = _example("gc.json")
 UPPER_UUID = "01234567-89AB-CDEF-0123-456789ABCDEF"
 SHA = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
@@ -382,6 +391,39 @@ REFUSED = [
     ("state-frame", changed(FRAME, ("fsck_repair",), {"recovered_record_ref": "r1"}), BOTH, "bad-record-ref"),
     ("state-frame", changed(FRAME, ("process",), {"host": "node17", "pid": 0}), BOTH, "pid-0"),
     ("state-frame", changed(FRAME, ("lease_seconds",), 0), BOTH, "frame-lease-0"),
+    ("state-frame", changed(FRAME, ("activation_reason",), "resumed"), BOTH, "unknown-activation-reason"),
+    ("state-frame", changed(FRAME, ("unclean_restart",), "yes"), BOTH, "unclean-restart-not-boolean"),
+    ("state-frame", changed(FRAME, ("operator_reason",), 7), BOTH, "operator-reason-not-a-string"),
+    ("state-frame", changed(FRAME, ("unresolved",), ["branch-a"]), BOTH, "unresolved-not-a-job-key"),
+    ("state-frame", changed(CANCELLING, ("cancellation", "fenced_by"), "me"), BOTH, "fenced-by-not-a-uuid"),
+    (
+        "state-frame",
+        changed(CANCELLING, ("cancellation", "control_dir"), "../x"),
+        BOTH,
+        "control-dir-elsewhere",
+    ),
+    (
+        "state-frame",
+        changed(RUNNING, ("takeover", "rule"), "allocation_ended"),
+        BOTH,
+        "unknown-takeover-rule",
+    ),
+    ("state-frame", changed(RUNNING, ("takeover", "workdir_mode"), _DELETE), BOTH, "takeover-without-mode"),
+    ("state-frame", changed(RUNNING, ("process", "start_ticks"), "81723645"), BOTH, "start-ticks-string"),
+    ("state-frame", changed(COMMITTING, ("outcome", "action"), _DELETE), BOTH, "outcome-without-action"),
+    ("state-frame", changed(COMMITTING, ("outcome", "has_transaction"), 1), BOTH, "has-transaction-not-bool"),
+    (
+        "state-frame",
+        changed(FRAME, ("spawned",), [{"job_id": UPPER_UUID.lower(), "label": "a"}]),
+        BOTH,
+        "spawned-child-incomplete",
+    ),
+    (
+        "state-frame",
+        changed(FRAME, ("released_claim",), {"manager_id": UPPER_UUID.lower()}),
+        BOTH,
+        "released-claim-incomplete",
+    ),
     # request
     ("request", changed(REQUEST, ("action",), "override_step"), SCHEMA_ONLY, "override-step-without-step"),
     ("request", changed(REQUEST, ("action",), "set_priority"), SCHEMA_ONLY, "set-priority-without-priority"),
@@ -393,6 +435,13 @@ REFUSED = [
     ("retired-request", changed(RETIRED, ("request",), "ready/x.json"), BOTH, "retired-request-path"),
     ("retired-request", changed(RETIRED, ("manager_id",), UPPER_UUID), BOTH, "retired-uppercase-uuid"),
     ("retired-request", changed(RETIRED, ("retired_at",), "yesterday"), BOTH, "retired-at-not-a-time"),
+    ("quarantine", changed(QUARANTINED_REQUEST, ("entry",), "../request-x"), BOTH, "entry-traverses"),
+    ("quarantine", changed(QUARANTINED_REQUEST, ("original_path",), "/etc/x"), BOTH, "absolute-original"),
+    ("quarantine", changed(QUARANTINED_REQUEST, ("reason",), ""), BOTH, "quarantine-without-why"),
+    ("quarantine", changed(QUARANTINED_REQUEST, ("manager_id",), _DELETE), SCHEMA_ONLY, "request-by-nobody"),
+    ("quarantine", changed(QUARANTINED_MARKER, ("problem",), _DELETE), SCHEMA_ONLY, "marker-without-problem"),
+    ("quarantine", changed(QUARANTINED_MARKER, ("quarantined_by",), "me"), BOTH, "marker-by-another-tool"),
+    ("quarantine", changed(QUARANTINED_MARKER, ("job_key",), "x"), BOTH, "marker-bad-job-key"),
     ("heartbeat", changed(HEARTBEAT, ("sequence",), -1), BOTH, "negative-sequence"),
     ("heartbeat", changed(HEARTBEAT, ("pid",), 0), BOTH, "heartbeat-pid-0"),
     ("heartbeat", changed(HEARTBEAT, ("updated_at",), "2026-07-26 09:12:44"), BOTH, "updated-at-not-rfc3339"),

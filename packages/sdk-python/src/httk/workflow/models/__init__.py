@@ -2,9 +2,9 @@
 
 ``schemas/`` holds one JSON Schema (draft 2020-12) per protocol document -- format.json, job.json, the
 failure object, outcome.json, the transaction manifest, spawn.json, the attempt context, the state frame,
-requests and their retirement records, the manager heartbeat and manifest, and the gc frame -- plus
-``common.schema.json`` with the definitions they share. The schemas are the contract. The models in
-``_generated/`` are derived from them by ``scripts/generate_models.py`` and never edited by hand.
+requests and their retirement records, the manager heartbeat and manifest, the gc frame and the quarantine
+record -- plus ``common.schema.json`` with the definitions they share. The schemas are the contract. The
+models in ``_generated/`` are derived from them by ``scripts/generate_models.py`` and never edited by hand.
 
 Rules a schema cannot express (byte limits of a serialization, path containment, digest agreement,
 uniqueness within a list) are checked by ``httk.workflow.protocol``, not here; and the generated models
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ._generated.job_schema import JobDefinition
     from ._generated.manager_schema import ManagerManifest
     from ._generated.outcome_schema import Outcome
+    from ._generated.quarantine_schema import QuarantineRecord
     from ._generated.request_schema import Request
     from ._generated.retired_request_schema import RetiredRequest
     from ._generated.spawn_schema import Spawn
@@ -60,6 +61,7 @@ __all__ = [
     "JobDefinition",
     "ManagerManifest",
     "Outcome",
+    "QuarantineRecord",
     "Request",
     "RetiredRequest",
     "Spawn",
@@ -80,6 +82,7 @@ _MODELS: dict[str, tuple[str, str]] = {
     "JobDefinition": ("job_schema", "job"),
     "ManagerManifest": ("manager_schema", "manager"),
     "Outcome": ("outcome_schema", "outcome"),
+    "QuarantineRecord": ("quarantine_schema", "quarantine"),
     "Request": ("request_schema", "request"),
     "RetiredRequest": ("retired_request_schema", "retired-request"),
     "Spawn": ("spawn_schema", "spawn"),

@@ -45,6 +45,23 @@ Tag syntax, shared by job tags, claim pools, capabilities and child labels: 1 to
 """
 
 
+JobKey = TypeAliasType(
+    "JobKey",
+    Annotated[
+        StrictStr,
+        Field(
+            max_length=86,
+            min_length=36,
+            pattern="^(?:[a-z0-9](?:-?[a-z0-9._])*-?--)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="Job key",
+        ),
+    ],
+)
+"""
+The filesystem component [<tag>--]<job-uuid>: the payload directory name and the stem of every marker of one job. The UUID is authoritative; the tag is for human navigation.
+"""
+
+
 Placement = TypeAliasType(
     "Placement",
     Annotated[StrictStr, Field(min_length=1, pattern="^[^/\\x00]+(?:/[^/\\x00]+)*$", title="Placement")],
@@ -178,6 +195,13 @@ class JoinChild(BaseModel):
     ]
     """
     The placement the child was spawned at.
+    """
+    label: Annotated[
+        StrictStr | None,
+        Field(max_length=48, min_length=1, pattern="^[a-z0-9](?:-?[a-z0-9._])*-?$", title="Label"),
+    ] = None
+    """
+    The child's label in its parent's spawn set; the manager attaches it to the join it records.
     """
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from typing_extensions import TypeAliasType
 
 from . import common_schema, failure_schema
 
@@ -23,6 +24,113 @@ class Reason(BaseModel):
     """
     A human-readable reason.
     """
+
+
+ActivationId = TypeAliasType(
+    "ActivationId",
+    Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ],
+)
+"""
+Must match the current state frame.
+"""
+
+
+AttemptId = TypeAliasType(
+    "AttemptId",
+    Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ],
+)
+"""
+Must match the current state frame.
+"""
+
+
+ExpectedDataGeneration = TypeAliasType(
+    "ExpectedDataGeneration", Annotated[StrictInt, Field(ge=0, le=18446744073709551615, title="Generation")]
+)
+"""
+Required when the outcome contains a transaction; must equal the generation of the attempt context.
+"""
+
+
+Failure = TypeAliasType("Failure", failure_schema.Failure)
+"""
+The declared failure; required for fail.
+"""
+
+
+JobId = TypeAliasType(
+    "JobId",
+    Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ],
+)
+"""
+Must match the current state frame.
+"""
+
+
+Join = TypeAliasType("Join", common_schema.Join)
+"""
+The child set to wait for; required for wait.
+"""
+
+
+NextStep = TypeAliasType(
+    "NextStep",
+    Annotated[
+        StrictStr,
+        Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9_][A-Za-z0-9._-]*$", title="Step name"),
+    ],
+)
+"""
+The step of the next activation; required for advance and wait.
+"""
+
+
+Pause = TypeAliasType("Pause", Reason)
+"""
+Why the job asks for an operator; required for pause.
+"""
+
+
+Priority = TypeAliasType("Priority", Annotated[StrictInt, Field(ge=0, le=999, title="Priority")])
+"""
+The priority of the marker the committed action produces; omission preserves the current one.
+"""
+
+
+Resources = TypeAliasType("Resources", dict[str, common_schema.ResourcesAdditionalProperty])
+"""
+Resource quantities the next activation needs.
+"""
+
+
+Retry = TypeAliasType("Retry", Reason)
+"""
+Why this activation asks to be retried; required for retry.
+"""
 
 
 class Outcome(BaseModel):

@@ -9,121 +9,181 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from typing_extensions import TypeAliasType
 
-from . import common_schema, failure_schema
+from . import common_schema, failure_schema, outcome_schema
 
 PreviousRecordRef = TypeAliasType("PreviousRecordRef", Annotated[StrictStr, Field(min_length=1)])
 """
-The frame of the preceding transition (an hwref-v1 reference), or init, or null where there is none.
+The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame.
 """
 
 
-class OutcomeReference(BaseModel):
+class SpawnedChild(BaseModel):
     """
-    The outcome a committing frame commits, so that a recovering manager replays it without rerunning the step; later frames may keep its summary.
+    One child of a committed spawn set, as step 5 registers it.
     """
 
     model_config = ConfigDict(
         extra="allow",
     )
-    attempt_id: Annotated[
-        StrictStr | None,
+    job_id: Annotated[
+        StrictStr,
         Field(
             max_length=36,
             min_length=36,
             pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
             title="UUID",
         ),
-    ] = None
+    ]
     """
-    The attempt that published the outcome.
+    The child's job UUID.
     """
-    path: Annotated[
-        StrictStr | None, Field(min_length=1, pattern="^[^/\\x00]+(?:/[^/\\x00]+)*$", title="Relative path")
-    ] = None
+    job_key: Annotated[
+        StrictStr,
+        Field(
+            max_length=86,
+            min_length=36,
+            pattern="^(?:[a-z0-9](?:-?[a-z0-9._])*-?--)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="Job key",
+        ),
+    ]
     """
-    The published outcome directory relative to the payload, .httk-attempt.<attempt-id>/outcome.ready.
+    The child's job key.
     """
-    sha256: Annotated[
-        StrictStr | None,
-        Field(max_length=64, min_length=64, pattern="^[0-9a-f]{64}$", title="SHA-256 digest"),
-    ] = None
+    label: Annotated[
+        StrictStr, Field(max_length=48, min_length=1, pattern="^[a-z0-9](?:-?[a-z0-9._])*-?$", title="Label")
+    ]
     """
-    The digest of outcome.json as read.
+    The child's label in the spawn set.
     """
-    action: Literal["advance", "wait", "succeed", "fail", "retry", "pause"] | None = None
+    placement: Annotated[
+        StrictStr, Field(min_length=1, pattern="^[^/\\x00]+(?:/[^/\\x00]+)*$", title="Placement")
+    ]
     """
-    The outcome's action.
+    Where the child's payload is registered.
     """
-    next_step: Annotated[
-        StrictStr | None,
-        Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9_][A-Za-z0-9._-]*$", title="Step name"),
-    ] = None
+    spawn_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
     """
-    The outcome's next step.
+    The spawn entry; the child's job.json parent.spawn_id names it.
     """
-    message: StrictStr | None = None
+    priority: Annotated[StrictInt, Field(ge=0, le=999, title="Priority")]
     """
-    The outcome's message.
+    The child's priority, from its job.json.
     """
-    has_transaction: StrictBool | None = None
+    job_digest: Annotated[
+        StrictStr, Field(max_length=64, min_length=64, pattern="^[0-9a-f]{64}$", title="SHA-256 digest")
+    ]
     """
-    The outcome carries a transaction.
-    """
-    has_children: StrictBool | None = None
-    """
-    The outcome carries child bundles.
+    The SHA-256 of the child's job.json bytes as validated.
     """
 
 
 HeartbeatAgeSeconds = TypeAliasType("HeartbeatAgeSeconds", Annotated[StrictFloat, Field(ge=0.0)])
 """
-The observed age of the previous owner's heartbeat.
+The observed age of the previous owner's heartbeat; null when it had none.
 """
 
 
 class Takeover(BaseModel):
     """
-    The evidence that admitted taking over an abandoned attempt, recorded in the new attempt's frame; every use of an explicitly unsafe policy is recorded too.
+    The evidence that admitted taking over an abandoned attempt, in the frame that retried (or failed) it and copied into the next attempt's claimed and running frames; every use of an explicitly unsafe policy is recorded.
     """
 
     model_config = ConfigDict(
         extra="allow",
     )
-    rule: Annotated[StrictStr, Field(max_length=128, min_length=1, pattern="^\\S+$", title="Code")]
+    rule: Literal[
+        "process_gone",
+        "no_launched_process",
+        "heartbeat_silent",
+        "unsafe_persistent_takeover",
+        "unsafe_isolated_takeover",
+    ]
     """
-    Which rule admitted the takeover, e.g. process_gone, allocation_ended, heartbeat_silent or unsafe_lease_only.
+    Which rule admitted the takeover: the recorded process is provably gone on this host (process_gone), none was ever recorded (no_launched_process), an isolated attempt's manager was silent for the takeover grace (heartbeat_silent), or an explicitly unsafe policy (lease expiry alone).
     """
-    heartbeat_age_seconds: HeartbeatAgeSeconds | None = None
+    previous_manager_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
     """
-    The observed age of the previous owner's heartbeat.
+    The manager that owned the abandoned attempt.
+    """
+    heartbeat_age_seconds: HeartbeatAgeSeconds | None
+    """
+    The observed age of the previous owner's heartbeat; null when it had none.
+    """
+    workdir_mode: Literal["persistent", "isolated"]
+    """
+    The job's workdir mode, which decides the rules that apply.
+    """
+    killed_orphan: StrictBool | None = None
+    """
+    The attempt's process was still running on this host and was killed before the takeover.
+    """
+    grace_seconds: Annotated[StrictFloat | None, Field(gt=0.0)] = None
+    """
+    The takeover grace heartbeat_silent waited out (takeover_grace_factor leases).
     """
     unsafe: StrictBool = False
     """
     An explicitly unsafe policy admitted the takeover.
     """
-    previous_manager_id: Annotated[
-        StrictStr | None,
+
+
+HeartbeatAgeSeconds1 = TypeAliasType("HeartbeatAgeSeconds1", Annotated[StrictFloat, Field(ge=0.0)])
+"""
+The age of that manager's heartbeat when the claim was released; null when it had none.
+"""
+
+
+class ReleasedClaim(BaseModel):
+    """
+    A stale claim a recovering manager released back to ready (its counters undone), in that ready frame.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    manager_id: Annotated[
+        StrictStr,
         Field(
             max_length=36,
             min_length=36,
             pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
             title="UUID",
         ),
-    ] = None
+    ]
     """
-    The manager that owned the abandoned attempt.
+    The manager whose claim was released.
     """
-    previous_attempt_id: Annotated[
-        StrictStr | None,
+    attempt_id: Annotated[
+        StrictStr,
         Field(
             max_length=36,
             min_length=36,
             pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
             title="UUID",
         ),
-    ] = None
+    ]
     """
-    The abandoned attempt.
+    The attempt the claim had created, never launched.
+    """
+    heartbeat_age_seconds: HeartbeatAgeSeconds1 | None
+    """
+    The age of that manager's heartbeat when the claim was released; null when it had none.
     """
 
 
@@ -135,7 +195,7 @@ The signal that ended the process, when known.
 
 class Cancellation(BaseModel):
     """
-    A cancellation in progress (in a cancelling frame) or its verified end (in a cancelled frame, where verified is required).
+    A cancellation in progress (in a cancelling frame: the fence, naming the attempt and who fenced it) or its verified end (in a cancelled frame, where verified is required).
     """
 
     model_config = ConfigDict(
@@ -172,7 +232,14 @@ class Cancellation(BaseModel):
         ),
     ] = None
     """
-    The fenced attempt.
+    The fenced attempt, or the claimed one that never launched.
+    """
+    control_dir: Annotated[
+        StrictStr | None,
+        Field(pattern="^\\.httk-attempt\\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"),
+    ] = None
+    """
+    The fenced attempt's control directory, .httk-attempt.<attempt-id>, relative to the payload.
     """
     previous_manager_id: Annotated[
         StrictStr | None,
@@ -184,11 +251,23 @@ class Cancellation(BaseModel):
         ),
     ] = None
     """
-    The manager that owned the fenced attempt.
+    The manager that owned the fenced (or claimed) attempt.
     """
-    unverified_reason: StrictStr | None = None
+    fenced_by: Annotated[
+        StrictStr | None,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ] = None
     """
-    Why the exit could not be verified yet, in a cancelling frame.
+    The manager that renamed running to cancelling.
+    """
+    unverified_reason: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    Why the fencing manager already knew it could not verify the exit (the process ran on another host or in another boot), in a cancelling frame.
     """
 
 
@@ -281,9 +360,27 @@ The process group ID.
 """
 
 
+StartTicks = TypeAliasType("StartTicks", Annotated[StrictInt, Field(ge=0)])
+"""
+The process's start time in clock ticks since boot (/proc/<pid>/stat), which tells it from a recycled pid.
+"""
+
+
+BootId = TypeAliasType("BootId", Annotated[StrictStr, Field(min_length=1)])
+"""
+The kernel boot id the process started under.
+"""
+
+
+PidNamespace = TypeAliasType("PidNamespace", Annotated[StrictStr, Field(min_length=1)])
+"""
+The pid namespace the pid belongs to.
+"""
+
+
 class Process(BaseModel):
     """
-    The identity of the launched runner process, recorded before the launch gate is released.
+    The identity of the launched runner process (as process.json records it), recorded before the launch gate is released.
     """
 
     model_config = ConfigDict(
@@ -300,6 +397,63 @@ class Process(BaseModel):
     pgid: Pgid | None = None
     """
     The process group ID.
+    """
+    start_ticks: StartTicks | None = None
+    """
+    The process's start time in clock ticks since boot (/proc/<pid>/stat), which tells it from a recycled pid.
+    """
+    boot_id: BootId | None = None
+    """
+    The kernel boot id the process started under.
+    """
+    pid_namespace: PidNamespace | None = None
+    """
+    The pid namespace the pid belongs to.
+    """
+
+
+class CommittedOutcome(BaseModel):
+    """
+    The published outcome.json as the manager validated it: every member as outcome.schema.json describes it (a wait's join with each child's spawn label attached, a malformed runner_steps dropped), plus has_transaction.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    format: Literal["httk-workflow-outcome"] | None = None
+    """
+    Document type.
+    """
+    format_version: Literal[1] | None = None
+    """
+    Major format version.
+    """
+    job_id: outcome_schema.JobId | None = None
+    activation_id: outcome_schema.ActivationId | None = None
+    attempt_id: outcome_schema.AttemptId | None = None
+    action: Literal["advance", "wait", "succeed", "fail", "retry", "pause"]
+    """
+    What the manager does after the commit.
+    """
+    next_step: outcome_schema.NextStep | None = None
+    join: outcome_schema.Join | None = None
+    failure: outcome_schema.Failure | None = None
+    retry: outcome_schema.Retry | None = None
+    pause: outcome_schema.Pause | None = None
+    priority: outcome_schema.Priority | None = None
+    message: StrictStr | None = None
+    """
+    A human-readable note for the journal.
+    """
+    resources: outcome_schema.Resources | None = None
+    runner_steps: list[StrictStr] | None = None
+    """
+    The step names the publishing runner implements; evidence for operators, never an input of a manager decision. The specification has a manager ignore a malformed value (with a log entry) rather than reject the outcome, so a manager should check this member apart from the rest.
+    """
+    expected_data_generation: outcome_schema.ExpectedDataGeneration | None = None
+    has_transaction: StrictBool | None = None
+    """
+    The outcome carries a transaction (outcome.ready/transaction/), as the manager found it; it overrides any value the runner wrote.
     """
 
 
@@ -442,7 +596,7 @@ class StateFrame(BaseModel):
     """
     previous_record_ref: PreviousRecordRef | None
     """
-    The frame of the preceding transition (an hwref-v1 reference), or init, or null where there is none.
+    The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame.
     """
     created_at: Annotated[
         StrictStr,
@@ -473,6 +627,10 @@ class StateFrame(BaseModel):
     """
     The current activation.
     """
+    activation_reason: Literal["initial", "advance", "join", "on_impossible", "override_step"] | None = None
+    """
+    Why the current activation was started: initial (registration), advance (an advance outcome), join or on_impossible (a decided join), override_step (an operator request).
+    """
     activation_ordinal: Annotated[StrictInt | None, Field(ge=0, title="Ordinal")] = None
     """
     Activations of the job so far (the budget counter of maximum_activations).
@@ -485,6 +643,20 @@ class StateFrame(BaseModel):
     """
     Attempts of the whole job so far.
     """
+    attempt_reason: Annotated[
+        StrictStr | None, Field(max_length=128, min_length=1, pattern="^\\S+$", title="Code")
+    ] = None
+    """
+    Why the activation's next (or current) attempt runs, passed to the runner as HTTK_WORKFLOW_ATTEMPT_REASON: initial, advance, join, on_impossible, override_step, manual_continue, requested_retry, lease_lost, or the failure code of the attempt it retries.
+    """
+    previous_attempt_id: common_schema.UUID | None = None
+    """
+    The attempt the next (or current) attempt retries; null for the first attempt of an activation.
+    """
+    unclean_restart: StrictBool | None = None
+    """
+    The attempt the next (or current) one retries ended without a valid outcome (it exited or was killed without publishing, or its manager vanished).
+    """
     data_generation: common_schema.Generation | None = None
     """
     The committed data generation; omitted or null when job.json declares data.mode none.
@@ -495,7 +667,7 @@ class StateFrame(BaseModel):
     """
     reason: Annotated[StrictStr, Field(min_length=1)]
     """
-    Why the transition happened, e.g. register, claim, launch, advance, retry, outcome, join_satisfied, operator_continue, fsck_repair.
+    Why the transition happened, as a code. This implementation writes registered, invalid_submission, claimed, launched, prepare_failure, outcome, unusable_outcome, advance, wait, succeed, pause, retry, failure, released_stale_claim, join_satisfied, join_impossible, join_unresolved, join_resolved, invalid_join, dependency_failure, operator_continue, operator_override_step, operator_pause, operator_set_priority, operator_cancel, cancel_verified, operator_delete and fsck_repair; a frame of another writer may carry another code.
     """
     manager_id: Annotated[
         StrictStr | None,
@@ -507,7 +679,7 @@ class StateFrame(BaseModel):
         ),
     ] = None
     """
-    The manager incarnation that wrote the frame or owns the attempt.
+    The manager incarnation that wrote the frame or, in claimed, running and cancelling frames, owns the attempt.
     """
     writer_id: Annotated[
         StrictStr | None,
@@ -574,28 +746,67 @@ class StateFrame(BaseModel):
     """
     The resources allocated to the attempt, or requested for the next activation.
     """
+    workdir: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    The absolute path of the attempt's workdir, from the running frame on; kept in the terminal frame, where a join reads it.
+    """
     failure: failure_schema.Failure | None = None
     """
-    The structured failure; required in a failed frame.
+    The structured failure: required in a failed frame; in the committing frame of an unusable outcome, the protocol_error naming its defect.
+    """
+    last_failure: failure_schema.Failure | None = None
+    """
+    The failure that ended the previous attempt, in the ready frame of a retry or of an operator's continue of a failed job.
+    """
+    retry: outcome_schema.Reason | None = None
+    """
+    The step's own retry request, in the ready frame it caused.
+    """
+    pause: outcome_schema.Reason | None = None
+    """
+    Why the job is paused: the step's pause object, or the operator's reason; in a paused frame.
     """
     join: common_schema.Join | None = None
     """
     The join a waiting job waits for, with every child's exact identity and placement hint; required in a waiting frame.
     """
-    join_summary: common_schema.JoinSummary | None = None
+    next_step: Annotated[
+        StrictStr | None,
+        Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9_][A-Za-z0-9._-]*$", title="Step name"),
+    ] = None
     """
-    The observation vector of the join the current activation follows; the revival guard reads it.
+    The step the activation after a satisfied join starts at; in a waiting frame.
     """
     first_unresolved_at: common_schema.UTCTimestamp | None = None
     """
     When the join first found a named child unresolvable (DECISIONS D7); null once every child resolves.
     """
-    outcome: OutcomeReference | None = None
+    unresolved: list[common_schema.JobKey] | None = None
+    """
+    The join children (job keys) found unresolvable at their placement hint by the evaluation that recorded first_unresolved_at (DECISIONS D7); empty once every child resolves.
+    """
+    join_summary: common_schema.JoinSummary | None = None
+    """
+    The observation vector of the join the current activation follows; the revival guard reads it.
+    """
+    outcome: CommittedOutcome | None = None
+    """
+    The outcome a committing frame commits, so that a recovering manager replays it without rerunning the step; null when the published outcome was unusable (failure then names the defect).
+    """
+    spawned: list[SpawnedChild] | None = None
+    """
+    The validated spawn set of the committed outcome, in spawn.json's order: the children step 5 registers, and verifies on a replay.
+    """
     takeover: Takeover | None = None
+    released_claim: ReleasedClaim | None = None
     cancellation: Cancellation | None = None
     operator: Annotated[StrictStr | None, Field(min_length=1)] = None
     """
-    The operator identity of the request that caused the transition.
+    The operator identity of the request that caused the transition, or of the job delete that fenced the job.
+    """
+    operator_reason: StrictStr | None = None
+    """
+    The reason the operator gave with the request (possibly empty); the frame's own reason is the transition code.
     """
     request_id: Annotated[
         StrictStr | None,
