@@ -29,7 +29,8 @@ def _job(pool_unmet: bool, capability_unmet: bool, executor_unmet: bool) -> dict
         "pool": "gpu" if pool_unmet else "default",
         "required_capabilities": ["avx512", *(["sve"] if capability_unmet else [])],
     }
-    runner = {"backend": "slurm" if executor_unmet else "path", "path": "files/runner", "arguments": []}
+    backend = "slurm" if executor_unmet else "path"
+    runner: dict[str, Any] = {"backend": backend, "path": "files/runner", "arguments": []}
     return minimal_job(claim=claim, runner=runner)
 
 
