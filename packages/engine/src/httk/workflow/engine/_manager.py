@@ -134,19 +134,25 @@ class Manager:
             self.start()
         previous = self._install_signal_handlers()
         try:
-            reason = self._loop()
+            reason = self._serve(previous)
+            census = take_census(self.workspace, self.config)
+        finally:
+            self.workspace.close()  # after an error too: the journal writer lets go of its segment
+        return RunSummary(self.manager_id, census, self.state.launched, self.state.committed, reason)
+
+    def _serve(self, previous_handlers: dict[int, Any]) -> str:
+        """The loop, then the cleanup a loop ended any way needs; the reason it ended."""
+        try:
+            return self._loop()
         except Exception:
             # The traceback reaches the terminal too, but an operator reads a detached manager's log.
             log.exception("manager %s stopped by an unexpected error", self.manager_id)
             raise
         finally:
             self._retire_committed()
-            self._restore_signal_handlers(previous)
+            self._restore_signal_handlers(previous_handlers)
             for stream in self._streams.values():
                 stream.close()
-        census = take_census(self.workspace, self.config)
-        self.workspace.close()
-        return RunSummary(self.manager_id, census, self.state.launched, self.state.committed, reason)
 
     def _loop(self) -> str:
         clock, config = self.state.clock, self.config
