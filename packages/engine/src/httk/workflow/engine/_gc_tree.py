@@ -180,8 +180,7 @@ class _StateWalk:
         if kind in UNOWNED_KINDS and not os.path.lexists(payload):
             return self._payload_removed(entry)
         if self.gates.attempt_control is not None or self.gates.trash is not None:
-            marker = MarkerLocation(kind, placement, MarkerName.parse(name))
-            self._payload_categories(marker, Path(payload), entry.path)
+            self._payload_categories(kind, placement, name, payload, entry.path)
         return False
 
     def _payload_removed(self, entry: os.DirEntry[str]) -> bool:
@@ -199,14 +198,17 @@ class _StateWalk:
         return self.sweep.remove_files("removed_jobs", [entry.path])
 
     # -- attempt-control directories and transaction trash --------------------------------------------
-    def _payload_categories(self, marker: MarkerLocation, payload: Path, marker_path: str) -> None:
-        attempt_days = self.gates.attempt_control if marker.kind in TERMINAL_KINDS else None
-        trash_days = self.gates.trash if marker.kind in QUIESCENT_KINDS else None
+    def _payload_categories(
+        self, kind: Kind, placement: str, name: str, payload: str, marker_path: str
+    ) -> None:
+        attempt_days = self.gates.attempt_control if kind in TERMINAL_KINDS else None
+        trash_days = self.gates.trash if kind in QUIESCENT_KINDS else None
         if attempt_days is None and trash_days is None:
             return
         attempts = _attempt_dirs(payload)
         if not attempts or not os.path.lexists(marker_path):
             return  # the marker moved after the listing began: the job is not where it was seen
+        marker = MarkerLocation(kind, placement, MarkerName.parse(name))  # parsed only when it matters
         if attempt_days is not None and len(attempts) > 1:
             attempts = self._attempt_control(marker, attempts, attempt_days)
         if trash_days is not None:
@@ -243,7 +245,7 @@ class _StateWalk:
             return False
 
 
-def _attempt_dirs(payload: Path) -> list[Path]:
+def _attempt_dirs(payload: str) -> list[Path]:
     try:
         with os.scandir(payload) as listing:
             return sorted(
