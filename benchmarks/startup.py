@@ -1,7 +1,10 @@
 """Start-up cost of the command line: ``httk --help`` and read commands on a small workspace.
 
 The standard is "well under 0.2 s" for both. Prints the median wall time of each command over several
-runs next to a bare ``python -c pass``.
+runs next to a bare ``python -c pass``, twice: as an installation runs it (bytecode cached, as pip leaves
+it: the runs below write the cache first if ``PYTHONDONTWRITEBYTECODE`` kept it from being written), and
+with no bytecode cache at all (every module compiled from source on each start, a cache in an empty
+``PYTHONPYCACHEPREFIX`` that is never written), the worst a first start on a read-only checkout sees.
 
     ./dev bench startup [--runs 15]
 """
@@ -9,6 +12,7 @@ runs next to a bare ``python -c pass``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -17,11 +21,12 @@ import time
 from pathlib import Path
 
 
-def median_seconds(argv: list[str], runs: int) -> float:
+def median_seconds(argv: list[str], runs: int, env: dict[str, str]) -> float:
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)  # warm
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
@@ -54,10 +59,13 @@ def main() -> None:
             "httk workspace status --json": [httk, "workspace", "status", ws, "--json"],
             "httk job list --limit 100": [httk, "job", "list", ws, "--limit", "100"],
         }
-        print(f"{'command':<48} {'median ms':>10} {'vs 200 ms':>10}")
+        cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        uncached = {**cached, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(Path(tmp) / "none")}
+        print(f"{'command':<48} {'cached ms':>10} {'vs 200 ms':>10} {'no cache ms':>12}")
         for name, argv in cases.items():
-            seconds = median_seconds(argv, args.runs)
-            print(f"{name:<48} {seconds * 1000:>10.1f} {seconds / 0.2:>9.2f}x")
+            seconds = median_seconds(argv, args.runs, cached)
+            cold = median_seconds(argv, max(args.runs // 3, 3), uncached)
+            print(f"{name:<48} {seconds * 1000:>10.1f} {seconds / 0.2:>9.2f}x {cold * 1000:>12.1f}")
 
 
 if __name__ == "__main__":
