@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.protocol import InvalidDocumentError, InvalidNameError, validate_priority, validate_step
-from httk.workflow.protocol._job_rules import validate_failure
+from httk.workflow.protocol._job_rules import _check_resources, validate_failure
 from httk.workflow.protocol._jsonio import read_json_object
 
 from ._budgets import Counters, check_advance, check_retry, is_retried
@@ -123,6 +123,11 @@ def validate_outcome(
             raise UnusableOutcomeError(f"outcome priority: {exc}") from None
     if "message" in outcome and not isinstance(outcome["message"], str):
         raise UnusableOutcomeError("outcome member 'message' must be a string")
+    if "resources" in outcome:
+        try:
+            _check_resources(outcome["resources"], None)  # job.json's rule: labels, non-negative integers
+        except InvalidDocumentError as exc:
+            raise UnusableOutcomeError(f"outcome member {exc.member!r}: {exc.rule}") from None
     cleaned = dict(outcome)
     if "runner_steps" in cleaned and not _valid_steps(cleaned["runner_steps"]):
         notes.append("ignored a malformed runner_steps (it must be an array of step names)")
@@ -276,6 +281,8 @@ def _decide(job: Mapping[str, Any], frame: Mapping[str, Any], outcome: Mapping[s
             failure = {"code": verdict.code, "message": verdict.message}
             members = {**base, **attempt_evidence(frame), "failure": failure, "reason": "failure"}
             return Decision(Kind.FAILED, members, priority)
+        if "resources" in outcome:  # the next activation's requirement, carried across its retries
+            base["resources"] = dict(outcome["resources"])
     if action == "wait":
         waiting = {
             **base,
