@@ -69,3 +69,34 @@ def test_the_census_agrees_with_the_claim_predicate_for_every_combination(tmp_pa
         "1 ready job(s) need executor slurm, which this manager does not serve",
         "4 ready job(s) need pool gpu: run a manager with --pool gpu",
     ]
+
+
+def test_the_census_names_the_resource_a_ready_job_needs_beyond_the_capacities(tmp_path: Path) -> None:
+    state = new_state(init(tmp_path / "ws", durable=False).root)
+    capacities = {"procs": 8, "gpus": 0}
+    served = ManagerConfig(pools=("default",), resources=capacities)
+    requirements = [{}, {"procs": 8}, {"procs": 9}, {"gpus": 1}, {"gpus": 2, "procs": 1}, {"licenses": 0}]
+    expected: dict[str, int] = {}
+    for requirement in requirements:
+        job_in(state, Kind.READY, job=minimal_job(resources=requirement))
+        mismatches = claim_mismatches(
+            minimal_job(), served.pools, (), requirement=requirement, capacities=capacities
+        )
+        if mismatches:
+            assert mismatches == ("resources",)
+            label = f"resource {min(k for k, v in requirement.items() if v > capacities.get(k, 0))}"
+            expected[label] = expected.get(label, 0) + 1
+    job_in(state, Kind.READY, job=minimal_job(resources={"gpus": 1}, claim={"pool": "gpu"}))
+
+    census = take_census(state.workspace, served)
+
+    assert dict(census.not_claimable) == expected | {"pool gpu": 1}
+    assert expected == {"resource procs": 1, "resource gpus": 2}
+    assert census.as_dict()["ready_blocked"] == {"pool": {"gpu": 1}, "resources": {"gpus": 2, "procs": 1}}
+    assert census.advice() == [
+        "1 ready job(s) need pool gpu: run a manager with --pool gpu",
+        "2 ready job(s) need resource gpus (up to 2): add --worker-resource gpus 2",
+        "1 ready job(s) need resource procs (up to 9): add --worker-resource procs 9",
+    ]
+    # A manager that schedules no resources claims them all: nothing but the pool is reported.
+    assert take_census(state.workspace, SERVED).not_claimable == {"pool gpu": 1}

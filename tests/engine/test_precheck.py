@@ -67,6 +67,25 @@ def test_an_unclaimable_job_fails_in_the_words_of_job_why(state: ManagerState) -
     )
 
 
+def test_a_resource_no_manager_advertises_fails_pending_jobs_of_both_kinds(state: ManagerState) -> None:
+    _job, submitted = submit_job(state.workspace, PLACEMENT, resources={"gpus": 1})
+    _job, ready = submit_job(state.workspace, PLACEMENT, resources={"gpus": 1})
+    register_job(state, current(state.workspace, PLACEMENT, ready))
+    submit_job(state.workspace, PLACEMENT, resources={"gpus": 0})  # zero needs nothing: ok
+    register(state.workspace, "m", resources={"procs": 4})
+
+    report = precheck(state.workspace)
+
+    assert dict(report.counts) == {"failing": 2, "indeterminate": 0, "ok": 1}
+    lacking = "no live manager can claim it: manager m lacks resources gpus=1 (it advertises procs=4)"
+    assert findings_of(report, submitted)["claimed by"].text == lacking
+    assert findings_of(report, ready)["claimed by"].text == lacking
+    assert (
+        lacking
+        == finding(why(state.workspace, current(state.workspace, PLACEMENT, ready)), "claimed by").text
+    )
+
+
 def test_without_a_live_manager_one_notice_replaces_the_claim_findings(
     state: ManagerState, clock: ManualClock
 ) -> None:

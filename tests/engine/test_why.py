@@ -119,6 +119,31 @@ def test_an_unclaimable_job_names_the_closest_managers_unmet_requirement(state: 
     assert diagnosis.next_steps == ("run a manager with --capability cuda",)
 
 
+def test_a_resource_beyond_every_managers_capacity_names_the_flag_that_serves_it(
+    state: ManagerState,
+) -> None:
+    marker = ready_job(state, resources={"gpus": 2, "procs": 4})
+    register(state.workspace, "m-cpu", resources={"procs": 8})
+    register(state.workspace, "m-gpu", resources={"procs": 8, "gpus": 1})
+
+    diagnosis = why(state.workspace, marker)
+
+    assert diagnosis.blocked
+    assert diagnosis.answer == (
+        "no live manager can claim it: manager m-cpu lacks resources gpus=2 (it advertises procs=8)"
+    )
+    assert diagnosis.next_steps == ("run a manager with --worker-resource gpus 2",)
+    resources = finding(diagnosis, "resources")
+    assert resources.status == "blocked" and resources.text.startswith("resources gpus=2,procs=4: ")
+    assert "m-gpu: resources gpus=2 (it advertises gpus=1,procs=8)" in resources.text
+    assert topics(diagnosis) == [*PRECONDITIONS[:-1], "resources", "claimed by"]
+
+    register(state.workspace, "m-big", resources={"procs": 4, "gpus": 2})
+    served = why(state.workspace, marker)
+    assert served.answer.startswith("claimable: m-big would claim it")
+    assert finding(served, "resources").text == "resources gpus=2,procs=4: served by m-big"
+
+
 def test_a_placement_outside_every_managers_prefixes_is_named(state: ManagerState) -> None:
     marker = ready_job(state)
     register(state.workspace, "m", placement_prefixes=("proj/b",))

@@ -4,10 +4,17 @@ A launch is ordered so that no runner can execute without its running marker: th
 its process is created blocked on the launch gate, the process identity is recorded, the running
 frame (naming that identity) is appended and the marker renamed, and only then is the gate released. A
 lost rename aborts the gate, whose process exits without running anything.
+
+Resources (:mod:`._resources`): a manager with capacities reads a candidate's requirement from its frame
+and claims it only when its allocation fits next to the reservations of the attempts it runs; the
+allocation is held in the :class:`LiveAttempt` from the launch until the attempt is reaped (claim and
+launch run in one call, so nothing is claimed in between). Without capacities, or without a requirement
+and capacities, the claim path costs two emptiness checks more than it did before resources existed.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import importlib.util
 import logging
@@ -18,6 +25,7 @@ from typing import Any
 
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError
 
+from . import _resources
 from ._attempt import AttemptPlan, prepare_attempt
 from ._budgets import Counters
 from ._clock import utc_timestamp
@@ -100,11 +108,18 @@ def claim_mismatches(
     pools: Collection[str],
     capabilities: Collection[str],
     executors: Collection[str] = SERVED_EXECUTORS,
+    *,
+    requirement: Mapping[str, int] | None = None,
+    capacities: Mapping[str, int] | None = None,
 ) -> tuple[str, ...]:
-    """Which of ``pool``, ``capabilities``, ``executor`` a manager serving these lacks for a job.
+    """Which of ``pool``, ``capabilities``, ``executor``, ``resources`` a manager serving these lacks.
 
-    The one claim predicate: :func:`claimable` claims only when it is empty, and ``job why`` and
-    ``precheck`` name what it returns, so a diagnosis cannot drift from what a manager does.
+    The one claim predicate: a manager claims only when it is empty, and ``job why``, ``precheck`` and
+    the census name what it returns, so a diagnosis cannot drift from what a manager does. ``resources``
+    is checked only given capacities (``None``: the manager schedules none); ``requirement`` is the
+    current frame's. The manager applies the two halves where it has their inputs: :func:`claimable`
+    the definition's before it reads a frame, :func:`_place` the requirement's (:func:`._resources.unmet`)
+    after.
     """
     claim = document["claim"]
     unmet: tuple[str, ...] = ()
@@ -114,21 +129,68 @@ def claim_mismatches(
         unmet += ("capabilities",)
     if document["runner"].get("backend", "path") not in executors:
         unmet += ("executor",)
+    if capacities is not None and requirement and _resources.unmet(requirement, capacities):
+        unmet += ("resources",)
     return unmet
 
 
+class Claim(enum.Enum):
+    """What trying one ready candidate came to."""
+
+    CLAIMED = "claimed"  # claimed, then launched (or failed while being prepared)
+    LOST = "lost"  # another actor moved it first, or its frame cannot be read
+    NOT_HERE = "not_here"  # this manager can never claim it: the census reports it, nobody waits for it
+    LATER = "later"  # its allocation does not fit next to the running attempts' reservations yet
+
+
 def claim_and_launch(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> bool:
-    """Claim one ready job and launch its attempt; ``False`` when another actor won the claim."""
-    frame = state.frame_or_none(marker)
+    """Claim one ready job and launch its attempt; ``False`` when another actor won the claim (or its
+    resources do not fit here)."""
+    return claim_ready(state, marker, job) is Claim.CLAIMED
+
+
+def claim_ready(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> Claim:
+    """Claim a ready job :func:`claimable` admitted and launch its attempt, if its resources fit now."""
+    frame = state.awaiting_room.pop(marker, None) if state.awaiting_room else None
     if frame is None:
-        return False
+        frame = state.frame_or_none(marker)
+        if frame is None:
+            return Claim.LOST
+    allocation = None
+    capacities = state.config.resources
+    if capacities is not None and (capacities or frame.get("resources")):
+        placed = _place(state, frame, capacities)
+        if isinstance(placed, Claim):
+            if placed is Claim.LATER:
+                state.awaiting_room[marker] = frame
+            return placed
+        allocation = placed
     claim = claim_frame(state, frame, job)
     result = state.move(marker, Kind.CLAIMED, Trigger.CLAIM, claim)
     if not result.won or result.current is None:
-        return False
-    log.info("claimed %s (attempt %s of step %s)", marker.job_key, claim["attempt_id"], claim.get("step"))
-    launch(state, result.current, claim, job)
-    return True
+        return Claim.LOST
+    log.info(
+        "claimed %s (attempt %s of step %s)%s",
+        marker.job_key,
+        claim["attempt_id"],
+        claim.get("step"),
+        "" if allocation is None else f" allocating {_resources.describe(allocation)}",
+    )
+    launch(state, result.current, claim, job, allocation)
+    return Claim.CLAIMED
+
+
+def _place(
+    state: ManagerState, frame: Mapping[str, Any], capacities: Mapping[str, int]
+) -> dict[str, int] | Claim:
+    """The allocation of the frame's requirement when it fits now; otherwise whether it ever can here."""
+    requirement = _resources.requirement_of(frame.get("resources"))
+    if _resources.unmet(requirement, capacities):
+        return Claim.NOT_HERE
+    allocated = _resources.allocation(requirement, capacities, state.config.workers)
+    if not _resources.fits(allocated, capacities, state.reserved()):
+        return Claim.LATER
+    return allocated
 
 
 def claim_frame(state: ManagerState, frame: dict[str, Any], job: LoadedJob) -> dict[str, Any]:
@@ -153,11 +215,21 @@ def claim_frame(state: ManagerState, frame: dict[str, Any], job: LoadedJob) -> d
     return claim
 
 
-def launch(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], job: LoadedJob) -> None:
-    """Prepare, spawn behind the gate, commit running, release (see the module header for the order)."""
+def launch(
+    state: ManagerState,
+    claimed: MarkerLocation,
+    frame: dict[str, Any],
+    job: LoadedJob,
+    allocation: dict[str, int] | None = None,
+) -> None:
+    """Prepare, spawn behind the gate, commit running, release (see the module header for the order).
+
+    ``allocation`` (``None`` without resource scheduling) is what the attempt's context.json offers and
+    what the live attempt reserves.
+    """
     try:
         prepared = prepare_attempt(
-            plan(state, claimed, frame, job),
+            plan(state, claimed, frame, job, allocation),
             runner_search_path=state.config.runner_search_path,
             pkg_modules=frozenset(state.config.runner_modules),
             bash_api=state.config.bash_api or shipped_bash_api(),
@@ -183,7 +255,9 @@ def launch(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], 
         return
     process.release()
     state.launched += 1
-    state.live[frame["attempt_id"]] = LiveAttempt(result.current, running, job, prepared, process)
+    state.live[frame["attempt_id"]] = LiveAttempt(
+        result.current, running, job, prepared, process, allocation=allocation or {}
+    )
     log.info(
         "launched %s step %s attempt %s (pid %s)",
         claimed.job_key,
@@ -204,8 +278,17 @@ def shipped_bash_api() -> Path | None:
     return None
 
 
-def plan(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], job: LoadedJob) -> AttemptPlan:
-    """The attempt a claimed frame starts; an activation a join started gets its summary and children."""
+def plan(
+    state: ManagerState,
+    claimed: MarkerLocation,
+    frame: dict[str, Any],
+    job: LoadedJob,
+    allocation: dict[str, int] | None = None,
+) -> AttemptPlan:
+    """The attempt a claimed frame starts; an activation a join started gets its summary and children.
+
+    Its resources are the allocation when the manager schedules resources, the frame's requirement else.
+    """
     counters = Counters.of(frame)
     join = frame.get("join_summary")
     if not isinstance(join, dict):
@@ -231,7 +314,7 @@ def plan(state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], jo
         previous_attempt_id=frame.get("previous_attempt_id"),
         data_generation=frame.get("data_generation"),
         priority=claimed.name.priority,
-        resources=dict(frame.get("resources") or {}),
+        resources=dict(frame.get("resources") or {}) if allocation is None else allocation,
         join=join,
         children=list(observations) if isinstance(observations, list) else [],
         settings=state.workspace.settings,

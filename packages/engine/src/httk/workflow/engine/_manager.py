@@ -117,6 +117,7 @@ class Manager:
             manager_id=state.manager_id,
             pools=config.pools,
             capabilities=config.capabilities,
+            resources=dict(config.resources or {}),
             placement_prefixes=config.placement_prefixes,
             runner_modules=tuple(sorted(config.runner_modules)),
             runner_search_paths=tuple(str(p) for p in config.runner_search_path),
@@ -270,6 +271,10 @@ class Manager:
         claims one or two jobs per tick, and rescanning and re-parsing the whole window each time was
         most of its CPU. Candidates are checked for claimability best-first, only until the free slots
         are filled, so what is claimed is exactly what a fresh window would have chosen.
+
+        A candidate whose resources do not fit next to the running attempts is passed over for the next
+        one (a smaller job may start before a larger, better one) and stays in the window for a later
+        pass, in its place.
         """
         if self._free_slots() <= 0:
             return False  # the ready stream waits where it is; a full manager is not quiet
@@ -279,17 +284,27 @@ class Manager:
             self._report(result.anomalies)
             self._window = sorted(result.markers, key=lambda marker: marker.name.priority)
             self._window_at = self.state.clock.monotonic()
+            self.state.awaiting_room.clear()  # candidates of the old window are rediscovered, not kept
             exhausted = result.exhausted_cycle
         acted = False
+        passed_over: list[MarkerLocation] = []
         while self._window and self._free_slots() > 0 and not self.draining:
             marker = self._window.pop(0)
             job = _launch.claimable(self.state, marker)
             if job is None:
                 continue  # not for this manager: counted by the census, never waited for
-            acted |= _launch.claim_and_launch(self.state, marker, job)
+            claimed = _launch.claim_ready(self.state, marker, job)
+            if claimed is _launch.Claim.LATER:
+                passed_over.append(marker)
+                continue
+            acted |= claimed is _launch.Claim.CLAIMED
             self.heartbeat_opportunity()
-        # Only candidates left for want of a slot keep the kind awake; one tried and not won (a lost
-        # race, a frame that cannot be read) is nothing this manager can progress.
+        if passed_over:
+            self._window[:0] = passed_over
+        # Only candidates left for want of a slot or of room keep the kind awake; one tried and not won
+        # (a lost race, a frame that cannot be read, resources beyond this manager) is nothing this
+        # manager can progress. A candidate left for want of room implies running attempts, which keep
+        # the manager awake until they end and make room.
         self._note_cycle(Kind.READY, exhausted and not self._window, acted)
         return acted
 

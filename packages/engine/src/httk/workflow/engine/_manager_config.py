@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,11 +22,17 @@ class ManagerConfig:
     reported, not waited for), or after ``idle_timeout`` seconds of waiting on work other managers hold.
     ``only_jobs`` (job keys) restricts every discovery — the marker streams and the request pass — to
     those jobs; ``job debug`` runs such a private manager, which claims no unrelated work.
+
+    ``resources`` are the capacities the manager schedules against (``--worker-resource`` and SLURM's;
+    :mod:`._resources`). ``None``, the library default and ``job debug``'s, schedules no resources at
+    all: requirements are neither checked nor reserved. A manager started from the command line always
+    has a mapping, so one with no capacities never claims a job that declares a positive amount.
     """
 
     workers: int = 1
     pools: tuple[str, ...] = ("default",)
     capabilities: tuple[str, ...] = ()
+    resources: Mapping[str, int] | None = None
     lease_seconds: float | None = None
     idle: bool = False
     idle_timeout: float | None = None

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from httk.workflow.protocol import WorkflowError
 
+from . import _resources
 from ._attempt import PreparedAttempt
 from ._clock import Clock
 from ._executor import GatedProcess
@@ -39,6 +40,8 @@ class LiveAttempt:
     prepared: PreparedAttempt
     process: GatedProcess
     terminated_at: float | None = None  # set when a drain stopped it
+    # What it reserves of the manager's capacities until it is reaped (empty without resource scheduling).
+    allocation: dict[str, int] = field(default_factory=dict)
 
 
 COMMIT_RETRY_FIRST_SECONDS = 1.0
@@ -62,6 +65,10 @@ class ManagerState:
         # to a successor; no other manager can hold the same attempt, because its running marker is ours.
         self.live: dict[str, LiveAttempt] = {}
         self.launched = 0
+        # Ready markers whose requirement did not fit next to the running attempts at the last try, with
+        # the frame they name (a marker name pins its frame, so it never needs reading twice). Cleared
+        # when the manager refills its ready window; a candidate retried is taken out.
+        self.awaiting_room: dict[MarkerLocation, dict[str, Any]] = {}
         self.committed = 0
         # Attempts whose commit is durable and whose control directory awaits D5 retirement; the loop
         # retires them after refilling the freed slot (a crash before that only leaves them to GC).
@@ -115,6 +122,10 @@ class ManagerState:
             age = _age_since(frame.get("lease_started_at"), now)
         lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
         return (age is not None and age <= lease), age
+
+    def reserved(self) -> dict[str, int]:
+        """What the attempts this manager runs reserve of its capacities, by label."""
+        return _resources.reserved(live.allocation for live in self.live.values())
 
     def defer_commit(self, job_key: str) -> float:
         """Note a commit of ours that must be tried again; return the seconds until the next try."""

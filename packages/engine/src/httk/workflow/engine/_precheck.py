@@ -8,8 +8,9 @@ Every ``submitted`` and ``ready`` job is checked for what would stop it later:
   reference that ``--runner-search-path`` cannot resolve are *failures*; a plain installed reference
   without a search path, or a ``pkg:`` module not installed here, is *indeterminate*;
 - whether a live manager would claim it, in the words ``job why`` uses (``_why_claim``): the closest
-  manager's unmet requirements, its runner allowlist and search paths included. With no live manager,
-  one workspace-level notice replaces these per-job findings.
+  manager's unmet requirements, its runner allowlist, search paths and resource capacities included (a
+  ready job's requirement is its frame's, a submitted job's its job.json's). With no live manager, one
+  workspace-level notice replaces these per-job findings.
 
 The environment is a workspace-level section: every workspace setting, the ``HTTK_<NAME>`` variable it is
 exported as, and where an attempt started by a manager with this process's environment would take it
@@ -21,24 +22,29 @@ the authoritative gate is still the attempt start: the report is advisory and ca
 
 The status is failing (exit status 1 on the command line) when any job has a ``blocked`` finding.
 
-Cost: one exhaustive walk of the two pending kinds, one job.json read per pending job, one resolution
-per runner location (digests are cached), one manifest and heartbeat read per manager.
+Cost: one exhaustive walk of the two pending kinds, one job.json read per pending job (and one frame
+read per ready job while a manager is live), one resolution per runner location (digests are cached),
+one manifest and heartbeat read per manager.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from httk.workflow.protocol import WorkflowError
 from httk.workflow.protocol._policy import setting_environment_name
 
 from ._attempt import _settings_environment
 from ._inspect_job import _read_job
 from ._inspect_managers import ManagerView, list_managers
+from ._jobs import read_frame
 from ._markers_fs import MarkerLocation
+from ._resources import requirement_of
 from ._scan import walk_markers
 from ._states import Kind
 from ._why_claim import accepting_finding, fits
@@ -186,8 +192,19 @@ def _check_job(
         )
     findings = [runners.check(document["runner"], payload)]
     if managers:
-        findings.append(accepting_finding(fits(document, marker.placement, managers)))
+        requirement = _requirement(workspace, marker, document)
+        findings.append(accepting_finding(fits(document, marker.placement, managers, requirement)))
     return JobCheck(marker, tuple(findings))
+
+
+def _requirement(workspace: Workspace, marker: MarkerLocation, document: Mapping[str, Any]) -> dict[str, int]:
+    """The resources the job's next attempt needs: its ready frame's, or job.json's before registration."""
+    source: Any = document.get("resources")
+    if marker.kind is Kind.READY:
+        # An unreadable frame is fsck's business; job.json's requirement is then the best guess.
+        with contextlib.suppress(WorkflowError):
+            source = (read_frame(workspace, marker) or {}).get("resources")
+    return requirement_of(source)
 
 
 def environment_entries(settings: Mapping[str, Any], environ: Mapping[str, str]) -> list[dict[str, str]]:

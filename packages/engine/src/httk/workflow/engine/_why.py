@@ -43,6 +43,7 @@ from ._budgets import Counters, check_advance, check_retry
 from ._inspect_job import _read_job, read_marker_frame
 from ._inspect_managers import ManagerView, list_managers
 from ._markers_fs import MarkerLocation
+from ._resources import requirement_of
 from ._states import Kind
 from ._why_claim import budget_usage, claim_findings, closest, fits
 from ._why_history import RequestIndex, attempt_history
@@ -162,7 +163,7 @@ def _submitted(case: Case, _context: WhyContext) -> Answer:
 def _ready(case: Case, context: WhyContext) -> Answer:
     job = case.job
     assert job is not None  # _answer handled an unreadable job.json
-    measured = fits(job, case.marker.placement, case.managers)
+    measured = fits(job, case.marker.placement, case.managers, requirement_of(case.frame.get("resources")))
     found = claim_findings(case.workspace, job, case.marker.placement, case.frame, measured)
     runner = context.runners.check(job["runner"], case.payload)
     found.insert(5, runner)
@@ -175,7 +176,9 @@ def _ready(case: Case, context: WhyContext) -> Answer:
     nearest = closest(measured)
     if nearest is None:
         return Answer("no manager is live", True, found, ["start a manager (httk workflow manager run)"])
-    steps = [_remedy(unmet.requirement, job, case.marker.placement) for unmet in nearest.unmet]
+    steps = [
+        unmet.remedy or _remedy(unmet.requirement, job, case.marker.placement) for unmet in nearest.unmet
+    ]
     return Answer(f"no live manager can claim it: {nearest.lacks()}", True, found, steps)
 
 

@@ -1,9 +1,12 @@
 """Claim preconditions measured against the managers serving a workspace now (``job why``, ``precheck``).
 
-The job side of every precondition comes from job.json and cannot drift. The manager side is each live
-manager's manifest: pools, capabilities, executors, placement prefixes, runner modules and search paths.
-Which of pool, capabilities and executor a manager lacks is decided by :func:`._launch.claim_mismatches`,
-the predicate the manager's own claim pass applies, so a diagnosis says exactly what a manager checks.
+The job side of every precondition comes from job.json and cannot drift, except its resource
+requirement, which is the current frame's (the caller passes it). The manager side is each live
+manager's manifest: pools, capabilities, executors, resource capacities, placement prefixes, runner
+modules and search paths. Which of pool, capabilities, executor and resources a manager lacks is decided
+by :func:`._launch.claim_mismatches`, the predicate the manager's own claim pass applies, so a diagnosis
+says exactly what a manager checks; a lacking resource names the ``--worker-resource`` that would serve
+it.
 A placement outside a manager's prefixes is never scanned by it, and a runner its allowlist or search
 paths cannot reach makes every claim end in ``runner_unavailable``; both count as unmet here. A manager
 that is not live serves nothing and is not consulted: it is reported absent, never assumed.
@@ -22,6 +25,7 @@ from httk.workflow.protocol import placement_prefix_matches
 from ._budgets import Counters, check_retry
 from ._inspect_managers import ManagerView
 from ._launch import claim_mismatches
+from ._resources import describe, requirement_of, unmet
 from ._why_report import BLOCKED, INFO, OK, Finding
 from ._why_runner import manager_refusal
 from ._workspace import Workspace
@@ -31,11 +35,12 @@ NO_LOCK = "not held: this workspace format has no maintenance lock"
 
 @dataclass(frozen=True, slots=True)
 class Unmet:
-    """One requirement a manager does not meet: ``executor``, ``pool``, ``capabilities``, ``placement``
-    or ``runner``, and how to say it."""
+    """One requirement a manager does not meet: ``executor``, ``pool``, ``capabilities``, ``resources``,
+    ``placement`` or ``runner``, how to say it and, where the requirement alone does not say, the remedy."""
 
     requirement: str
     text: str
+    remedy: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,21 +76,41 @@ def _strings(manifest: Mapping[str, Any], member: str) -> list[str]:
     return [str(item) for item in value] if isinstance(value, list) else []
 
 
-def fit(job: Mapping[str, Any], placement: str, view: ManagerView) -> ManagerFit:
-    """What ``view``'s manager lacks to claim ``job`` at ``placement`` (nothing: it would claim it)."""
+def _capacities(manifest: Mapping[str, Any]) -> dict[str, int] | None:
+    """A manifest's capacities; ``None`` for a manifest without the member (it schedules no resources)."""
+    value = manifest.get("resources")
+    if not isinstance(value, dict):
+        return None
+    return {str(label): amount for label, amount in value.items() if type(amount) is int}
+
+
+def fit(
+    job: Mapping[str, Any], placement: str, view: ManagerView, requirement: Mapping[str, int] | None = None
+) -> ManagerFit:
+    """What ``view``'s manager lacks to claim ``job`` at ``placement`` (nothing: it would claim it).
+
+    ``requirement`` is the job's current resource requirement (:func:`._resources.requirement_of` of its
+    frame); ``None`` leaves resources unmeasured.
+    """
     manifest = view.manifest or {}
     pools, capabilities = _strings(manifest, "pools"), _strings(manifest, "capabilities")
-    executors = _strings(manifest, "executors")
+    executors, capacities = _strings(manifest, "executors"), _capacities(manifest)
     unmet: list[Unmet] = []
-    for requirement in claim_mismatches(job, pools, capabilities, executors):
-        if requirement == "pool":
+    mismatches = claim_mismatches(
+        job, pools, capabilities, executors, requirement=requirement, capacities=capacities
+    )
+    for requirement_name in mismatches:
+        if requirement_name == "resources":
+            unmet.append(_lacking_resources(requirement or {}, capacities or {}))
+            continue
+        if requirement_name == "pool":
             text = f"pool {job['claim']['pool']!r} (it serves {_listed(pools)})"
-        elif requirement == "capabilities":
+        elif requirement_name == "capabilities":
             missing = sorted(set(job["claim"].get("required_capabilities", ())) - set(capabilities))
             text = f"capabilities {_listed([repr(c) for c in missing])} (it has {_listed(capabilities)})"
         else:
             text = f"executor {job['runner'].get('backend', 'path')!r} (it serves {_listed(executors)})"
-        unmet.append(Unmet(requirement, text))
+        unmet.append(Unmet(requirement_name, text))
     prefixes = _strings(manifest, "placement_prefixes")
     if prefixes and not any(placement_prefix_matches(placement, prefix) for prefix in prefixes):
         text = f"placement {placement!r}, outside its placement prefixes ({_listed(prefixes)})"
@@ -96,9 +121,22 @@ def fit(job: Mapping[str, Any], placement: str, view: ManagerView) -> ManagerFit
     return ManagerFit(view, tuple(unmet))
 
 
-def fits(job: Mapping[str, Any], placement: str, managers: Sequence[ManagerView]) -> list[ManagerFit]:
+def _lacking_resources(requirement: Mapping[str, int], capacities: Mapping[str, int]) -> Unmet:
+    """``resources gpus=2 (it advertises procs=8)``, and the ``--worker-resource`` flags serving them."""
+    lacking = {label: requirement[label] for label in unmet(requirement, capacities)}
+    text = f"resources {describe(lacking)} (it advertises {describe(capacities)})"
+    flags = " ".join(f"--worker-resource {label} {amount}" for label, amount in sorted(lacking.items()))
+    return Unmet("resources", text, f"run a manager with {flags}")
+
+
+def fits(
+    job: Mapping[str, Any],
+    placement: str,
+    managers: Sequence[ManagerView],
+    requirement: Mapping[str, int] | None = None,
+) -> list[ManagerFit]:
     """Every live manager measured against the job, in the order ``managers`` lists them."""
-    return [fit(job, placement, view) for view in managers if view.live]
+    return [fit(job, placement, view, requirement) for view in managers if view.live]
 
 
 def closest(measured: Sequence[ManagerFit]) -> ManagerFit | None:
@@ -132,6 +170,9 @@ def claim_findings(
         budget_finding(job, frame),
         accepting_finding(measured),
     ]
+    requirement = requirement_of(frame.get("resources"))
+    if any(requirement.values()):
+        findings.insert(-1, _served(measured, "resources", f"resources {describe(requirement)}"))
     return findings
 
 
