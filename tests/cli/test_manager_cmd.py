@@ -41,17 +41,28 @@ def command(*args: str | Path, executable: str = "httk") -> list[str]:
     return [str(BIN / executable), *(str(arg) for arg in args)]
 
 
-def httk(*args: str | Path, executable: str = "httk") -> subprocess.CompletedProcess[str]:
+def httk(
+    *args: str | Path, executable: str = "httk", slurm: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the executable outside any SLURM allocation, or inside the one ``slurm`` describes."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("SLURM_")}
     return subprocess.run(
-        command(*args, executable=executable), capture_output=True, text=True, timeout=120, check=False
+        command(*args, executable=executable),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**env, **(slurm or {})},
     )
 
 
-def banner_pattern(root: Path, pools: str = "default", capabilities: str = "-", workers: int = 1) -> str:
+def banner_pattern(
+    root: Path, pools: str = "default", capabilities: str = "-", workers: int = 1, resources: str = "-"
+) -> str:
     log = re.escape(str(root / ".httk-workflow" / "managers")) + r"/(?P=id)/log"
     return (
         rf"httk manager (?P<id>{UUID}) serving {re.escape(str(root))} \(log {log}; pools {pools}; "
-        rf"capabilities {capabilities}; executors path; workers {workers}\)"
+        rf"capabilities {capabilities}; executors path; resources {resources}; workers {workers}\)"
     )
 
 
@@ -197,6 +208,104 @@ def test_an_idle_timeout_names_what_would_claim_the_rest(ws: Workspace, runner: 
         "0 unreadable",
         "advice: 1 ready job(s) need pool gpu: run a manager with --pool gpu",
     ]
+
+
+# -- resources ---------------------------------------------------------------------------------------
+def test_worker_resources_are_advertised_and_a_job_beyond_them_is_reported(
+    ws: Workspace, runner: dict[str, Any]
+) -> None:
+    analyse = {"procs": 1, "mem": 2000, "matlab_license_slots": 1}
+    submit(ws, scripted_job({"prepare": {}}, runner, resources=analyse))
+    submit(ws, scripted_job({"prepare": {}}, runner))
+
+    result = httk(
+        "workflow", "run", ws.root, "--workers", "4", "--json",
+        "--worker-resource", "procs", "32", "--worker-resource", "mem", "128000",
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    banner, line = result.stdout.splitlines()
+    match = re.fullmatch(banner_pattern(ws.root, workers=4, resources="mem=128000,procs=32"), banner)
+    assert match, banner
+    summary = json.loads(line)
+    assert summary["kinds"] == {"succeeded": 1, "ready": 1}
+    assert summary["not_claimable"] == {"resource matlab_license_slots": 1}
+    assert summary["ready_blocked"] == {"resources": {"matlab_license_slots": 1}}
+    assert summary["advice"] == [
+        "1 ready job(s) need resource matlab_license_slots (up to 1): "
+        "add --worker-resource matlab_license_slots 1"
+    ]
+    manifest = json.loads((ws.managers_dir / match["id"] / "manager.json").read_text())
+    assert manifest["resources"] == {"procs": 32, "mem": 128000}
+
+    licensed = httk(
+        "run", "--workspace", ws.root, "--workers", "4", "--worker-resource", "procs", "32",
+        "--worker-resource", "mem", "128000", "--worker-resource", "matlab_license_slots", "2",
+        executable="httk-taskmanager",
+    )  # fmt: skip
+    assert licensed.returncode == 0, licensed.stderr
+    assert licensed.stdout.splitlines()[1].startswith("summary: 2 succeeded, 0 failed, 0 not claimable here")
+
+
+def test_a_manager_without_worker_resources_never_claims_a_declared_amount(
+    ws: Workspace, runner: dict[str, Any]
+) -> None:
+    submit(ws, scripted_job({"prepare": {}}, runner, resources={"gpus": 1}))
+
+    result = httk("workflow", "run", ws.root)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1] == (
+        "summary: 0 succeeded, 0 failed, 1 not claimable here (resource gpus: 1), 0 waiting, 0 paused, "
+        "0 unreadable"
+    )
+
+
+def test_slurm_capacities_are_derived_warned_about_and_overridden(ws: Workspace) -> None:
+    slurm = {
+        "SLURM_JOB_ID": "4711",
+        "SLURM_NTASKS": "8",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_MEM_PER_NODE": "2G",
+        "SLURM_GPUS": "lots",
+    }
+
+    result = httk(
+        "workflow", "manager", "run", "--workspace", ws.root, "--worker-resource", "procs", "2", slurm=slurm
+    )
+
+    assert result.returncode == 0, result.stderr
+    banner = result.stdout.splitlines()[0]
+    match = re.fullmatch(banner_pattern(ws.root, resources="mem=4096,nodes=2,procs=2"), banner)
+    assert match, banner
+    assert "SLURM capacities: ignoring SLURM_GPUS='lots': not a GPU count" in result.stderr
+    manifest = json.loads((ws.managers_dir / match["id"] / "manager.json").read_text())
+    assert manifest["resources"] == {"procs": 2, "nodes": 2, "mem": 4096}
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        (["procs", "-1"], "error: invalid amount of resource procs '-1': must be a non-negative integer"),
+        (["procs", "4.5"], "error: invalid amount of resource procs '4.5': must be a non-negative integer"),
+        (["Procs", "4"], "error: invalid resource name 'Procs': must be 1-48 bytes"),
+        (["procs", "4", "--worker-resource", "procs", "8"], "Error: --worker-resource procs is given twice"),
+        (["procs"], "Error: Option '--worker-resource' requires 2 arguments."),
+    ],
+    ids=["negative", "fraction", "label", "twice", "one-word"],
+)
+def test_a_bad_worker_resource_is_refused_before_anything_is_written(
+    ws: Workspace, runner: dict[str, Any], words: list[str], message: str
+) -> None:
+    submit(ws, scripted_job({"prepare": {}}, runner))
+    before = tree(ws.root)
+
+    result = httk("workflow", "run", ws.root, "--worker-resource", *words)
+
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].startswith(message), result.stderr
+    assert result.stdout == ""
+    assert tree(ws.root) == before
 
 
 # -- signals -----------------------------------------------------------------------------------------

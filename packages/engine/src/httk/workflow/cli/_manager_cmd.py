@@ -1,18 +1,22 @@
 """``httk workflow manager run`` and ``httk workflow run``: a task manager in the foreground.
 
 Both run the same manager. It prints one banner line when it starts (manager id, workspace, log file,
-pools, capabilities, executors) and one summary line when it stops, classifying every job left. By
+pools, capabilities, executors, resources) and one summary line when it stops, classifying every job left.
+``--worker-resource NAME N`` (repeatable) advertises a capacity; inside a SLURM allocation the manager
+also derives ``procs``, ``gpus``, ``nodes`` and ``mem`` from it, and the command line's values win. By
 default it serves until nothing it can progress remains; ``--idle`` keeps it serving. SIGTERM or SIGINT
 drains it (stop claiming, stop running attempts, keep committing for ``--drain-timeout`` seconds); a
 second signal exits at once.
 """
 
+import contextlib
+import importlib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from ._options import DurableOpt, JsonOpt, WorkspaceArg, WorkspaceOpt, bind
+from ._options import DurableOpt, JsonOpt, UsageError, WorkspaceArg, WorkspaceOpt, bind
 
 app = typer.Typer(name="manager", help="Run task managers.", no_args_is_help=True)
 
@@ -23,6 +27,25 @@ PoolOpt = Annotated[
 ]
 CapabilityOpt = Annotated[
     list[str] | None, typer.Option("--capability", metavar="LABEL", help="A capability offered (repeatable).")
+]
+
+
+def _pair_type() -> Any:
+    """Click's two-string tuple type, from the click this typer runs on (it vendors one since 0.28)."""
+    for module in ("typer._click.types", "click.types"):
+        with contextlib.suppress(ImportError):
+            return importlib.import_module(module).Tuple([str, str])
+    raise ImportError("neither typer's vendored click nor click is importable")
+
+
+WorkerResourceOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--worker-resource",
+        metavar="NAME N",
+        click_type=_pair_type(),
+        help="A capacity this manager schedules against, such as procs 32 or mem 128000 (MB); repeatable.",
+    ),
 ]
 LeaseOpt = Annotated[
     float | None,
@@ -118,6 +141,7 @@ def run(
     workers: WorkersOpt = 1,
     pool: PoolOpt = None,
     capability: CapabilityOpt = None,
+    worker_resource: WorkerResourceOpt = None,
     lease_seconds: LeaseOpt = None,
     idle: IdleOpt = False,
     idle_timeout: IdleTimeoutOpt = None,
@@ -147,6 +171,7 @@ def run(
         workers=workers,
         pools=tuple(pool or ("default",)),
         capabilities=tuple(capability or ()),
+        resources=worker_resources(worker_resource),
         lease_seconds=lease_seconds,
         idle=idle,
         idle_timeout=idle_timeout,
@@ -172,3 +197,17 @@ def run(
         as_json=as_json,
         echo=typer.echo,
     )
+
+
+def worker_resources(pairs: list[Any] | None) -> dict[str, int]:
+    """The ``--worker-resource NAME N`` pairs as capacities (names are checked with the manager's labels)."""
+    from httk.workflow.protocol import InvalidNameError
+
+    capacities: dict[str, int] = {}
+    for name, amount in pairs or ():
+        if name in capacities:
+            raise UsageError(f"--worker-resource {name} is given twice")
+        if not (amount.isascii() and amount.isdigit()):
+            raise InvalidNameError(f"amount of resource {name}", amount, "must be a non-negative integer")
+        capacities[name] = int(amount)
+    return capacities
