@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from httk.workflow.engine import _debug_watch
 from httk.workflow.engine._debug import DebugError, DebugOptions, DebugResult, debug_job
 from httk.workflow.engine._debug_watch import JobWatcher, stdio_sections
 from httk.workflow.engine._launch import register
@@ -291,6 +292,32 @@ def test_attempts_missed_live_are_printed_from_stdio_log(ws: Workspace, runner: 
         "[collect stderr] collected",
     ]
     assert transitions(lines, job_key(job))[-1] == "committing -> succeeded"
+
+
+def test_a_probe_that_misses_a_moving_marker_is_not_a_vanished_job(
+    ws: Workspace, runner: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scan crossing the marker's rename finds it nowhere: only the visibility deadline makes that gone."""
+    job = scripted_job(TWO_STEPS, runner)
+    [submitted] = submit_jobs(ws, [JobSpec(job, "p")])
+    lines: list[str] = []
+    watcher = JobWatcher(ws.root, submitted.marker, lines.append)
+    register(manager_state(ws), submitted.marker)
+    real = _debug_watch.probe_marker
+    probes: list[MarkerLocation | None] = []
+
+    def probe_missing_once(*args: Any) -> MarkerLocation | None:
+        probes.append(None if not probes else real(*args))
+        return probes[-1]
+
+    monkeypatch.setattr(_debug_watch, "probe_marker", probe_missing_once)
+
+    watcher.poll()  # the missed probe
+    watcher.poll()  # the marker, now ready
+
+    assert probes[0] is None and probes[1] is not None
+    assert transitions(lines, job_key(job)) == ["submitted -> ready"], lines
+    assert not [line for line in lines if "gone" in line]
 
 
 def test_stdio_sections_split_stdout_and_stderr_per_attempt(tmp_path: Path) -> None:

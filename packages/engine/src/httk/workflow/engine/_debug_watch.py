@@ -130,6 +130,7 @@ class JobWatcher:
     def __post_init__(self) -> None:
         self._workspace = attach(self.root, writable=False)
         self._last: MarkerLocation | None = self.marker
+        self._missing_since: float | None = None
         self._payload = self._workspace.payload_path(self.marker.placement, self.marker.job_key)
         if self.marker.kind in LIVE_KINDS:  # an attempt already under way when the watch begins
             frame = self._read(self.marker.name.ref_text)
@@ -164,6 +165,9 @@ class JobWatcher:
             current = probe_marker(self._workspace, self.marker.placement, self.marker.job_key)
         except TransitionError:
             return  # two markers in every scan: the manager reports that corruption itself
+        if current is None and not self._vanished():
+            return  # a scan that crossed the marker's rename: absence is an answer only after the deadline
+        self._missing_since = None
         if current != self._last:
             self._report_moves(current)
             self._last = current
@@ -171,6 +175,13 @@ class JobWatcher:
         if live is not None and not live.done and live.open():
             live.pump(self.echo, final=False)
         self._finish_attempts()
+
+    def _vanished(self) -> bool:
+        """Whether the job's marker has been absent from every probe for the visibility deadline."""
+        now = self._workspace.clock.monotonic()
+        if self._missing_since is None:
+            self._missing_since = now
+        return now - self._missing_since > self._workspace.policy.visibility_deadline_seconds
 
     def _finish_attempts(self) -> None:
         """Print the rest of every attempt that is over, in attempt order.
