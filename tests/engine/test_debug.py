@@ -303,7 +303,7 @@ def test_a_probe_that_misses_a_moving_marker_is_not_a_vanished_job(
     lines: list[str] = []
     watcher = JobWatcher(ws.root, submitted.marker, lines.append)
     register(manager_state(ws), submitted.marker)
-    real = _debug_watch.probe_marker
+    real = probe_marker
     probes: list[MarkerLocation | None] = []
 
     def probe_missing_once(*args: Any) -> MarkerLocation | None:
