@@ -117,7 +117,7 @@ class Manager:
             manager_id=state.manager_id,
             pools=config.pools,
             capabilities=config.capabilities,
-            resources=dict(config.resources or {}),
+            resources=None if config.resources is None else dict(config.resources),
             placement_prefixes=config.placement_prefixes,
             runner_modules=tuple(sorted(config.runner_modules)),
             runner_search_paths=tuple(str(p) for p in config.runner_search_path),

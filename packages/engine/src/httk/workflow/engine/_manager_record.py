@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -38,7 +38,7 @@ class ManagerIdentity:
     placement_prefixes: tuple[str, ...] = ()
     runner_modules: tuple[str, ...] = ("httk.workflow",)
     runner_search_paths: tuple[str, ...] = ()
-    resources: Mapping[str, int] = field(default_factory=dict)
+    resources: Mapping[str, int] | None = None  # None: it schedules no resources (the manifest omits them)
     workers: int = 1
     lease_seconds: float = 900.0
     label: str | None = None
@@ -78,10 +78,11 @@ class ManagerRecord:
             "placement_prefixes": list(self.identity.placement_prefixes),
             "runner_modules": list(self.identity.runner_modules),
             "runner_search_paths": list(self.identity.runner_search_paths),
-            "resources": dict(self.identity.resources),
             "workers": self.identity.workers,
             "software_version": SOFTWARE_VERSION,
         }
+        if self.identity.resources is not None:
+            manifest["resources"] = dict(self.identity.resources)
         _fsops.create_file(self.directory / "manager.json", dump_pretty(manifest), durable=durable)
         self.beat()
 
