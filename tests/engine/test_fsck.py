@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from httk.workflow.engine import _fsck
 from httk.workflow.engine._clock import ManualClock
 from httk.workflow.engine._frames import checksum128, encode_frame, segment_path
 from httk.workflow.engine._fsck import FsckReport, check, fsck
 from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine._request_doc import kept_members
+from httk.workflow.engine._scan import walk_markers
 from httk.workflow.engine._states import Kind, Trigger
 from httk.workflow.engine._workspace import Workspace, attach, init
 from httk.workflow.protocol import MarkerName, RecordRef
@@ -392,3 +394,70 @@ def test_the_check_reads_a_workspace_this_version_may_not_change(built: Built) -
     report = check(built.reader())
     assert [problem.code for problem in report.problems] == ["checksum_mismatch"]
     assert snapshot(built.root) == before
+
+
+def test_a_job_with_two_markers_is_reported_once_naming_both_and_never_repaired(built: Built) -> None:
+    """A stale copy of an older marker (a partial snapshot restore, a hand copy) beside the current one."""
+    failed = built.markers[Kind.FAILED]
+    chain = []
+    frame = frame_of(new_state(built.root), failed)
+    while frame.get("kind") != "ready":  # the job's ready frame, on its own chain
+        ref = frame["previous_record_ref"]
+        frame = built.reader().reader.read(ref)
+        chain.append(ref)
+    ready_name = MarkerName.parse(f"{failed.job_key}.p{failed.name.priority:03d}.g1.{chain[-1]}")
+    stale = built.root / ".httk-workflow" / "state" / "ready" / failed.placement / str(ready_name)
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.touch()
+    checksum(built)  # another job's damage: repaired as usual beside the duplicate
+    before = snapshot(built.root)
+
+    report = check(built.reader())
+    duplicates = [p.as_dict() for p in report.problems if p.code == "duplicate_marker"]
+    assert len(duplicates) == 1 and duplicates[0]["job_key"] == failed.job_key
+    assert sorted(duplicates[0]["markers"]) == sorted(
+        [
+            f".httk-workflow/state/failed/{failed.placement}/{failed.name}",
+            f".httk-workflow/state/ready/{failed.placement}/{ready_name}",
+        ]
+    )
+    assert snapshot(built.root) == before
+
+    report = fsck(built.writer(), repair=True)
+    actions = sorted((p.code, p.action) for p in report.problems)
+    assert actions == [("checksum_mismatch", "repaired"), ("duplicate_marker", "left")]
+    assert stale.exists() and failed.path(built.reader()).exists() and not report.clean
+
+
+def test_a_job_seen_twice_because_it_moved_during_the_walk_is_no_duplicate(
+    built: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk lists kind after kind: a job renamed into a kind not yet walked is met twice, unharmed."""
+    ws = built.reader()
+    ready = built.markers[Kind.READY]
+    real_walk = walk_markers
+
+    def walk_with_a_move(workspace: Workspace, kind: Kind) -> Any:
+        yield from real_walk(workspace, kind)
+        if kind is Kind.READY:  # after ready was listed, the job is claimed into a kind walked later
+            state = new_state(built.root)
+            frame = frame_of(state, ready)
+            state.move(ready, Kind.CLAIMED, Trigger.CLAIM, {**kept_members(frame), "reason": "claimed"})
+
+    monkeypatch.setattr(_fsck, "walk_markers", walk_with_a_move)
+    report = check(ws)
+    assert report.markers["ready"] == 1 and report.markers["claimed"] == 2  # the job counted in both
+    assert [p.code for p in report.problems] == []
+
+
+def test_an_entry_of_state_that_is_no_state_kind_is_reported_and_not_entered(built: Built) -> None:
+    state = built.root / ".httk-workflow" / "state"
+    (state / "archive" / "p").mkdir(parents=True)
+    (state / "archive" / "p" / "old.marker").touch()
+    (state / "README").write_text("hands off")
+    report = check(built.reader())
+    assert sorted((p.code, p.path) for p in report.problems) == [
+        ("unknown_state_kind", ".httk-workflow/state/README"),
+        ("unknown_state_kind", ".httk-workflow/state/archive"),
+    ]
+    assert not report.clean

@@ -12,7 +12,12 @@ and checks each marker that stays put during the walk exactly once:
   by definition and is accepted only in ``submitted`` (elsewhere it is an identity_mismatch);
 * a marker of a kind that has live work attached (claimed, running, committing, cancelling, waiting,
   paused) has its payload directory (payload_missing). A submitted, ready or terminal marker without a
-  payload is what ``workspace gc`` collects, not damage.
+  payload is what ``workspace gc`` collects, not damage;
+* no job has two markers (duplicate_marker, one problem naming them all). A job seen twice during the
+  walk is probed again at its placement afterwards, the way a manager probes, because a job that moved
+  from a kind not yet walked into one walked later is seen twice without being damaged. Which marker is
+  true cannot be told from the names, so a duplicate is reported and never repaired;
+* ``state/`` holds only the state kinds (unknown_state_kind for anything else, never entered).
 
 Entries of the state tree that are not markers are reported with the walker's reason
 (unparseable_name, no_placement, symlink, ...), except a marker-shaped name whose only defect is its
@@ -25,8 +30,9 @@ aside during the walk and retried together afterwards on one backoff schedule, s
 at most one deadline however many frames are late.
 
 Cost: one walk of every state directory (O(jobs), listed in DESIGN's complexity budget), one frame read
-per marker (an open, two ``pread`` calls, a SHA-256 and a JSON parse), and one ``lstat`` per payload of
-a kind that needs one.
+per marker (an open, two ``pread`` calls, a SHA-256 and a JSON parse), one ``lstat`` per payload of a
+kind that needs one, and one integer per job held in memory to notice a second marker (about 70 bytes a
+job: 70 MB at a million jobs).
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from httk.workflow.protocol import (
 
 from ._clock import backoff_schedule
 from ._journal_reader import JournalReader
-from ._markers_fs import MarkerLocation
+from ._markers_fs import MarkerLocation, duplicate_markers
 from ._scan import Anomaly, AnomalyReason, walk_markers
 from ._states import Kind
 from ._transition import FRAME_FORMAT
@@ -207,6 +213,7 @@ def leftover_census(workspace: Workspace) -> dict[str, int]:
 def check(workspace: Workspace) -> FsckReport:
     """Check every marker of every state kind (see the module docstring); writes nothing."""
     checker = _Checker(workspace)
+    checker.unknown_kinds()
     for kind in Kind:
         checker.report.markers[kind.value] = 0
         for item in walk_markers(workspace, kind):
@@ -215,6 +222,7 @@ def check(workspace: Workspace) -> FsckReport:
             else:
                 checker.marker(item)
     checker.settle_late()
+    checker.settle_duplicates()
     return checker.report
 
 
@@ -256,6 +264,8 @@ class _Checker:
         self.reader = JournalReader(workspace.journal_dir, visibility_deadline=0.0, clock=workspace.clock)
         self.report = FsckReport(self.root, workspace.workspace_id)
         self.late: list[tuple[MarkerLocation, RecordRef]] = []
+        self.seen: set[int] = set()  # the job ids met so far, as integers (the smallest thing to hold)
+        self.seen_twice: dict[int, MarkerLocation] = {}
 
     def add(self, code: str, subject: MarkerSubject | None, detail: str, path: Path) -> None:
         relative = printable(Path(os.path.relpath(path, self.root)).as_posix())
@@ -267,6 +277,11 @@ class _Checker:
 
     def marker(self, marker: MarkerLocation) -> None:
         self.report.markers[marker.kind.value] += 1
+        job = int(marker.job_id.replace("-", ""), 16)
+        if job in self.seen:
+            self.seen_twice.setdefault(job, marker)
+        else:
+            self.seen.add(job)
         if marker.kind in PAYLOAD_KINDS:
             self._check_payload(marker)
         ref = marker.name.ref
@@ -275,6 +290,37 @@ class _Checker:
         elif marker.kind is not Kind.SUBMITTED:
             detail = "a generation 0 'init' marker names no frame and belongs only in submitted"
             self.add_marker("identity_mismatch", marker, detail)
+
+    def unknown_kinds(self) -> None:
+        """Report what ``state/`` holds besides the state kinds (walks never enter it)."""
+        kinds = {kind.value for kind in Kind}
+        state = self.workspace.control / "state"
+        try:
+            names = sorted(os.listdir(state))
+        except OSError:
+            return  # no state tree: every walk below finds nothing, which is what it is
+        for name in names:
+            if name not in kinds:
+                detail = (
+                    f"state/ holds only the state kinds ({', '.join(sorted(kinds))}); nothing reads {name!r}"
+                )
+                self.add("unknown_state_kind", None, detail, state / name)
+
+    def settle_duplicates(self) -> None:
+        """Report each job whose second marker survives a fresh probe of its placement."""
+        for marker in self.seen_twice.values():
+            found = duplicate_markers(self.workspace, marker.placement, marker.job_key)
+            if not found:
+                continue  # it moved between kinds during the walk: one marker now
+            paths = [
+                printable(Path(os.path.relpath(m.path(self.workspace), self.root)).as_posix()) for m in found
+            ]
+            detail = (
+                f"the job has {len(found)} markers; exactly one is current and the names cannot tell which"
+            )
+            subject = MarkerSubject.of(self.workspace, found[0])
+            self.add("duplicate_marker", subject, detail, subject.path)
+            self.report.problems[-1].details["markers"] = paths
 
     def anomaly(self, kind: Kind, anomaly: Anomaly) -> None:
         if anomaly.reason is AnomalyReason.UNPARSEABLE_NAME:

@@ -71,6 +71,9 @@ def repair_problems(workspace: Workspace, report: FsckReport, *, quarantine_unre
     wanted = {p.subject.job_id for p in report.problems if p.subject is not None and p.code in FRAME_CODES}
     repairer = _Repairer(workspace, job_frames(workspace, wanted), quarantine_unrepairable)
     repairer.payload_missing = {p.location for p in report.problems if p.code == "payload_missing"}
+    repairer.duplicated = {
+        p.subject.job_id for p in report.problems if p.code == "duplicate_marker" and p.subject is not None
+    }
     for problem in report.problems:
         repairer.settle(problem)
 
@@ -196,11 +199,16 @@ class _Repairer:
         self.quarantine = quarantine
         self.managers = _Managers(list_managers(workspace))
         self.payload_missing: set[Path] = set()
+        self.duplicated: set[str] = set()  # jobs with two markers: none of their markers is touched
 
     def settle(self, problem: Problem) -> None:
         subject = problem.subject
         if problem.code == "payload_missing":
             _leave(problem, "never repaired: restore the payload directory, or delete the job")
+        elif problem.code == "duplicate_marker":
+            _leave(
+                problem, "never repaired: `job log` on each shows its history; remove the stale one by hand"
+            )
         elif subject is None:
             if problem.code in MARKER_SHAPED:
                 self._unrepairable(problem, "its name identifies no job")
@@ -210,6 +218,8 @@ class _Repairer:
             _leave(problem, "the segment could not be read; run fsck again")
         elif problem.location in self.payload_missing:
             _leave(problem, "its payload is missing, so it is not repaired")
+        elif subject.job_id in self.duplicated:
+            _leave(problem, "its job has two markers, so none of them is repaired")
         else:
             self._repair(problem, subject)
 

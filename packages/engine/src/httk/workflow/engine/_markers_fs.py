@@ -57,6 +57,18 @@ def probe_marker(workspace: Workspace, placement: str, job_key: str) -> MarkerLo
     raise TransitionError(f"job {job_key} has {len(found)} markers, which is corruption: {paths}")
 
 
+def duplicate_markers(workspace: Workspace, placement: str, job_key: str) -> list[MarkerLocation]:
+    """Every marker of ``job_key`` at ``placement`` when each of :data:`PROBE_SCANS` scans shows more
+    than one (the corruption :func:`probe_marker` raises on), else ``[]`` (one marker, none, or a race).
+    """
+    found: list[MarkerLocation] = []
+    for _ in range(PROBE_SCANS):
+        found = _scan(workspace, placement, job_key)
+        if len(found) <= 1:
+            return []
+    return found
+
+
 def _scan(workspace: Workspace, placement: str, job_key: str) -> list[MarkerLocation]:
     prefix = job_key + "."
     found: list[MarkerLocation] = []
