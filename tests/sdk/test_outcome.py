@@ -12,6 +12,7 @@ from httk.workflow.engine._outcome import validate_outcome
 from httk.workflow.models import validator
 from httk.workflow.protocol._jsonio import read_json_object
 from httk.workflow.sdk import Attempt, OutcomeAlreadyPublishedError, OutcomeError
+from httk.workflow.sdk import _attempt as _attempt_module
 
 from tests.sdk.attempts import (
     ACTIVATION_ID,
@@ -377,3 +378,26 @@ def test_a_non_durable_publication_syncs_nothing(layout: Layout, monkeypatch: An
     events = record_syncs(monkeypatch)
     a.succeed()
     assert [kind for kind, _ in events] == ["rename"]
+
+
+def test_a_publication_refused_after_its_transaction_was_staged_leaves_no_draft(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process published while the bundle was staged: the draft is removed whole, bundle included."""
+    layout = make_attempt(tmp_path, data_generation=0, data_dir=str(tmp_path / "ws" / "data"))
+    a = Attempt.load(layout.context_path, environ={})
+    tx = a.transaction()
+    tx.make_dir("results")
+    tx.put_file("results/energy.json", b"-10.8\n")
+    real_stage = _attempt_module.stage_transaction
+
+    def stage_then_lose_the_race(*args: Any, **kwargs: Any) -> Any:
+        staged = real_stage(*args, **kwargs)
+        (layout.control_dir / "outcome.ready").mkdir()  # the other publication, first after all
+        return staged
+
+    monkeypatch.setattr(_attempt_module, "stage_transaction", stage_then_lose_the_race)
+    with pytest.raises(OutcomeAlreadyPublishedError):
+        a.succeed()
+
+    assert sorted(path.name for path in layout.control_dir.iterdir()) == ["context.json", "outcome.ready"]

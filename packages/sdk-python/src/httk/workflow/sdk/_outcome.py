@@ -183,6 +183,12 @@ class Draft:
         for folder in reversed(self._dirs):
             with suppress(OSError):
                 os.rmdir(folder)
+        if os.path.lexists(self.path):
+            # Something this draft did not write itself is inside: a staged transaction bundle. The
+            # draft is this process's own name, and rmtree removes a link without following it.
+            import shutil
+
+            shutil.rmtree(self.path, ignore_errors=True)
 
     @property
     def published(self) -> bool:
