@@ -13,6 +13,7 @@ from httk.workflow.models import validator
 from httk.workflow.protocol._jsonio import read_json_object
 from httk.workflow.sdk import Attempt, OutcomeAlreadyPublishedError, OutcomeError
 from httk.workflow.sdk import _attempt as _attempt_module
+from httk.workflow.sdk._transaction import stage_transaction
 
 from tests.sdk.attempts import (
     ACTIVATION_ID,
@@ -389,7 +390,7 @@ def test_a_publication_refused_after_its_transaction_was_staged_leaves_no_draft(
     tx = a.transaction()
     tx.make_dir("results")
     tx.put_file("results/energy.json", b"-10.8\n")
-    real_stage = _attempt_module.stage_transaction
+    real_stage = stage_transaction
 
     def stage_then_lose_the_race(*args: Any, **kwargs: Any) -> Any:
         staged = real_stage(*args, **kwargs)
