@@ -134,6 +134,9 @@ def test_a_fresh_payload_runs_to_success_with_its_output_prefixed_by_step(
     output = [line for line in lines if not line.startswith("[debug]")]
     assert output == ["[prepare] preparing", "[prepare] second line", "[collect stderr] collected"]
     assert lines[-1] == f"[debug] {key} succeeded (exit 0)"
+    # its private manager told every reader of its manifest (job why, precheck) whom it serves
+    [manifest] = (ws.control / "managers").glob("*/manager.json")
+    assert json.loads(manifest.read_text())["only_jobs"] == [key]
     # job log holds the same complete record
     assert [frame["kind"] for frame in frame_chain(ws, current_marker(ws, job, "debug"))][-1] == "succeeded"
 

@@ -154,6 +154,21 @@ def test_a_placement_outside_every_managers_prefixes_is_named(state: ManagerStat
     assert "placement 'proj/a', outside its placement prefixes (proj/b)" in diagnosis.answer
 
 
+def test_a_manager_restricted_to_other_jobs_is_named_and_serves_its_own(state: ManagerState) -> None:
+    other, debugged = ready_job(state), ready_job(state)
+    register(state.workspace, "m-debug", only_jobs=(debugged.job_key,))
+
+    blocked = why(state.workspace, other)
+    assert blocked.answer == (
+        "no live manager can claim it: manager m-debug lacks this job: "
+        f"it serves only {debugged.job_key} (a job debug session)"
+    )
+    assert "wait for the debug session to end, or run another manager" in blocked.next_steps
+
+    served = why(state.workspace, debugged)
+    assert served.answer.startswith("claimable: m-debug would claim it")
+
+
 def test_a_runner_module_outside_a_managers_allowlist_is_named_not_offered(state: ManagerState) -> None:
     runner = {"backend": "path", "source": "installed", "path": "pkg:elsewhere_pkg/run", "sha256": "0" * 64}
     marker = ready_job(state, runner=runner)

@@ -124,6 +124,7 @@ class Manager:
             workers=config.workers,
             lease_seconds=state.lease_seconds,
             label=config.label,
+            only_jobs=None if config.only_jobs is None else tuple(sorted(config.only_jobs)),
         )
         self.record = ManagerRecord(state.workspace, identity, state.writer_id)
         self.record.create()

@@ -39,6 +39,7 @@ class ManagerIdentity:
     runner_modules: tuple[str, ...] = ("httk.workflow",)
     runner_search_paths: tuple[str, ...] = ()
     resources: Mapping[str, int] | None = None  # None: it schedules no resources (the manifest omits them)
+    only_jobs: tuple[str, ...] | None = None  # job keys: a manager that serves nothing else (job debug)
     workers: int = 1
     lease_seconds: float = 900.0
     label: str | None = None
@@ -83,6 +84,8 @@ class ManagerRecord:
         }
         if self.identity.resources is not None:
             manifest["resources"] = dict(self.identity.resources)
+        if self.identity.only_jobs is not None:
+            manifest["only_jobs"] = list(self.identity.only_jobs)
         _fsops.create_file(self.directory / "manager.json", dump_pretty(manifest), durable=durable)
         self.beat()
 

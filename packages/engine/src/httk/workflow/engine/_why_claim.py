@@ -26,6 +26,7 @@ from ._budgets import Counters, check_retry
 from ._inspect_managers import ManagerView
 from ._launch import claim_mismatches
 from ._resources import describe, requirement_of, unmet
+from ._submit import job_key_of
 from ._why_report import BLOCKED, INFO, OK, Finding
 from ._why_runner import manager_refusal
 from ._workspace import Workspace
@@ -36,7 +37,8 @@ NO_LOCK = "not held: this workspace format has no maintenance lock"
 @dataclass(frozen=True, slots=True)
 class Unmet:
     """One requirement a manager does not meet: ``executor``, ``pool``, ``capabilities``, ``resources``,
-    ``placement`` or ``runner``, how to say it and, where the requirement alone does not say, the remedy."""
+    ``only_jobs``, ``placement`` or ``runner``, how to say it and, where the requirement alone does not
+    say, the remedy."""
 
     requirement: str
     text: str
@@ -111,6 +113,10 @@ def fit(
         else:
             text = f"executor {job['runner'].get('backend', 'path')!r} (it serves {_listed(executors)})"
         unmet.append(Unmet(requirement_name, text))
+    only = manifest.get("only_jobs")
+    if isinstance(only, list) and str(job_key_of(job)) not in only:
+        text = f"this job: it serves only {_listed(only)} (a job debug session)"
+        unmet.append(Unmet("only_jobs", text, "wait for the debug session to end, or run another manager"))
     prefixes = _strings(manifest, "placement_prefixes")
     if prefixes and not any(placement_prefix_matches(placement, prefix) for prefix in prefixes):
         text = f"placement {placement!r}, outside its placement prefixes ({_listed(prefixes)})"

@@ -130,7 +130,11 @@ class ManagerManifest(BaseModel):
     """
     resources: dict[str, common_schema.ResourcesAdditionalProperty] | None = None
     """
-    The resource capacities the manager schedules against.
+    The resource capacities the manager schedules against; absent when it schedules no resources.
+    """
+    only_jobs: list[common_schema.JobKey] | None = None
+    """
+    The only jobs this manager serves (a job debug session); absent for a manager that serves every job it may claim.
     """
     workers: Annotated[StrictInt | None, Field(ge=1)] = None
     """
