@@ -7,6 +7,11 @@ warnings and errors; an explicit ``--log-level`` sets both.
 A run routes its log with :func:`routed`, which removes and closes what it installed when the run ends,
 however it ends: a manager run in a process that lives on (a test, a library caller, ``job debug``)
 must not keep its log file open, nor send the next run's records to it or to a stream that is gone.
+
+The file is bounded as spec/03 bounds the managers' log: when the manager starts, and every 1,000
+records after that, a file past 16 MiB is renamed to ``<log>.1`` (replacing an older backup) and a new
+one begun, so a manager serving for months keeps at most about 32 MiB of log. Checking the size every
+1,000 records instead of on each one keeps the cost off the records a manager writes per job.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +37,40 @@ class _ManagerFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.manager_id = self.manager_id
         return True
+
+
+class BoundedFileHandler(logging.FileHandler):
+    """A log file replaced by a fresh one past :attr:`max_bytes`, keeping one backup ``<name>.1``."""
+
+    max_bytes = 16 << 20
+    check_every = 1000
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self._records = 0
+        self._rotate_if_large()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        self._records += 1
+        if self._records >= self.check_every:
+            self._records = 0
+            self._rotate_if_large()  # emit runs under the handler's lock (Handler.handle)
+
+    def _rotate_if_large(self) -> None:
+        stream = self.stream
+        if stream is None:
+            return
+        try:
+            if os.fstat(stream.fileno()).st_size <= self.max_bytes:
+                return
+            stream.close()
+            os.replace(self.baseFilename, self.baseFilename + ".1")
+        except OSError:
+            return  # a log that cannot be rotated keeps growing rather than stopping the manager
+        finally:
+            if stream.closed:
+                self.stream = self._open()
 
 
 class JsonFormatter(logging.Formatter):
@@ -73,7 +113,7 @@ def configure(
     text = logging.Formatter("%(asctime)s %(levelname)s [%(manager_id)s] %(message)s")
     formatter: logging.Formatter = JsonFormatter() if json_logs else text
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    file_handler = logging.FileHandler(log_file, encoding="utf-8")
+    file_handler = BoundedFileHandler(log_file)
     file_handler.setFormatter(formatter)
     console = logging.StreamHandler(sys.stderr)
     console.setLevel(numeric if level is not None else logging.WARNING)
