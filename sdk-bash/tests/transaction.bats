@@ -288,6 +288,43 @@ PY
   [[ $status -eq 2 ]] # no child: refused before anything else
 }
 
+@test "after the outcome, begin and every operation return 3 in Python's words and change nothing" {
+  local call ids status publish function operation want
+  local -a calls=(
+    httk_workflow_transaction_begin 'httk_workflow_make_dir late' 'httk_workflow_make_dir /etc'
+    'httk_workflow_put_file late --content x' 'httk_workflow_put_file late missing'
+    "httk_workflow_put_tree late $SRC" "httk_workflow_replace_tree late $SRC" 'httk_workflow_remove x'
+  )
+  for publish in httk_workflow_succeed 'httk_workflow_fail x.broken broke' another-process; do
+    httk_workflow_transaction_begin
+    httk_workflow_put_file x --content x
+    if [[ $publish == another-process ]]; then
+      mkdir "$READY" # an outcome published by another process (a helper the step ran) counts too
+    else
+      $publish
+    fi
+    want=op1
+    [[ $publish != httk_workflow_fail* ]] || want='' # fail discarded the transaction
+    for call in "${calls[@]}"; do
+      function=${call%% *}
+      operation=${function#httk_workflow_}
+      operation=${operation/%_begin/}
+      status=0
+      $call 2>"$BATS_TEST_TMPDIR/stderr" || status=$?
+      [[ $status -eq 3 ]]
+      [[ $(<"$BATS_TEST_TMPDIR/stderr") == "$function: $READY: $operation refused: the attempt has already \
+published its one outcome; a transaction goes out with the outcome, so open it and add its operations before \
+publishing" ]]
+      httk_workflow_transaction_operation_ids ids
+      [[ $ids == "$want" ]]
+    done
+    [[ -z $(leftover_drafts) && ! -e $READY/transaction/payload/late ]]
+    rm -r "$READY"
+    _httk_workflow_published=''
+    _httk_workflow_tx_discard
+  done
+}
+
 @test "modes: copies keep their permission bits less set-id and sticky; text is 0644 less the umask" {
   local mask
   chmod 4755 "$SRC/file"

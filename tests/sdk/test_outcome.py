@@ -307,6 +307,25 @@ def test_an_outcome_another_process_published_is_respected(layout: Layout) -> No
     assert sorted(p.name for p in layout.control_dir.iterdir()) == ["context.json", "outcome.ready"]
 
 
+def test_transaction_calls_after_an_outcome_another_process_published_are_refused(tmp_path: Path) -> None:
+    """The transaction would be lost with the outcome gone: the call is refused, naming it."""
+    layout = make_attempt(tmp_path, data_generation=0, data_dir=str(tmp_path / "ws" / "data"))
+    a = Attempt.load(layout.context_path, environ={})
+    tx = a.transaction()
+    tx.make_dir("results")
+    (layout.control_dir / "outcome.ready").mkdir()
+    for operation, call in (
+        ("put_file", lambda: tx.put_file("results/e", b"1")),
+        ("remove", lambda: tx.remove("results")),
+        ("transaction", a.transaction),
+    ):
+        with pytest.raises(OutcomeAlreadyPublishedError, match=f": {operation} refused: ") as caught:
+            call()
+        assert caught.value.operation == operation
+        assert caught.value.path == str(layout.control_dir / "outcome.ready")
+    assert tx.operation_ids == ("op1",)
+
+
 def test_losing_the_race_for_outcome_ready_leaves_no_draft(layout: Layout, monkeypatch: Any) -> None:
     """Another process publishes between the SDK's check and its rename: the rename refuses."""
     a = attempt(layout)

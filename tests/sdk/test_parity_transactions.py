@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import sys
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from httk.workflow.engine._submit import JobSpec, submit_jobs
 from httk.workflow.engine._transaction_manifest import load_manifest
 from httk.workflow.engine._workspace import Workspace, init
 from httk.workflow.protocol._digest import tree_digest
-from httk.workflow.sdk import Attempt, Transaction, TransactionError
+from httk.workflow.sdk import Attempt, OutcomeAlreadyPublishedError, Transaction, TransactionError
 
 from tests.conftest import minimal_job
 from tests.engine.test_transactions import write_tree
@@ -359,6 +360,58 @@ def test_operations_need_a_transactional_job_and_an_open_transaction(tmp_path: P
     assert (result.stdout, result.stderr) == ("2\n", f"httk_workflow_transaction_begin: {raised.value}\n")
     result = run_bash(attempt, "httk_workflow_make_dir x\n")
     assert result.returncode == 2 and "httk_workflow_transaction_begin first" in result.stderr
+
+
+# -- after the outcome, refused alike ----------------------------------------------------------------
+LATE_CALLS: list[tuple[str, Callable[[Attempt, Transaction], object], str]] = [
+    ("transaction", lambda a, tx: a.transaction(), "httk_workflow_transaction_begin"),
+    ("make_dir", lambda a, tx: tx.make_dir("late"), "httk_workflow_make_dir late"),
+    ("make_dir", lambda a, tx: tx.make_dir("/etc"), "httk_workflow_make_dir /etc"),  # before any argument
+    ("put_file", lambda a, tx: tx.put_file("late", b"x"), "httk_workflow_put_file late --content x"),
+    ("put_file", lambda a, tx: tx.put_file("late", "missing"), "httk_workflow_put_file late missing"),
+    ("put_tree", lambda a, tx: tx.put_tree("late", "src"), "httk_workflow_put_tree late src"),
+    ("replace_tree", lambda a, tx: tx.replace_tree("late", "src"), "httk_workflow_replace_tree late src"),
+    ("remove", lambda a, tx: tx.remove("x"), "httk_workflow_remove x"),  # x: also the staged put's path
+]
+PUBLISHERS: dict[str, tuple[Callable[[Attempt], None], str]] = {
+    "staged by succeed": (lambda a: a.succeed(), "httk_workflow_succeed"),
+    "discarded by fail": (lambda a: a.fail("x.broken", "broke"), "httk_workflow_fail x.broken broke"),
+}
+
+
+@pytest.mark.parametrize("publisher", list(PUBLISHERS))
+@pytest.mark.parametrize("case", LATE_CALLS, ids=[case[2] for case in LATE_CALLS])
+def test_transaction_calls_after_the_outcome_are_refused_alike_and_change_nothing(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    case: tuple[str, Callable[[Attempt, Transaction], object], str],
+    publisher: str,
+) -> None:
+    operation, python_call, bash_call = case
+    publish_python, publish_bash = PUBLISHERS[publisher]
+    attempt = layout(tmp_path)
+    monkeypatch.chdir(attempt.workdir)
+    a = python_attempt(attempt)
+    tx = a.transaction()
+    tx.put_file("x", b"x")
+    publish_python(a)
+    first = published(attempt)
+    with pytest.raises(OutcomeAlreadyPublishedError) as raised:
+        python_call(a, tx)
+    assert raised.value.operation == operation
+    assert tx.operation_ids == ("op1",) and published(attempt) == first
+    shutil.rmtree(attempt.control_dir / "outcome.ready")  # the same control directory, named alike
+    script = (
+        f'{REGISTER}cd "$HTTK_WORKFLOW_WORKDIR"\n{BEGIN}httk_workflow_put_file x --content x\n'
+        f"{publish_bash}\n"
+        f"httk_workflow_transaction_operation_ids before\nstatus=0\n{bash_call} || status=$?\n"
+        'httk_workflow_transaction_operation_ids after\nprintf "%s|%s|%s" "$status" "$before" "$after"\n'
+    )
+    result = run_bash(attempt, script)
+    ids = "op1" if publisher == "staged by succeed" else ""  # Bash forgets a discarded transaction
+    assert result.stdout == f"3|{ids}|{ids}", result.stderr
+    assert result.stderr == f"{bash_call.split()[0]}: {raised.value}\n"
+    assert published(attempt) == first
 
 
 # -- one workflow in both languages under the real manager -------------------------------------------

@@ -481,12 +481,15 @@ class Attempt(Spawning):
         :meth:`succeed` and :meth:`wait` publish a nonempty one with the outcome, which then carries
         ``expected_data_generation``, and the manager applies it to ``data/`` before the next attempt
         starts. ``fail``, ``retry`` and ``pause`` discard it, like spawned children: a step that did not
-        finish contributes nothing.
+        finish contributes nothing. Once the outcome is published, this call and every operation of
+        the transaction are refused: they would be lost without a word.
 
         Raises
         ------
         TransactionError
             When the job is not transactional (the context has no data generation or ``data/``).
+        OutcomeAlreadyPublishedError
+            When the attempt already has an outcome (naming ``transaction``, or the operation refused).
 
         Examples
         --------
@@ -494,6 +497,7 @@ class Attempt(Spawning):
         >>> _ = tx.put_file("results/energy.json", b"-10.8\\n")
         >>> a.succeed()
         """
+        self._refuse_late("transaction")
         if self._transaction is None:
             if self.data_generation is None or self.data_dir is None:
                 raise TransactionError(
@@ -501,11 +505,17 @@ class Attempt(Spawning):
                     "workspace with the transactional-data-v1 extension can contribute to data/"
                 )
             self._transaction = Transaction()
+            self._transaction._guard = self._refuse_late
         return self._transaction
 
     def _refuse_second(self) -> None:
         if self.published:
             raise OutcomeAlreadyPublishedError(self.control_dir / _outcome.READY_NAME)
+
+    def _refuse_late(self, operation: str) -> None:
+        """Refuse a transaction call after the outcome: the transaction went out (or was dropped) with it."""
+        if self.published:
+            raise OutcomeAlreadyPublishedError(self.control_dir / _outcome.READY_NAME, operation=operation)
 
     def _publish(
         self,

@@ -11,7 +11,8 @@ SDK meets them; the original stays reachable as ``__cause__``.
     ├── ContextError                    the attempt context (context.json, job.json) is missing or malformed
     ├── StepDefinitionError             a step name is invalid or registered twice      (also ValueError)
     ├── OutcomeError                    an outcome argument is invalid or publication failed (ValueError)
-    │   ├── OutcomeAlreadyPublishedError  the attempt already has its one outcome
+    │   ├── OutcomeAlreadyPublishedError  the attempt already has its one outcome (a second one, or a
+    │   │                               transaction call after it, is refused)
     │   └── TransactionError            a transaction operation is refused, the job is not transactional,
     │                                   or the bundle cannot be staged (defined in ``_transaction``)
     ├── SettingNameError                a setting name is not a dotted lowercase name   (also ValueError)
@@ -120,22 +121,37 @@ class OutcomeError(SdkError, ValueError):
 
 
 class OutcomeAlreadyPublishedError(OutcomeError):
-    """The attempt already has its one outcome; a second one is never written.
+    """The attempt already has its one outcome; a second one, or a transaction operation, comes too late.
+
+    A transaction is published with the outcome (or discarded with it), so an operation added afterwards
+    would be lost without a word; it is refused instead, naming the operation. The Bash API refuses the
+    same calls with the same words (return 3).
 
     Parameters
     ----------
     path
         The attempt's ``outcome.ready`` directory.
+    operation
+        The transaction call refused (``"put_file"``, ``"transaction"``), when one was.
 
     Examples
     --------
     >>> from httk.workflow.sdk import OutcomeAlreadyPublishedError
     >>> OutcomeAlreadyPublishedError("/w/.httk-attempt.x/outcome.ready").path
     '/w/.httk-attempt.x/outcome.ready'
+    >>> str(OutcomeAlreadyPublishedError("/w/outcome.ready", operation="put_file")).split(";")[0]
+    '/w/outcome.ready: put_file refused: the attempt has already published its one outcome'
     """
 
-    def __init__(self, path: Path | str) -> None:
-        super().__init__("the attempt has already published its one outcome", path=path)
+    def __init__(self, path: Path | str, *, operation: str | None = None) -> None:
+        self.operation = operation
+        message = "the attempt has already published its one outcome"
+        if operation is not None:
+            message = (
+                f"{operation} refused: {message}; a transaction goes out with the outcome, so open it and "
+                "add its operations before publishing"
+            )
+        super().__init__(message, path=path)
 
 
 class SettingNameError(SdkError, ValueError):

@@ -21,7 +21,10 @@ caller took), so the same calls always build the same manifest apart from its tr
 Decisions: sources are *copied* when the outcome is published, never linked -- a hard link into the
 workdir would let later writes there reach committed data. Bytes given to :meth:`Transaction.put_file`
 are held in memory until then; pass a path for large contents. A put never creates missing parent
-directories of its destination; add a ``make_dir`` (``parents=True`` for several levels) first.
+directories of its destination; add a ``make_dir`` (``parents=True`` for several levels) first. The
+transaction of an attempt (:meth:`Attempt.transaction <._attempt.Attempt.transaction>`) refuses every
+operation once the attempt's outcome is published: the bundle was staged (or discarded) then, so a later
+operation would be lost without a word.
 
 Cost: importing this module loads nothing the SDK does not already load, so an accessor on ``Attempt``
 may import it eagerly; the staging machinery (:mod:`._transaction_stage`, ``hashlib``) is imported only
@@ -36,6 +39,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +128,9 @@ class _Pending:
 class Transaction:
     """The operations of one transaction, in the order the manager applies them.
 
+    An attempt's transaction (``a.transaction()``) refuses every operation once the attempt has
+    published its outcome, with :class:`~httk.workflow.sdk.OutcomeAlreadyPublishedError`.
+
     Parameters
     ----------
     transaction_id
@@ -147,6 +154,9 @@ class Transaction:
         self._operations: list[_Pending] = []
         self._by_path: dict[str, _Pending] = {}
         self._ids: set[str] = set()
+        # Called with the operation's name before each operation; the attempt that owns this transaction
+        # installs one that raises once its outcome is published.
+        self._guard: Callable[[str], None] | None = None
 
     def __repr__(self) -> str:
         return f"<Transaction operations={[op.id for op in self._operations]!r}>"
@@ -178,6 +188,7 @@ class Transaction:
         >>> Transaction().make_dir("results/relax", parents=True)
         'op1'
         """
+        self._check_open("make_dir")
         return self._add("make-dir", path, op_id, parents=_boolean(parents, "parents"))
 
     def put_file(
@@ -198,6 +209,7 @@ class Transaction:
         >>> Transaction().put_file("energy.json", b"-10.8\\n", op_id="energy")
         'energy'
         """
+        self._check_open("put_file")
         if isinstance(source, bytes | bytearray | memoryview):
             content: bytes | Path = bytes(source)
         else:
@@ -227,6 +239,7 @@ class Transaction:
         >>> Transaction().put_tree("relax", tempfile.mkdtemp())
         'op1'
         """
+        self._check_open("put_tree")
         content = _existing(source_dir, "dir", "source_dir")
         return self._add(
             "put-tree",
@@ -255,6 +268,7 @@ class Transaction:
         >>> Transaction().replace_tree("current", tempfile.mkdtemp())
         'op1'
         """
+        self._check_open("replace_tree")
         content = _existing(source_dir, "dir", "source_dir")
         return self._add("replace-tree", path, op_id, content=content, expected_sha256=expected_sha256)
 
@@ -273,6 +287,7 @@ class Transaction:
         >>> Transaction().remove("scratch", missing_ok=True)
         'op1'
         """
+        self._check_open("remove")
         return self._add(
             "remove",
             path,
@@ -282,6 +297,10 @@ class Transaction:
         )
 
     # -- checks ------------------------------------------------------------------------------------
+    def _check_open(self, operation: str) -> None:
+        if self._guard is not None:
+            self._guard(operation)
+
     def _add(
         self,
         op: str,

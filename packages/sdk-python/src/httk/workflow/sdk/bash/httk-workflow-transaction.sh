@@ -15,6 +15,9 @@
 #     expected_sha256, require_absent): normalized relative UTF-8 paths without protocol control names,
 #     unique operation ids (op<position> unless --op-id names one), no two operations on one path, a path
 #     below another's only below an earlier make_dir. A refused call changes nothing (return 2).
+#   - Once this attempt has published its outcome (in this shell, or outcome.ready exists), begin and
+#     every operation are refused (return 3) in Python's words: the transaction went out with the
+#     outcome or was discarded, so a later operation would be lost without a word.
 #   - advance, succeed and wait stage a nonempty transaction into the outcome draft exactly as Python's
 #     stage_transaction does: transaction/manifest.json (the same bytes but for the random transaction id),
 #     transaction/payload/<path> (a private copy of each put: new inodes, files with their source's
@@ -59,11 +62,25 @@ _httk_workflow_tx_discard() {
   return 0
 }
 
+# Refuse the transaction call OPERATION (Python's name: transaction, make_dir, put_file, ...) once this
+# attempt has published its outcome, with Python's OutcomeAlreadyPublishedError text.
+# Returns 0 (not published); 1 (no control directory known); 3 with a message.
+_httk_workflow_tx_refuse_late() { # <function> <operation>
+  local _hwTg_ready
+  _httk_workflow_path _hwTg_ready "$1" HTTK_WORKFLOW_CONTROL_DIR control_dir || return 1
+  _hwTg_ready+=/outcome.ready
+  [[ -n $_httk_workflow_published || -e $_hwTg_ready ]] || return 0
+  _httk_workflow_error "$1" "$_hwTg_ready: $2 refused: the attempt has already published its one outcome; a \
+transaction goes out with the outcome, so open it and add its operations before publishing"
+  return 3
+}
+
 # Open this attempt's transaction, once: the job must be transactional (context data_generation and
 # data_dir set). A second call keeps the open transaction and its operations.
-# Returns 0; 1 (context unreadable or malformed); 2 (the job is not transactional).
+# Returns 0; 1 (context unreadable or malformed); 2 (the job is not transactional); 3 (published).
 _httk_workflow_tx_begin() { # <function>
   local _hw_generation _hw_dir
+  _httk_workflow_tx_refuse_late "$1" transaction || return
   [[ -z $_httk_workflow_tx_open ]] || return 0
   _httk_workflow_load_context "$1" || return 1
   if ! _httk_workflow_lookup _hw_generation context data_generation || [[ $_hw_generation == null ]] ||
@@ -307,7 +324,8 @@ _httk_workflow_tx_source() { # <function> <argument name> <file|dir> <source>
 }
 
 # The public operations, behind the stubs in httk-workflow.sh; each reads its arguments as documented
-# there. Returns 0, or 2 (a refused argument, a job that is not transactional, no transaction open).
+# there. Returns 0; 1 (no control directory known); 2 (a refused argument or a wrong call, no transaction
+# open); 3 (the outcome is already published: checked once the options are parsed, before anything else).
 _httk_workflow_tx_operation() { # <function> <op> <path> [argument...]
   local _hw_function=$1 _hw_op=$2 _hw_op_id='' _hw_has_op_id='' _hw_expected='' _hw_has_expected=''
   local _hw_var='' _hw_content='' _hw_has_content='' _hw_parents='' _hw_missing_ok='' _hw_require_absent=''
@@ -332,6 +350,7 @@ _httk_workflow_tx_operation() { # <function> <op> <path> [argument...]
     shift
   fi
   _httk_workflow_tx_options "$_hw_function" "$_hw_allowed" "$@" || return 2
+  _httk_workflow_tx_refuse_late "$_hw_function" "${_hw_op//-/_}" || return
   case $_hw_op in
     put-file)
       if [[ -n $_hw_has_content && -n $_hw_has_given ]] || [[ -z $_hw_has_content && -z $_hw_has_given ]]; then

@@ -1478,7 +1478,8 @@ _httk_workflow_transaction_call() { # <function> <op> [argument...]
 # operations below add to it, in the order the manager applies them; advance, succeed and wait publish
 # a nonempty one with the outcome (staged in its draft, expected_data_generation in outcome.json), and
 # fail, retry and pause discard it. A second call keeps the open transaction.
-# Returns 0; 1 (context unreadable or malformed); 2 (the job is not transactional, or a wrong call).
+# Returns 0; 1 (context unreadable or malformed); 2 (the job is not transactional, or a wrong call); 3 (the
+# outcome is already published: the transaction went out with it or was discarded).
 httk_workflow_transaction_begin() { # (no arguments)
   local -x LC_ALL=C
   if (($# != 0)); then
@@ -1493,7 +1494,7 @@ httk_workflow_transaction_begin() { # (no arguments)
 # (default op<position>) and --var VAR (receives the operation id). Each is checked when added, as in
 # Python; a source is read when the outcome is published, so it must stay unchanged until then.
 # Returns, for each: 0; 1 (the transaction functions cannot be loaded); 2 (a refused argument, a wrong
-# call, or no transaction open).
+# call, or no transaction open); 3 (the outcome is already published, so the operation would be lost).
 
 # make-dir: create the directory PATH (--parents: and its missing parents); an existing one is kept.
 httk_workflow_make_dir() { # <path> [--parents] [--op-id ID] [--var VAR]
