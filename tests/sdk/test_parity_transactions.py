@@ -3,6 +3,7 @@
 Each language stages into its own copy of one transactional attempt layout. The published ``outcome.ready/``
 trees are compared entry by entry -- relative path, file bytes, file type and mode, directories included --
 after the fresh UUIDs (the transaction id, child ids) are replaced by their order of first appearance.
+The modes are compared under umask 022, 002 and 077 as well.
 Bash runs in the workdir with relative sources, Python with absolute ones: both must stage the same thing.
 
 The last test runs one two-step workflow written in both languages under the real manager, in a workspace
@@ -214,6 +215,30 @@ def test_both_languages_stage_the_same_bundle(tmp_path: Path, name: str, durable
     assert published(in_bash) == published(in_python)
     for attempt in (in_python, in_bash):
         assert [p.name for p in attempt.control_dir.iterdir()] == ["context.json", "outcome.ready"]
+
+
+DOCUMENTS = ("outcome.json", "spawn.json", "job.json")
+"""Published documents: created 0666 less the umask, as a Bash redirection creates them."""
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o002, 0o077], ids=["022", "002", "077"])
+@pytest.mark.parametrize("name", ["every operation", "with children, published by wait"])
+def test_published_modes_follow_the_umask_alike(tmp_path: Path, name: str, mask: int) -> None:
+    python_calls, bash_calls = SCENARIOS[name]
+    in_python, in_bash = layout(tmp_path / "py"), layout(tmp_path / "sh")
+    previous = os.umask(mask)  # this process's, and so the Bash child's
+    try:
+        python_calls(python_attempt(in_python))
+        result = run_bash(in_bash, REGISTER + 'cd "$HTTK_WORKFLOW_WORKDIR"\n' + bash_calls)
+    finally:
+        os.umask(previous)
+    assert result.returncode == 0, result.stderr
+    entries = published(in_python)
+    assert published(in_bash) == entries
+    modes = {path: mode for path, (kind, _, mode) in entries.items() if kind == "file"}
+    assert {mode for path, mode in modes.items() if path.endswith(DOCUMENTS)} == {0o666 & ~mask}
+    assert modes["transaction/manifest.json"] == 0o644 & ~mask
+    assert {mode for path, (kind, _, mode) in entries.items() if kind == "dir"} == {0o777 & ~mask}
 
 
 def test_the_bundle_passes_the_managers_rules_and_digests(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ Publication (:class:`Draft`): ``mkdir outcome.tmp.<nonce>``, write ``outcome.jso
 (:mod:`._children`, added through :meth:`Draft.add_file` as each child is spawned, so a draft may exist
 before its outcome is decided) and any ``transaction/`` bundle (``stage_transaction``), when durable
 synchronize every file and then every directory of the draft in one batch, rename the draft to
-``outcome.ready``, and when durable synchronize the control directory. A crash before the rename leaves
-an ignored draft; after it, the whole outcome.
+``outcome.ready``, and when durable synchronize the control directory. The documents are created with
+mode 0666 less the umask, like any file a process creates (and like the Bash API's redirections). A
+crash before the rename leaves an ignored draft; after it, the whole outcome.
 
 Why a plain ``rename(2)`` never replaces a published outcome: a published ``outcome.ready`` is always a
 nonempty directory (it was a draft holding ``outcome.json``), and renaming a directory onto a nonempty
@@ -140,8 +141,12 @@ class Draft:
         self._files: list[Path] = []
         self._published = False
 
-    def add_file(self, relative: str, data: bytes, *, mode: int = 0o644) -> Path:
-        """Write a new file at the ``/``-separated ``relative`` path in the draft (mode less the umask)."""
+    def add_file(self, relative: str, data: bytes, *, mode: int = 0o666) -> Path:
+        """Write a new file at the ``/``-separated ``relative`` path in the draft (mode less the umask).
+
+        The default is what a Bash redirection creates, so outcome.json, spawn.json and a child's job.json
+        have the same mode from either SDK under any umask (Bash cannot read its umask without a fork).
+        """
         target = self.path
         *parents, name = relative.split("/")
         for part in parents:
