@@ -7,6 +7,8 @@ the committing frames), after replacing the job, activation and attempt ids, whi
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,12 +114,16 @@ def test_python_and_bash_publish_the_same_documents(tmp_path: Path) -> None:
     ws = init(tmp_path / "ws", durable=False)
     python_job = _run(ws, PYTHON_RUNNER, "python")
     bash_job = _run(ws, BASH_RUNNER, "bash")
-    Manager(ws, ManagerConfig(workers=2)).run()
+    previous = os.umask(0o002)  # a group-writable umask, where 0644 and 0666 creations differ
+    try:
+        Manager(ws, ManagerConfig(workers=2)).run()
+    finally:
+        os.umask(previous)
     python_outcomes = _committed_outcomes(ws, python_job)
     bash_outcomes = _committed_outcomes(ws, bash_job)
     assert [o["action"] for o in python_outcomes] == ["advance", "retry", "advance", "succeed"]
     assert python_outcomes == bash_outcomes
     state = "parity/{tag}--{id}/.httk-job/state.json"
-    assert (ws.root / state.format(**python_job)).read_bytes() == (
-        ws.root / state.format(**bash_job)
-    ).read_bytes()
+    python_state, bash_state = ws.root / state.format(**python_job), ws.root / state.format(**bash_job)
+    assert python_state.read_bytes() == bash_state.read_bytes()
+    assert stat.S_IMODE(python_state.stat().st_mode) == stat.S_IMODE(bash_state.stat().st_mode) == 0o664

@@ -93,11 +93,12 @@ def replace_atomically(path: Path, data: bytes, *, durable: bool) -> None:
     """Replace ``path`` with ``data`` through a temporary name in the same directory.
 
     Order: write the temporary file, synchronize it (durable), rename it over ``path``, synchronize the
-    directory (durable). On any failure the temporary file is removed and the error propagates.
+    directory (durable). On any failure the temporary file is removed and the error propagates. The file
+    is created 0666 less the umask, as the Bash API's redirection creates the same documents.
     """
     temporary = path.with_name(f".{path.name}.tmp.{nonce()}")
     try:
-        write_new(temporary, data, sync=durable)
+        write_new(temporary, data, sync=durable, mode=0o666)
         os.rename(temporary, path)
     except BaseException:
         with suppress(OSError):
