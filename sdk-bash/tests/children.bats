@@ -127,6 +127,14 @@ PY
   assert_contains "$stderr" "already published"
 }
 
+@test "spawning after another process published the outcome returns 3 and writes nothing" {
+  mkdir "$READY"
+  run --separate-stderr httk_workflow_spawn late relax
+  [[ $status -eq 3 ]]
+  assert_contains "$stderr" "already published"
+  [[ -z $(ls -A "$READY") && -z $(leftover_drafts) ]]
+}
+
 @test "durable: every bundle file and directory is synchronized before the rename" {
   use_call_log
   export HTTK_WORKFLOW_DURABLE=1

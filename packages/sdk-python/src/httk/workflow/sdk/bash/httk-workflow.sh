@@ -1241,7 +1241,7 @@ httk_workflow_spawn() { # <label> <step> [--input NAME=JSON]... [--tag T] [--pla
   _httk_workflow_options httk_workflow_spawn ' input tag placement name priority resource ' "${@:3}" || return 2
   _hw_tag=${_hw_tag:-$1}
   _httk_workflow_check_label httk_workflow_spawn --tag "$_hw_tag" || return 2
-  if [[ -n $_httk_workflow_published ]]; then
+  if [[ -n $_httk_workflow_published || -e ${HTTK_WORKFLOW_CONTROL_DIR-}/outcome.ready ]]; then
     _httk_workflow_error httk_workflow_spawn "this attempt has already published its outcome; spawn before it"
     return 3
   fi
