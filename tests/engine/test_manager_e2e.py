@@ -25,7 +25,10 @@ from httk.workflow.engine import _launch
 from httk.workflow.engine._executor import process_alive
 from httk.workflow.engine._manager import Manager, RunSummary
 from httk.workflow.engine._manager_config import ManagerConfig
+from httk.workflow.engine._markers_fs import probe_marker
+from httk.workflow.engine._why import WhyContext, diagnose
 from httk.workflow.engine._workspace import Workspace, init
+from httk.workflow.models import validator
 
 from tests.crashkit import count_mutations, run_crashing
 from tests.runners import (
@@ -209,6 +212,16 @@ def test_a_declared_failure_is_recorded_exactly_and_is_permanent(
     assert frames[-1]["failure"] == failure
     assert frames[-2]["kind"] == "committing"
     assert len(records(payload(ws, job))) == 1
+    # the breadcrumb beside the kept outcome and logs, and job why reading it
+    breadcrumb = payload(ws, job) / f".httk-attempt.{frames[-1]['attempt_id']}" / "error.json"
+    error = json.loads(breadcrumb.read_text())
+    validator("error").validate(error)
+    assert (error["failure"], error["code"], error["step"]) == (failure, "vasp.nonconvergent", "prepare")
+    marker = probe_marker(ws, "p", f"{job['tag']}--{job['id']}")
+    assert marker is not None
+    diagnosis = diagnose(ws, marker, WhyContext.read(ws))
+    [found] = [f for f in diagnosis.findings if f.topic == "breadcrumb"]
+    assert "error.json" in found.text and "electronic minimization did not converge" in found.text
 
 
 def test_a_retryable_declared_failure_is_retried_then_succeeds(ws: Workspace, runner: dict[str, Any]) -> None:
@@ -549,6 +562,7 @@ def test_a_failed_attempt_keeps_its_control_directory(ws: Workspace, runner: dic
     control = job_dir / f".httk-attempt.{record.context['attempt_id']}"
     assert sorted(p.name for p in control.iterdir()) == [
         "context.json",
+        "error.json",
         "outcome.ready",
         "process.json",
         "runner",
@@ -863,3 +877,19 @@ def test_an_attempt_launched_as_a_drain_begins_is_stopped_too(
     frames = final(ws, job, "ready")
     assert frames[-1]["attempt_reason"] == "lease_lost"
     assert frames[-1]["last_failure"]["message"] == "the manager drained and stopped the attempt"
+
+
+def test_an_exit_without_outcome_that_fails_the_job_leaves_its_breadcrumb(
+    ws: Workspace, runner: dict[str, Any]
+) -> None:
+    job = scripted_job({"prepare": {"action": "exit", "exit": 3}}, runner, retry_on=[])
+    submit(ws, job)
+
+    run(ws)
+
+    frames = final(ws, job, "failed")
+    control = payload(ws, job) / f".httk-attempt.{frames[-1]['attempt_id']}"
+    error = json.loads((control / "error.json").read_text())
+    validator("error").validate(error)
+    assert error["failure"] == frames[-1]["failure"] and error["code"] == "process_failure"
+    assert (control / "stdout.log").exists()  # kept beside it: the attempt's evidence stays whole

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 MODELS = [
     "AttemptContext",
     "Failure",
+    "FailureBreadcrumb",
     "FormatDocument",
     "GcFrame",
     "Heartbeat",

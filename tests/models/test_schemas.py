@@ -27,6 +27,7 @@ SCHEMAS = models.schema_path("common").parent
 # schema name -> the exported top-level model of that document
 MODEL_OF: dict[str, str] = {
     "attempt-context": "AttemptContext",
+    "error": "FailureBreadcrumb",
     "failure": "Failure",
     "format": "FormatDocument",
     "gc": "GcFrame",
@@ -43,6 +44,7 @@ MODEL_OF: dict[str, str] = {
 }
 FORMAT_OF: dict[str, str] = {
     "attempt-context": "httk-workflow-attempt-context",
+    "error": "httk-workflow-error",
     "format": "httk-workflow-filesystem",
     "gc": "httk-workflow-gc",
     "heartbeat": "httk-workflow-heartbeat",

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
+from httk.workflow.protocol._jsonio import dump_pretty
 
 from . import _fsops
 from ._attempt import CONTEXT_FILE, STDERR_FILE, STDIO_LOG, STDOUT_FILE
@@ -38,6 +39,7 @@ from ._children import (
     register_children,
     spawned_of,
 )
+from ._clock import utc_timestamp
 from ._executor import PROCESS_FILE
 from ._jobs import LoadedJob
 from ._joins import JoinError, validate_wait
@@ -81,7 +83,11 @@ def finish_attempt(state: ManagerState, live: LiveAttempt, status: int) -> None:
     drained = live.terminated_at is not None
     failure = exit_failure(status, drained=drained)
     decision = exit_decision(live.job.document, live.frame, failure, drained=drained)
-    state.apply(live.marker, decision, Trigger.RETRY if decision.kind is Kind.READY else Trigger.FAILURE)
+    won = state.apply(
+        live.marker, decision, Trigger.RETRY if decision.kind is Kind.READY else Trigger.FAILURE
+    )
+    if won:
+        leave_breadcrumb(state, live, decision)
 
 
 def exit_failure(status: int, *, drained: bool) -> dict[str, Any]:
@@ -204,6 +210,40 @@ def finish_committing(
     won = state.apply(marker, decision, Trigger.COMMIT)
     if won and live is not None and decision.kind in _RETIRE_CONTROL_ON:
         state.retiring.append(live)  # after the freed slot is refilled: cleanup is off the hot path
+    elif won and live is not None:
+        leave_breadcrumb(state, live, decision)
+
+
+BREADCRUMB = "error.json"
+"""The failure breadcrumb in the kept control directory of the attempt that failed the job."""
+
+
+def leave_breadcrumb(state: ManagerState, live: LiveAttempt, decision: Decision) -> None:
+    """Write ``error.json`` beside the outcome and logs of an attempt that failed its job.
+
+    Evidence for an operator (``schemas/error.schema.json``), not protocol state: written after the
+    failed frame is committed, without synchronization, and a failure to write it is only logged.
+    """
+    failure = decision.members.get("failure")
+    if decision.kind is not Kind.FAILED or not isinstance(failure, dict):
+        return
+    frame = live.frame
+    document = {
+        "format": "httk-workflow-error",
+        "format_version": 1,
+        "job_id": live.marker.job_id,
+        "job_key": live.marker.job_key,
+        "attempt_id": frame["attempt_id"],
+        "step": frame.get("step"),
+        "failed_at": utc_timestamp(state.clock.now()),
+        "code": failure.get("code"),
+        "message": failure.get("message"),
+        "failure": failure,
+    }
+    try:
+        _fsops.write_file_atomic(live.prepared.control_dir / BREADCRUMB, dump_pretty(document), durable=False)
+    except OSError as exc:
+        log.warning("%s: the failure breadcrumb could not be written: %s", live.marker.job_key, exc)
 
 
 def _with_generation(decision: Decision, frame: dict[str, Any], changed: bool) -> Decision:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from referencing import Registry
 
     from ._generated.attempt_context_schema import AttemptContext
+    from ._generated.error_schema import FailureBreadcrumb
     from ._generated.failure_schema import Failure
     from ._generated.format_schema import FormatDocument
     from ._generated.gc_schema import GcFrame
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AttemptContext",
     "Failure",
+    "FailureBreadcrumb",
     "FormatDocument",
     "GcFrame",
     "Heartbeat",
@@ -76,6 +78,7 @@ __all__ = [
 _MODELS: dict[str, tuple[str, str]] = {
     "AttemptContext": ("attempt_context_schema", "attempt-context"),
     "Failure": ("failure_schema", "failure"),
+    "FailureBreadcrumb": ("error_schema", "error"),
     "FormatDocument": ("format_schema", "format"),
     "GcFrame": ("gc_schema", "gc"),
     "Heartbeat": ("heartbeat_schema", "heartbeat"),
