@@ -49,10 +49,9 @@ def probe_marker(workspace: Workspace, placement: str, job_key: str) -> MarkerLo
     the probe scans again, and only two markers that every one of :data:`PROBE_SCANS` scans shows are
     corruption (:class:`TransitionError`).
     """
-    for _ in range(PROBE_SCANS):
-        found = _scan(workspace, placement, job_key)
-        if len(found) <= 1:
-            return found[0] if found else None
+    found = _settled_scan(workspace, placement, job_key)
+    if len(found) <= 1:
+        return found[0] if found else None
     paths = ", ".join(str(m.path(workspace)) for m in found)
     raise TransitionError(f"job {job_key} has {len(found)} markers, which is corruption: {paths}")
 
@@ -61,11 +60,17 @@ def duplicate_markers(workspace: Workspace, placement: str, job_key: str) -> lis
     """Every marker of ``job_key`` at ``placement`` when each of :data:`PROBE_SCANS` scans shows more
     than one (the corruption :func:`probe_marker` raises on), else ``[]`` (one marker, none, or a race).
     """
+    found = _settled_scan(workspace, placement, job_key)
+    return found if len(found) > 1 else []
+
+
+def _settled_scan(workspace: Workspace, placement: str, job_key: str) -> list[MarkerLocation]:
+    """The first scan showing at most one marker, or the last of :data:`PROBE_SCANS` scans showing more."""
     found: list[MarkerLocation] = []
     for _ in range(PROBE_SCANS):
         found = _scan(workspace, placement, job_key)
         if len(found) <= 1:
-            return []
+            break
     return found
 
 
