@@ -440,7 +440,7 @@ PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("    claim pass (ready)", "_manager.py", "_claim_pass", ""),
     ("      MarkerStream.next_pass", "_scan.py", "next_pass", "_claim_pass"),
     ("      claimable (job cache)", "_launch.py", "claimable", ""),
-    ("      claim_and_launch", "_launch.py", "claim_and_launch", ""),
+    ("      claim_ready (claim and launch)", "_launch.py", "claim_ready", ""),
     ("        launch", "_launch.py", "launch", ""),
     ("          prepare_attempt", "_attempt.py", "prepare_attempt", ""),
     ("          spawn_gated", "_executor.py", "spawn_gated", ""),
