@@ -29,7 +29,7 @@ Invariant: whatever a fast path accepts, the protocol accepts too, with the same
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._errors import SettingNameError
@@ -47,17 +47,27 @@ def _identifier(value: object, longest: int) -> bool:
     return isinstance(value, str) and len(value) <= longest and value.isascii() and value.isidentifier()
 
 
+def _rule_broken(validate: Callable[[Any], object], value: object) -> str | None:
+    """The rule that ``validate``, one of the protocol's name checks, finds ``value`` breaking, or ``None``.
+
+    ``validate`` takes any value: it checks the type itself.
+    """
+    from httk.workflow.protocol import InvalidNameError
+
+    try:
+        validate(value)
+    except InvalidNameError as exc:
+        return exc.rule
+    return None
+
+
 def step_problem(value: object) -> str | None:
     """Why ``value`` is not a step name, or ``None``."""
     if _identifier(value, _STEP_FAST_MAX):
         return None
-    from httk.workflow.protocol import InvalidNameError, validate_step
+    from httk.workflow.protocol import validate_step
 
-    try:
-        validate_step(value)  # type: ignore[arg-type]  # it checks the type itself
-    except InvalidNameError as exc:
-        return exc.rule
-    return None
+    return _rule_broken(validate_step, value)
 
 
 def priority_problem(value: object) -> str | None:
@@ -106,13 +116,9 @@ def declaration_name_problem(name: object) -> str | None:
     """Why ``name`` is not a declaration name, or ``None``."""
     if _identifier(name, _DECLARATION_FAST_MAX):
         return None
-    from httk.workflow.protocol import InvalidNameError, validate_declaration_name
+    from httk.workflow.protocol import validate_declaration_name
 
-    try:
-        validate_declaration_name(name)  # type: ignore[arg-type]  # it checks the type itself
-    except InvalidNameError as exc:
-        return exc.rule
-    return None
+    return _rule_broken(validate_declaration_name, name)
 
 
 def setting_variable(name: object) -> str:
