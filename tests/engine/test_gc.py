@@ -115,18 +115,18 @@ def attached(root: Path, factory: Callable[[Path], T]) -> Iterator[T]:
     (value if isinstance(value, Workspace) else value.workspace).close()
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
+@pytest.fixture(name="root")
+def root_fixture(tmp_path: Path) -> Path:
     return small_segment_workspace(tmp_path)
 
 
-@pytest.fixture
-def ws(root: Path) -> Iterator[Workspace]:
+@pytest.fixture(name="ws")
+def ws_fixture(root: Path) -> Iterator[Workspace]:
     yield from attached(root, attach)
 
 
-@pytest.fixture
-def state(root: Path) -> Iterator[ManagerState]:
+@pytest.fixture(name="state")
+def state_fixture(root: Path) -> Iterator[ManagerState]:
     yield from attached(root, new_state)
 
 

@@ -7,7 +7,6 @@ An absent ``policy.retention`` member keeps its category whole (DECISIONS D4). A
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,31 +21,17 @@ from httk.workflow.engine._workspace import Workspace, attach, init
 from httk.workflow.protocol import RecordRef
 
 from tests.engine.test_gc import (
-    attached,
     attempt_dir,
     make_old,
     make_old_tree,
     publish_record,
+    root_fixture,  # noqa: F401 (a fixture)
     set_retention,
     silence,
-    small_segment_workspace,
+    state_fixture,  # noqa: F401 (a fixture)
+    ws_fixture,  # noqa: F401 (a fixture)
 )
 from tests.jobkinds import FAILURE, frame_of, job_in, new_state
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return small_segment_workspace(tmp_path)
-
-
-@pytest.fixture
-def ws(root: Path) -> Iterator[Workspace]:
-    yield from attached(root, attach)
-
-
-@pytest.fixture
-def state(root: Path) -> Iterator[ManagerState]:
-    yield from attached(root, new_state)
 
 
 def payload(ws: Workspace, marker: MarkerLocation) -> Path:
