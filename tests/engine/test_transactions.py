@@ -819,7 +819,7 @@ def test_a_slow_replayer_never_moves_a_freshly_installed_tree_to_trash(
     data = tmp_path / "data"
     write_tree(data, {})
     bundle = Bundle(tmp_path / "bundle").tree("swap", "t", {"n": b"n"}, op="replace-tree")
-    real_kind = _transactions._kind
+    real_kind = _transactions.path_kind
     interleaved: list[bool] = []
 
     def kind(path: Path) -> str:
@@ -829,7 +829,7 @@ def test_a_slow_replayer_never_moves_a_freshly_installed_tree_to_trash(
             run_replay(data, bundle)  # the other replayer, start to finish
         return found
 
-    monkeypatch.setattr(_transactions, "_kind", kind)
+    monkeypatch.setattr(_transactions, "path_kind", kind)
     result = run_replay(data, bundle)
     assert interleaved == [True]
     assert result.performed == 0

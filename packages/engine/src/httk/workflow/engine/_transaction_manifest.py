@@ -378,12 +378,12 @@ def _check_overlap(operations: tuple[Operation, ...]) -> None:
 def check_staged_payload(bundle_dir: Path, manifest: Manifest) -> None:
     """Refuse forbidden file types and extra links in ``payload/``, a nonempty ``trash/``, bad digests."""
     payload = bundle_dir / PAYLOAD_DIR
-    if _kind(payload) not in ("absent", "dir"):
+    if path_kind(payload) not in ("absent", "dir"):
         raise TransactionError("must be a directory", member=PAYLOAD_DIR, path=payload)
-    if _kind(payload) == "dir":
+    if path_kind(payload) == "dir":
         _scan_payload(payload)
     trash = bundle_dir / TRASH_DIR
-    trash_kind = _kind(trash)
+    trash_kind = path_kind(trash)
     if trash_kind == "dir":
         with os.scandir(trash) as entries:
             if next(entries, None) is not None:
@@ -425,7 +425,7 @@ def _check_source(bundle_dir: Path, op: Operation) -> None:
     source = bundle_dir / op.source
     member = f"operations[{op.index}].source"
     want = "file" if op.op == PUT_FILE else "dir"
-    found = _kind(source)
+    found = path_kind(source)
     if found != want:
         rule = "is absent" if found == "absent" else f"must be a {'regular file' if want == 'file' else want}"
         raise TransactionError(rule, operation=op.id, member=member, path=source)
@@ -439,13 +439,11 @@ def _check_source(bundle_dir: Path, op: Operation) -> None:
         )
 
 
-def _kind(path: Path) -> str:
+def path_kind(path: Path) -> str:
     """``absent``, ``file``, ``dir``, ``symlink`` or ``other`` without following a final symlink."""
     try:
         mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return "absent"
-    except NotADirectoryError:
+    except (FileNotFoundError, NotADirectoryError):
         return "absent"
     if stat.S_ISREG(mode):
         return "file"
@@ -460,7 +458,7 @@ def check_preconditions(data_dir: Path, manifest: Manifest) -> None:
 
     ``data/`` that does not exist yet counts as empty (replay creates it). Nothing is modified.
     """
-    root = _kind(data_dir)
+    root = path_kind(data_dir)
     if root not in ("absent", "dir"):
         raise TransactionError("data/ must be a directory", path=data_dir)
     created: set[str] = set()  # directories earlier make-dirs of this manifest create
@@ -468,7 +466,7 @@ def check_preconditions(data_dir: Path, manifest: Manifest) -> None:
     def kind(relative: str) -> str:
         if relative in created:
             return "dir"
-        return "absent" if root == "absent" else _kind(data_dir / relative)
+        return "absent" if root == "absent" else path_kind(data_dir / relative)
 
     for op in manifest.operations:
         member = f"operations[{op.index}].path"

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -88,6 +87,7 @@ from ._transaction_manifest import (
     check_staged_payload,
     digest_of,
     load_manifest,
+    path_kind,
     validate_manifest,
 )
 
@@ -188,7 +188,7 @@ def replay(
     if durable:
         run.synchronize(manifest.operations)
     changed = any(
-        op.op != REMOVE or _kind(trash_path(bundle_dir, op)) != "absent" for op in manifest.operations
+        op.op != REMOVE or path_kind(trash_path(bundle_dir, op)) != "absent" for op in manifest.operations
     )
     return ReplayResult(changed, [data_dir / op.path for op in manifest.operations], run.performed)
 
@@ -214,7 +214,7 @@ class _Replay:
     def ensure_data_dir(self) -> None:
         with suppress(FileExistsError):  # a non-directory: refused just below
             _fsops.make_dir(self.data_dir, durable=self.durable, exist_ok=True)
-        if _kind(self.data_dir) != "dir":
+        if path_kind(self.data_dir) != "dir":
             raise TransactionCorruptionError("data/ is not a directory", path=self.data_dir)
 
     # -- the verified loop -------------------------------------------------------------------------
@@ -268,7 +268,7 @@ class _Replay:
     # -- per operation type ------------------------------------------------------------------------
     def _make_dir(self, op: Operation) -> _Step | str | None:
         target = self.data_dir / op.path
-        found = _kind(target)
+        found = path_kind(target)
         if found == "dir":
             return None
         if found != "absent":
@@ -288,9 +288,9 @@ class _Replay:
 
     def _remove(self, op: Operation) -> _Step | str | None:
         trash = trash_path(self.bundle_dir, op)
-        in_trash = _kind(trash)  # trash first, target second: see the module docstring
+        in_trash = path_kind(trash)  # trash first, target second: see the module docstring
         target = self.data_dir / op.path
-        found = _kind(target)
+        found = path_kind(target)
         if found == "absent":
             if in_trash != "absent" or op.missing_ok:
                 return None
@@ -308,9 +308,9 @@ class _Replay:
         assert op.source is not None
         want = "file" if op.op == PUT_FILE else "dir"
         target = self.data_dir / op.path
-        found = _kind(target)
+        found = path_kind(target)
         source = self.bundle_dir / op.source
-        staged = _kind(source)  # the source last
+        staged = path_kind(source)  # the source last
         if staged == "absent":
             if found == want and self._installed(op, target, found):
                 return None
@@ -336,11 +336,11 @@ class _Replay:
     def _replace_tree(self, op: Operation) -> _Step | str | None:
         assert op.source is not None
         trash = trash_path(self.bundle_dir, op)
-        in_trash = _kind(trash)  # trash, destination, source: see the module docstring
+        in_trash = path_kind(trash)  # trash, destination, source: see the module docstring
         target = self.data_dir / op.path
-        found = _kind(target)
+        found = path_kind(target)
         source = self.bundle_dir / op.source
-        staged = _kind(source)
+        staged = path_kind(source)
         if staged == "absent":
             if found == "dir" and self._installed(op, target, found):
                 return None
@@ -377,7 +377,7 @@ class _Replay:
         current = self.data_dir
         for part in op.path.split("/")[:-1]:
             current = current / part
-            found = "absent" if missing else _kind(current)
+            found = "absent" if missing else path_kind(current)
             if found == "absent":
                 missing.append(current)
             elif found != "dir":
@@ -421,7 +421,7 @@ class _Replay:
         # Trash directories are created idempotently; their names depend on the operation id alone.
         for directory in (trash.parent.parent, trash.parent):
             _fsops.make_dir(directory, durable=self.durable, exist_ok=True)
-            if _kind(directory) != "dir":  # exist_ok follows a symlink; replay follows none
+            if path_kind(directory) != "dir":  # exist_ok follows a symlink; replay follows none
                 raise NotADirectoryError(errno.ENOTDIR, "is not a directory", str(directory))
         _fsops.rename(target, trash, durable=self.durable, noreplace=True)
 
@@ -448,7 +448,7 @@ class _Replay:
                 paths[trash.parent.parent] = None
                 paths[trash.parent] = None
         for path in paths:
-            found = _kind(path)
+            found = path_kind(path)
             if found == "dir":
                 _fsops.fsync_dir(path)
             elif found == "file":
@@ -465,18 +465,6 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _kind(path: Path) -> str:
-    try:
-        mode = os.lstat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return "absent"
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    return "symlink" if stat.S_ISLNK(mode) else "other"
 
 
 def _describe(kind: str) -> str:
