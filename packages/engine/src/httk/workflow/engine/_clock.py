@@ -68,6 +68,16 @@ def utc_timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def parse_time(timestamp: object) -> datetime | None:
+    """The instant a document's timestamp names, or ``None`` for a missing or unreadable one."""
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def backoff_schedule(
     deadline_seconds: float, first: float = 0.01, factor: float = 2.0, cap: float = 1.0
 ) -> list[float]:

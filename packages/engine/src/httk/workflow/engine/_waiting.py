@@ -40,7 +40,7 @@ from typing import Any
 from httk.workflow.protocol import InvalidNameError, validate_step
 
 from ._budgets import Counters
-from ._clock import utc_timestamp
+from ._clock import parse_time, utc_timestamp
 from ._joins import NAMED_IN_DETAILS, Evaluation, Join, JoinError, Verdict, evaluate, parse_join, summary
 from ._manager_state import ManagerState
 from ._markers_fs import MarkerLocation
@@ -139,7 +139,7 @@ def _unresolved(waiting: _Waiting, join: Join, evaluation: Evaluation, now: date
     missing = [join.children[index] for index in evaluation.unresolved]
     keys = [child.job_key for child in missing[:NAMED_IN_DETAILS]]
     recorded = waiting.frame.get("first_unresolved_at")
-    first = _timestamp(recorded)
+    first = parse_time(recorded)
     if first is None:
         log.warning(
             "%s: join child %s cannot be resolved at %s",
@@ -165,15 +165,6 @@ def _unresolved(waiting: _Waiting, join: Join, evaluation: Evaluation, now: date
         },
     }
     return _fail(waiting, failure, Trigger.DEPENDENCY_FAILURE, "dependency_failure")
-
-
-def _timestamp(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _observe_again(

@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
+from ._clock import parse_time
 from ._inspect_managers import ManagerView
 from ._joins import Join, JoinError, Verdict, judge, locate, parse_join
 from ._manager_config import ManagerConfig
 from ._states import Kind
-from ._why_owned import in_scope, names, parse_time
+from ._why_owned import in_scope, names
 from ._why_report import BLOCKED, INFO, OK, WARNING, Answer, Case, Finding
 
 JOIN_GRACE_SECONDS = ManagerConfig().join_grace_seconds

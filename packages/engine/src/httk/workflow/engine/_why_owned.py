@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ._clock import parse_time
 from ._executor import process_alive
 from ._inspect_managers import ManagerView
 from ._outcome import OUTCOME_DIR
@@ -99,15 +100,6 @@ def owner_of(case: Case) -> Owner:
 def _age(timestamp: object, now: datetime) -> float | None:
     moment = parse_time(timestamp)
     return None if moment is None else (now - moment).total_seconds()
-
-
-def parse_time(timestamp: object) -> datetime | None:
-    if not isinstance(timestamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def in_scope(case: Case) -> list[ManagerView]:
