@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from httk.workflow.engine._clock import ManualClock
 from httk.workflow.engine._jobs import LoadedJob, load_job
 from httk.workflow.engine._launch import claim_frame, register
@@ -39,6 +40,20 @@ def manager_state(ws: Workspace, clock: ManualClock | None = None, **config: Any
 def fresh_workspace(path: Path, clock: ManualClock | None = None) -> Workspace:
     init(path, durable=False).close()
     return attach(path, clock=clock or ManualClock())
+
+
+@pytest.fixture(name="ws")
+def ws_fixture(tmp_path: Path) -> Iterator[Workspace]:
+    """A fresh non-durable workspace on a manual clock, closed afterwards."""
+    workspace = fresh_workspace(tmp_path / "ws")
+    yield workspace
+    workspace.close()
+
+
+@pytest.fixture(name="state")
+def state_fixture(ws: Workspace) -> ManagerState:
+    """A manager's shared state on the ``ws`` fixture."""
+    return manager_state(ws)
 
 
 def current(ws: Workspace, placement: str, key: str) -> MarkerLocation:

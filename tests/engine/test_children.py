@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,26 +30,15 @@ from tests.joinkit import (
     all_markers,
     current,
     frame_of,
-    fresh_workspace,
     join_of,
     make_child,
     manager_state,
     running_parent,
+    state_fixture,  # noqa: F401 (a fixture)
     submit_job,
     to_running,
+    ws_fixture,  # noqa: F401 (a fixture)
 )
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Iterator[Workspace]:
-    workspace = fresh_workspace(tmp_path / "ws")
-    yield workspace
-    workspace.close()
-
-
-@pytest.fixture
-def state(ws: Workspace) -> ManagerState:
-    return manager_state(ws)
 
 
 @pytest.fixture

@@ -6,31 +6,23 @@ The decisions the waiting pass takes on these verdicts are tests/engine/test_wai
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from httk.workflow.engine import _joins
 from httk.workflow.engine._manager_state import ManagerState
 from httk.workflow.engine._states import CORE_KINDS, Kind
-from httk.workflow.engine._workspace import Workspace
 
-from tests.joinkit import children, frame_of, fresh_workspace, manager_state, missing_child, waiting_parent
+from tests.joinkit import (
+    children,
+    frame_of,
+    missing_child,
+    state_fixture,  # noqa: F401 (a fixture)
+    waiting_parent,
+    ws_fixture,  # noqa: F401 (a fixture)
+)
 
 K = Kind
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Iterator[Workspace]:
-    workspace = fresh_workspace(tmp_path / "ws")
-    yield workspace
-    workspace.close()
-
-
-@pytest.fixture
-def state(ws: Workspace) -> ManagerState:
-    return manager_state(ws)
 
 
 # -- the pure verdict -------------------------------------------------------------------------------
