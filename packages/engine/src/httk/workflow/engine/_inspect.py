@@ -250,6 +250,15 @@ def list_jobs(
 def job_row(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
     """The JSON of one listed job: what its marker's path says, nothing read."""
     return {
+        **marker_identity(marker),
+        "marker": marker.path(workspace).relative_to(workspace.root).as_posix(),
+        "cursor": str(Position.of(marker)),
+    }
+
+
+def marker_identity(marker: MarkerLocation) -> dict[str, Any]:
+    """The members ``job list`` and ``job show`` both open a job's JSON with, read off its marker name."""
+    return {
         "job_id": marker.job_id,
         "job_key": marker.job_key,
         "tag": marker.name.key.tag,
@@ -257,6 +266,4 @@ def job_row(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
         "placement": marker.placement,
         "priority": marker.name.priority,
         "generation": marker.name.generation,
-        "marker": marker.path(workspace).relative_to(workspace.root).as_posix(),
-        "cursor": str(Position.of(marker)),
     }

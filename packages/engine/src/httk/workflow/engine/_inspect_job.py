@@ -31,6 +31,7 @@ from httk.workflow.protocol._digest import job_digest
 from httk.workflow.protocol._job_rules import validate_job
 from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes, read_json_object
 
+from ._inspect import marker_identity
 from ._inspect_log import read_entry
 from ._markers_fs import MarkerLocation, probe_marker
 from ._states import Kind
@@ -107,13 +108,7 @@ def show_job(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
     payload = workspace.payload_path(marker.placement, marker.job_key)
     job, job_problem, digest = _read_job(payload)
     report: dict[str, Any] = {
-        "job_id": marker.job_id,
-        "job_key": marker.job_key,
-        "tag": marker.name.key.tag,
-        "kind": marker.kind.value,
-        "placement": marker.placement,
-        "priority": marker.name.priority,
-        "generation": marker.name.generation,
+        **marker_identity(marker),
         "record_ref": marker.name.ref_text,
         "marker": marker.path(workspace).relative_to(workspace.root).as_posix(),
         "payload_path": str(payload),
