@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from httk.workflow.engine._submit import JobSpec, submit_jobs
 from httk.workflow.engine._workspace import Workspace, init
 
 from tests.conftest import minimal_job
+from tests.runners import frame_chain
 
 RUNNER = f"""#!{sys.executable}
 import json
@@ -86,15 +88,18 @@ if __name__ == "__main__":
 """
 
 
-def _submit(ws: Workspace, name: str, **inputs: Any) -> dict[str, Any]:
+def submit_transactional(
+    ws: Workspace, runner: str, placement: str, name: str, inputs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Submit a transactional job tagged ``name`` whose payload carries ``runner`` as its runner script."""
     job = minimal_job(
         tag=name,
         runner={"backend": "path", "path": "runner", "arguments": []},
         data={"mode": "transactional"},
         initial_step="write",
-        inputs=inputs,
+        inputs=dict(inputs),
     )
-    spec = JobSpec(job, "tx", files={"runner": RUNNER.encode()}, executables=frozenset({"runner"}))
+    spec = JobSpec(job, placement, files={"runner": runner.encode()}, executables=frozenset({"runner"}))
     submit_jobs(ws, [spec])
     return job
 
@@ -103,13 +108,7 @@ def _frames(ws: Workspace, job: dict[str, Any], kind: str) -> list[dict[str, Any
     """The job's frames, oldest first; the marker must be ``kind``."""
     marker = probe_marker(ws, "tx", f"{job['tag']}--{job['id']}")
     assert marker is not None and marker.kind.value == kind, marker
-    frames: list[dict[str, Any]] = []
-    ref = None if marker.name.ref is None else str(marker.name.ref)
-    while ref is not None:
-        frame = ws.reader.read(ref)
-        frames.append(frame)
-        ref = frame["previous_record_ref"]
-    return frames[::-1]
+    return frame_chain(ws, marker)
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:
@@ -121,8 +120,8 @@ def _tree(root: Path) -> dict[str, bytes | None]:
 
 def test_transactions_are_replayed_into_data_and_advance_the_generation(tmp_path: Path) -> None:
     ws = init(tmp_path / "ws", durable=True, extensions=("transactional-data-v1",))
-    good = _submit(ws, "good")
-    stale = _submit(ws, "stale", stale=True)
+    good = submit_transactional(ws, RUNNER, "tx", "good", {})
+    stale = submit_transactional(ws, RUNNER, "tx", "stale", {"stale": True})
     Manager(ws, ManagerConfig(workers=2)).run()
 
     frames = _frames(ws, good, "succeeded")
@@ -162,7 +161,7 @@ def test_a_replay_interrupted_by_an_io_error_is_retried_by_its_own_manager(
 ) -> None:
     """While the committing manager heartbeats nobody else may finish its commit: it must retry it."""
     ws = init(tmp_path / "ws", durable=False, extensions=("transactional-data-v1",))
-    good = _submit(ws, "good")
+    good = submit_transactional(ws, RUNNER, "tx", "good", {})
     real = _commit.apply_transaction
     failures: list[str] = []
 

@@ -29,14 +29,13 @@ import pytest
 from httk.workflow.engine._manager import Manager
 from httk.workflow.engine._manager_config import ManagerConfig
 from httk.workflow.engine._markers_fs import probe_marker
-from httk.workflow.engine._submit import JobSpec, submit_jobs
 from httk.workflow.engine._transaction_manifest import load_manifest
 from httk.workflow.engine._workspace import Workspace, init
 from httk.workflow.protocol._digest import tree_digest
 from httk.workflow.sdk import Attempt, OutcomeAlreadyPublishedError, Transaction, TransactionError
 
-from tests.conftest import minimal_job
 from tests.engine.test_transactions import write_tree
+from tests.engine.test_transactions_e2e import submit_transactional
 from tests.sdk.attempts import Layout
 from tests.sdk.test_children_parity import FIXED, REGISTER, python_attempt, run_bash
 from tests.sdk.test_children_parity import layout as parent_layout
@@ -541,19 +540,6 @@ httk_workflow_dispatch
 """
 
 
-def _submit(ws: Workspace, runner: str, name: str, inputs: dict[str, str]) -> dict[str, Any]:
-    job = minimal_job(
-        tag=name,
-        runner={"backend": "path", "path": "runner", "arguments": []},
-        data={"mode": "transactional"},
-        initial_step="write",
-        inputs=inputs,
-    )
-    spec = JobSpec(job, "parity", files={"runner": runner.encode()}, executables=frozenset({"runner"}))
-    submit_jobs(ws, [spec])
-    return job
-
-
 def _data(ws: Workspace, job: dict[str, Any]) -> dict[str, tuple[bytes | None, int]]:
     root = ws.root / "parity" / f"{job['tag']}--{job['id']}" / "data"
     return {
@@ -566,8 +552,8 @@ def test_one_workflow_in_both_languages_commits_the_same_data(tmp_path: Path) ->
     ws = init(tmp_path / "ws", durable=True, extensions=("transactional-data-v1",))
     write_tree(tmp_path / "first", FIRST_TREE)
     inputs = {"tree.digest": tree_digest(tmp_path / "first"), "energy.digest": sha(ENERGY)}
-    python_job = _submit(ws, PYTHON_RUNNER, "python", inputs)
-    bash_job = _submit(ws, BASH_RUNNER, "bash", inputs)
+    python_job = submit_transactional(ws, PYTHON_RUNNER, "parity", "python", inputs)
+    bash_job = submit_transactional(ws, BASH_RUNNER, "parity", "bash", inputs)
     Manager(ws, ManagerConfig(workers=2)).run()
     outcomes = _committed_outcomes(ws, python_job)
     assert outcomes == _committed_outcomes(ws, bash_job)
