@@ -45,7 +45,6 @@ import logging
 import os
 import signal
 import socket
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +54,7 @@ from httk.workflow.protocol import InvalidDocumentError
 from ._budgets import Counters
 from ._executor import _proc_stat as proc_stat
 from ._executor import group_alive, process_alive, read_process_file
-from ._manager_state import LiveAttempt, ManagerState
+from ._manager_state import LiveAttempt, ManagerState, PerManager
 from ._markers_fs import MarkerLocation
 from ._outcome import carried
 from ._recovery import ORPHAN_EXIT_SECONDS
@@ -86,15 +85,12 @@ class CancelMemory:
     warned: dict[str, float] = field(default_factory=dict)
 
 
-_MEMORY: weakref.WeakKeyDictionary[ManagerState, CancelMemory] = weakref.WeakKeyDictionary()
+_MEMORY = PerManager(CancelMemory)
 
 
 def memory(state: ManagerState) -> CancelMemory:
     """This manager's cancellation memory (created on first use, gone with the state)."""
-    found = _MEMORY.get(state)
-    if found is None:
-        found = _MEMORY[state] = CancelMemory()
-    return found
+    return _MEMORY.of(state)
 
 
 def in_progress(state: ManagerState) -> int:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 import uuid
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from httk.workflow.protocol import WorkflowError
 
@@ -28,6 +30,7 @@ from ._transition import TransitionResult, move_marker
 from ._workspace import Workspace
 
 log = logging.getLogger("httk.workflow.manager")
+M = TypeVar("M")
 
 
 @dataclass
@@ -163,6 +166,24 @@ class ManagerState:
             if self.first_time(f"unreadable frame {path}"):
                 log.error("marker %s names an unreadable frame: %s (run workspace fsck)", path, exc)
             return None
+
+
+class PerManager(Generic[M]):
+    """What a pass remembers about one manager incarnation, made on first use.
+
+    Keyed weakly by the state, so the memory goes with the manager (and with a test's throwaway state)
+    instead of outliving it in a module-level table.
+    """
+
+    def __init__(self, make: Callable[[], M]) -> None:
+        self._make = make
+        self._by_state: weakref.WeakKeyDictionary[ManagerState, M] = weakref.WeakKeyDictionary()
+
+    def of(self, state: ManagerState) -> M:
+        found = self._by_state.get(state)
+        if found is None:
+            found = self._by_state[state] = self._make()
+        return found
 
 
 def _age_since(timestamp: object, now: datetime) -> float | None:

@@ -40,7 +40,6 @@ import hashlib
 import logging
 import os
 import uuid
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +50,7 @@ from httk.workflow.protocol._jsonio import dump_pretty, read_document_bytes, rea
 from . import _fsops
 from ._clock import utc_timestamp
 from ._manager_record import read_heartbeat
-from ._manager_state import ManagerState
+from ._manager_state import ManagerState, PerManager
 from ._markers_fs import MarkerLocation, probe_marker
 from ._request_apply import APPLIED, HOLD, QUARANTINE, RETIRE, Verdict, apply_request
 from ._request_doc import (
@@ -250,18 +249,11 @@ class _Memory:
     counts: RequestStatistics = field(default_factory=RequestStatistics)
 
 
-_MEMORY: weakref.WeakKeyDictionary[ManagerState, _Memory] = weakref.WeakKeyDictionary()
-
-
-def _memory(state: ManagerState) -> _Memory:
-    found = _MEMORY.get(state)
-    if found is None:
-        found = _MEMORY[state] = _Memory()
-    return found
+_MEMORY = PerManager(_Memory)
 
 
 def statistics(state: ManagerState) -> RequestStatistics:
-    memory = _memory(state)
+    memory = _MEMORY.of(state)
     counts = memory.counts
     return RequestStatistics(
         counts.applied,
@@ -275,7 +267,7 @@ def statistics(state: ManagerState) -> RequestStatistics:
 
 def handle_requests(state: ManagerState, *, budget: int = DEFAULT_BUDGET) -> bool:
     """Decide at most ``budget`` requests; whether any was applied, retired, quarantined or re-claimed."""
-    memory = _memory(state)
+    memory = _MEMORY.of(state)
     acted = _reclaim(state, memory)
     decided = 0
     for name in sorted(memory.held):
