@@ -29,7 +29,6 @@ once decided, one journal read per child. Nothing here writes.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -51,8 +50,8 @@ from httk.workflow.protocol import (
 from ._children import MAX_CHILDREN, SpawnedChild
 from ._clock import utc_timestamp
 from ._jobs import JobCache
-from ._markers_fs import MarkerLocation, probe_marker
-from ._states import CORE_KINDS, Kind
+from ._markers_fs import MarkerLocation, kind_entries, probe_marker
+from ._states import Kind
 from ._workspace import Workspace
 
 log = logging.getLogger("httk.workflow.manager")
@@ -252,16 +251,10 @@ def _list(workspace: Workspace, wanted: Mapping[str, set[str]]) -> dict[tuple[st
     """Every marker of a wanted job key at each placement: each state-kind directory listed once."""
     found: dict[tuple[str, str], list[Sighting]] = {}
     for placement, keys in wanted.items():
-        for kind in CORE_KINDS:
-            try:
-                entries = os.scandir(workspace.marker_dir(kind, placement))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            with entries:
-                for entry in entries:
-                    key = _key_of(entry.name)
-                    if key in keys and entry.is_file(follow_symlinks=False):
-                        found.setdefault((placement, key), []).append(Sighting(kind, placement, entry.name))
+        for kind, entry in kind_entries(workspace, placement):
+            key = _key_of(entry.name)
+            if key in keys and entry.is_file(follow_symlinks=False):
+                found.setdefault((placement, key), []).append(Sighting(kind, placement, entry.name))
     return found
 
 

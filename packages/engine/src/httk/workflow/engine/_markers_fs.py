@@ -8,6 +8,7 @@ requests and transitions use; nothing here scans a whole workspace.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,18 +78,24 @@ def _settled_scan(workspace: Workspace, placement: str, job_key: str) -> list[Ma
 def _scan(workspace: Workspace, placement: str, job_key: str) -> list[MarkerLocation]:
     prefix = job_key + "."
     found: list[MarkerLocation] = []
+    for kind, entry in kind_entries(workspace, placement):
+        if entry.name.startswith(prefix):
+            try:
+                name = MarkerName.parse(entry.name)
+            except InvalidNameError:
+                continue
+            if str(name.key) == job_key and entry.is_file(follow_symlinks=False):
+                found.append(MarkerLocation(kind, placement, name))
+    return found
+
+
+def kind_entries(workspace: Workspace, placement: str) -> Iterator[tuple[Kind, os.DirEntry[str]]]:
+    """Every entry of each core state-kind directory at ``placement``, each directory listed once (a
+    kind without a directory there has nothing). Names are not parsed: callers filter as they need."""
     for kind in CORE_KINDS:
         try:
             entries = os.scandir(workspace.marker_dir(kind, placement))
         except (FileNotFoundError, NotADirectoryError):
             continue
         with entries:
-            for entry in entries:
-                if entry.name.startswith(prefix):
-                    try:
-                        name = MarkerName.parse(entry.name)
-                    except InvalidNameError:
-                        continue
-                    if str(name.key) == job_key and entry.is_file(follow_symlinks=False):
-                        found.append(MarkerLocation(kind, placement, name))
-    return found
+            yield from ((kind, entry) for entry in entries)
