@@ -78,6 +78,12 @@ def parse_time(timestamp: object) -> datetime | None:
         return None
 
 
+def age_seconds(timestamp: object, now: datetime) -> float | None:
+    """Seconds from a document's timestamp to ``now``; ``None`` for a missing or unreadable one."""
+    moment = parse_time(timestamp)
+    return None if moment is None else (now - moment).total_seconds()
+
+
 def backoff_schedule(
     deadline_seconds: float, first: float = 0.01, factor: float = 2.0, cap: float = 1.0
 ) -> list[float]:

@@ -11,14 +11,13 @@ import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from httk.workflow.protocol import WorkflowError
 
 from . import _resources
 from ._attempt import PreparedAttempt
-from ._clock import Clock
+from ._clock import Clock, age_seconds
 from ._executor import GatedProcess
 from ._jobs import JobCache, LoadedJob, read_frame
 from ._manager_config import ManagerConfig
@@ -122,7 +121,7 @@ class ManagerState:
         if age is None:
             # No readable heartbeat is no evidence of silence by itself (one delayed metadata read must
             # not look stale): the claim's own start is the latest sign of life we know of.
-            age = _age_since(frame.get("lease_started_at"), now)
+            age = age_seconds(frame.get("lease_started_at"), now)
         lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
         return (age is not None and age <= lease), age
 
@@ -184,12 +183,3 @@ class PerManager(Generic[M]):
         if found is None:
             found = self._by_state[state] = self._make()
         return found
-
-
-def _age_since(timestamp: object, now: datetime) -> float | None:
-    if not isinstance(timestamp, str):
-        return None
-    try:
-        return (now - datetime.fromisoformat(timestamp.replace("Z", "+00:00"))).total_seconds()
-    except ValueError:
-        return None

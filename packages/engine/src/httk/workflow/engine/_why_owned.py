@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._clock import parse_time
+from ._clock import age_seconds, parse_time
 from ._executor import process_alive
 from ._inspect_managers import ManagerView
 from ._outcome import OUTCOME_DIR
@@ -93,13 +93,8 @@ def owner_of(case: Case) -> Owner:
     )
     age = None if view is None or view.heartbeat.updated_at is None else view.age_seconds
     if age is None:
-        age = _age(case.frame.get("lease_started_at"), case.now)  # what a recoverer falls back on
+        age = age_seconds(case.frame.get("lease_started_at"), case.now)  # what a recoverer falls back on
     return Owner(manager_id if isinstance(manager_id, str) else None, view, age, lease)
-
-
-def _age(timestamp: object, now: datetime) -> float | None:
-    moment = parse_time(timestamp)
-    return None if moment is None else (now - moment).total_seconds()
 
 
 def in_scope(case: Case) -> list[ManagerView]:
