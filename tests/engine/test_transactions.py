@@ -19,7 +19,7 @@ from httk.workflow.engine import _fsops, _transactions
 from httk.workflow.engine._attempt import prepare_attempt
 from httk.workflow.engine._clock import ManualClock, backoff_schedule
 from httk.workflow.engine._runner_staging import RunnerFailure
-from httk.workflow.engine._transaction_manifest import digest_of
+from httk.workflow.engine._transaction_manifest import digest_of, path_kind
 from httk.workflow.engine._transactions import (
     Manifest,
     TransactionCorruptionError,
@@ -819,7 +819,7 @@ def test_a_slow_replayer_never_moves_a_freshly_installed_tree_to_trash(
     data = tmp_path / "data"
     write_tree(data, {})
     bundle = Bundle(tmp_path / "bundle").tree("swap", "t", {"n": b"n"}, op="replace-tree")
-    real_kind = _transactions.path_kind
+    real_kind = path_kind
     interleaved: list[bool] = []
 
     def kind(path: Path) -> str:
