@@ -28,16 +28,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine._fsck import fsck
-from httk.workflow.engine._gc import collect
-from httk.workflow.engine._inspect import list_jobs, status
-from httk.workflow.engine._inspect_job import show_job
-from httk.workflow.engine._inspect_log import job_history
-from httk.workflow.engine._select import select_job
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._transition import move_marker
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._transition import move_marker
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.maintenance._fsck import fsck
+from httk.workflow.engine.maintenance._gc import collect
+from httk.workflow.engine.ops._inspect import list_jobs, status
+from httk.workflow.engine.ops._inspect_job import show_job
+from httk.workflow.engine.ops._inspect_log import job_history
+from httk.workflow.engine.ops._select import select_job
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 GOAL_SECONDS = 2.0
 RUNNER = {"source": "workspace", "path": "relax.py", "sha256": "a" * 64, "arguments": []}

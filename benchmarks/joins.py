@@ -30,14 +30,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine import _joins
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._transition import state_frame
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._transition import state_frame
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.publish import _joins
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import JobKey, MarkerName
 
 GOAL_PER_SECOND = 5000.0

@@ -22,8 +22,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._workspace import init
+from httk.workflow.engine.core._workspace import init
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 RUNNER = {"source": "workspace", "path": "relax.py", "sha256": "a" * 64, "arguments": []}
 

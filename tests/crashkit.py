@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from httk.workflow.engine._fsops import CRASH_EXIT_STATUS
+from httk.workflow.engine.core._fsops import CRASH_EXIT_STATUS
 
 
 def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._workspace import attach, init
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._workspace import attach, init
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
 
 from tests.runners import current_marker, job_key, publish_scripted_runner, scripted_job, submit
 

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._jobs import LoadedJob, load_job
-from httk.workflow.engine._launch import claim_frame, register
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._jobs import LoadedJob, load_job
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._launch import claim_frame, register
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.conftest import minimal_job
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._manager_record import ManagerIdentity, ManagerRecord
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._why import WhyContext, diagnose
-from httk.workflow.engine._why_report import Diagnosis, Finding
-from httk.workflow.engine._workspace import Workspace
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.manager._record import ManagerIdentity, ManagerRecord
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.ops._why import WhyContext, diagnose
+from httk.workflow.engine.ops._why_report import Diagnosis, Finding
 
 from tests.joinkit import fresh_workspace, manager_state
 

@@ -33,7 +33,7 @@ assert_valid_bundle() {
   "$PYTHON" - "$READY" <<'PY'
 import json, sys
 from pathlib import Path
-from httk.workflow.engine._transaction_manifest import load_manifest
+from httk.workflow.engine.publish._transaction_manifest import load_manifest
 ready = Path(sys.argv[1])
 raw = (ready / "transaction/manifest.json").read_bytes()
 document = json.loads(raw)

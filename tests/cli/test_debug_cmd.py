@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 from httk.workflow.cli import _debug_cmd
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._markers_fs import probe_marker
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._workspace import attach
+from httk.workflow.engine.core._markers_fs import probe_marker
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
 
 from tests.cli.conftest import Invoke, MakePayload
 from tests.joinkit import manager_state, to_running

@@ -95,7 +95,7 @@ def test_repair_exits_0_and_leaves_a_clean_workspace(built: Built, invoke: Invok
 
 
 def marker_workspace(built: Built) -> Any:
-    from httk.workflow.engine._workspace import attach
+    from httk.workflow.engine.core._workspace import attach
 
     return attach(built.root, writable=False)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._workspace import attach, init
+from httk.workflow.engine.core._workspace import attach, init
 
 from tests.cli.conftest import Invoke
 from tests.inspectkit import Built, build, copy, set_format_member, set_visibility_deadline, snapshot
@@ -262,8 +262,8 @@ def test_reads_as_real_processes_write_nothing(built: Built) -> None:
 HTTK = [sys.executable, "-c", "from httk.workflow.cli._app import main; main()"]
 MANAGER = """
 import sys
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._config import ManagerConfig
 Manager(sys.argv[1], ManagerConfig(lease_seconds=30.0)).run()
 """
 

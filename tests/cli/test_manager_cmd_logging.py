@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._manager_run import run_manager
-from httk.workflow.engine._workspace import Workspace
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._run import run_manager
 
 from tests.cli.conftest import Invoke
 from tests.runners import (

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._workspace import attach
+from httk.workflow.engine.core._workspace import attach
 
 from tests.cli.conftest import Invoke
 from tests.inspectkit import Built, build, copy, snapshot

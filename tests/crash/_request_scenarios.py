@@ -18,18 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine import _launch
-from httk.workflow.engine._cancel import on_cancelling
-from httk.workflow.engine._clock import SYSTEM_CLOCK
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._manager_state import LiveAttempt, ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine._request_doc import kept_members
-from httk.workflow.engine._requests import handle_requests
-from httk.workflow.engine._scan import walk_markers
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._submit import Submitter
-from httk.workflow.engine._workspace import attach, init
+from httk.workflow.engine.core._clock import SYSTEM_CLOCK
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._scan import walk_markers
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import attach, init
+from httk.workflow.engine.manager import _launch
+from httk.workflow.engine.manager._cancel import on_cancelling
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._state import LiveAttempt, ManagerState
+from httk.workflow.engine.publish._submit import Submitter
+from httk.workflow.engine.requests._documents import kept_members
+from httk.workflow.engine.requests._requests import handle_requests
 
 from tests.conftest import minimal_job
 from tests.jobkinds import chain, frame_of, job_in, new_state, write_raw, write_request

@@ -32,13 +32,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine._clock import utc_timestamp
-from httk.workflow.engine._executor import group_alive
-from httk.workflow.engine._manager import Manager, RunSummary
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._states import TERMINAL_KINDS, Kind
-from httk.workflow.engine._submit import Submitter
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._executor import group_alive
+from httk.workflow.engine.manager._manager import Manager, RunSummary
+from httk.workflow.engine.publish._submit import Submitter
 from httk.workflow.protocol import MarkerName
 
 from tests.conftest import minimal_job
@@ -111,8 +111,8 @@ esac
 
 _MANAGER_CODE = """
 import json, os, sys, time
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._config import ManagerConfig
 manager = Manager({root!r}, ManagerConfig(workers={workers}, lease_seconds={lease!r}))
 barrier = {barrier!r}
 if barrier is not None:

@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine import _recovery
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._fsops import CRASH_EXIT_STATUS
-from httk.workflow.engine._markers_fs import probe_marker
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._workspace import attach
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._fsops import CRASH_EXIT_STATUS
+from httk.workflow.engine.core._markers_fs import probe_marker
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.manager import _recovery
 
 from tests.crash._scenarios import chain, manager_environment, markers_by_job, single_marker
 from tests.joinkit import PARENT_PLACEMENT, fresh_workspace, join_of, manager_state, running_parent
@@ -35,12 +35,12 @@ from tests.joinkit import PARENT_PLACEMENT, fresh_workspace, join_of, manager_st
 SHARDS = 2
 COMMIT = """
 import sys
-from httk.workflow.engine import _recovery
-from httk.workflow.engine._clock import SYSTEM_CLOCK
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import probe_marker
-from httk.workflow.engine._workspace import attach
+from httk.workflow.engine.manager import _recovery
+from httk.workflow.engine.core._clock import SYSTEM_CLOCK
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.core._markers_fs import probe_marker
+from httk.workflow.engine.core._workspace import attach
 ws = attach(sys.argv[1])
 state = ManagerState(ws, ManagerConfig(), SYSTEM_CLOCK)
 assert _recovery.on_claimed_or_running(state, probe_marker(ws, sys.argv[2], sys.argv[3])) is True

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine._fsops import CRASH_EXIT_STATUS
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._workspace import attach
+from httk.workflow.engine.core._fsops import CRASH_EXIT_STATUS
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.manager._config import ManagerConfig
 
 from tests.crash._scenarios import (
     LEASE_SECONDS,

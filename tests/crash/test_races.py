@@ -25,12 +25,12 @@ from pathlib import Path
 from types import TracebackType
 
 import pytest
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._runner_store import publish_runner
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._transition import move_marker
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._transition import move_marker
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.publish._runner_store import publish_runner
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.conftest import minimal_job
 from tests.crash._scenarios import (

@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._workspace import attach, init
+from httk.workflow.engine.core._workspace import attach, init
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.conftest import minimal_job
 from tests.crashkit import count_mutations, run_crashing
@@ -40,8 +40,8 @@ if __name__ == "__main__":
 
 MANAGER = """
 import sys, os, time
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._config import ManagerConfig
 barrier = sys.argv[2] if len(sys.argv) > 2 else None
 if barrier:
     deadline = time.monotonic() + 30

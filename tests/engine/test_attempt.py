@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._attempt import (
+from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.manager._attempt import (
     PROTOCOL_VARIABLES,
     AttemptPlan,
     PreparedAttempt,
     prepare_attempt,
 )
-from httk.workflow.engine._runner_staging import RunnerFailure
-from httk.workflow.engine._runner_store import publish_runner
-from httk.workflow.engine._submit import Submitter, job_key_of
-from httk.workflow.engine._workspace import Workspace, init
+from httk.workflow.engine.publish._runner_staging import RunnerFailure
+from httk.workflow.engine.publish._runner_store import publish_runner
+from httk.workflow.engine.publish._submit import Submitter, job_key_of
 from httk.workflow.models import load_schema, validator
 from httk.workflow.protocol._digest import tree_digest
 

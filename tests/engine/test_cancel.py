@@ -21,17 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _launch
-from httk.workflow.engine._cancel import in_progress, note_reaped, on_cancelling
-from httk.workflow.engine._executor import _proc_stat, group_alive
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._manager_state import LiveAttempt, ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine._request_doc import kept_members
-from httk.workflow.engine._requests import handle_requests, publish_request
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._submit import Submitter
-from httk.workflow.engine._workspace import Workspace, init
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.manager import _launch
+from httk.workflow.engine.manager._cancel import in_progress, note_reaped, on_cancelling
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._executor import _proc_stat, group_alive
+from httk.workflow.engine.manager._state import LiveAttempt, ManagerState
+from httk.workflow.engine.publish._submit import Submitter
+from httk.workflow.engine.requests._documents import kept_members
+from httk.workflow.engine.requests._requests import handle_requests, publish_request
 
 from tests.conftest import minimal_job
 from tests.jobkinds import chain, frame_of, job_in, new_state

@@ -12,11 +12,11 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine._census import take_census
-from httk.workflow.engine._launch import claim_mismatches
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._workspace import init
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import init
+from httk.workflow.engine.manager._census import take_census
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._launch import claim_mismatches
 
 from tests.conftest import minimal_job
 from tests.jobkinds import job_in, new_state

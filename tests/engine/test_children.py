@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _children, _commit, _recovery
-from httk.workflow.engine._launch import plan
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._outcome import read_outcome
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._submit import SubmitStatus, Submitter
-from httk.workflow.engine._workspace import Workspace
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.manager import _commit, _recovery
+from httk.workflow.engine.manager._launch import plan
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.publish import _children
+from httk.workflow.engine.publish._outcome import read_outcome
+from httk.workflow.engine.publish._submit import SubmitStatus, Submitter
 from httk.workflow.protocol._digest import job_digest
 
 from tests.conftest import minimal_job

@@ -15,18 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _debug_watch
-from httk.workflow.engine._debug import DebugError, DebugOptions, DebugResult, debug_job
-from httk.workflow.engine._debug_watch import JobWatcher, stdio_sections
-from httk.workflow.engine._launch import register
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine._requests import publish_request
-from httk.workflow.engine._scan import MarkerStream
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._workspace import Workspace
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._scan import MarkerStream
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._launch import register
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.ops import _debug_watch
+from httk.workflow.engine.ops._debug import DebugError, DebugOptions, DebugResult, debug_job
+from httk.workflow.engine.ops._debug_watch import JobWatcher, stdio_sections
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
+from httk.workflow.engine.requests._requests import publish_request
 
 from tests.conftest import minimal_job
 from tests.joinkit import manager_state

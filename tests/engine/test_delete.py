@@ -12,21 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _commit
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._delete import (
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.manager import _commit
+from httk.workflow.engine.manager._launch import claim_and_launch, claim_frame, register
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.ops._delete import (
     DeleteError,
     DeleteResult,
     delete_jobs,
     linger_seconds,
     plan_delete,
 )
-from httk.workflow.engine._launch import claim_and_launch, claim_frame, register
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine._outcome import read_outcome
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._workspace import Workspace, attach
+from httk.workflow.engine.publish._outcome import read_outcome
 
 from tests.crashkit import count_mutations, run_crashing
 from tests.joinkit import (
@@ -296,10 +296,10 @@ def test_a_failed_job_revived_meanwhile_is_reported_and_finished_by_a_second_del
 
 # -- crashes ---------------------------------------------------------------------------------------
 CRASH_SCENARIO = """
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._delete import delete_jobs, plan_delete
-from httk.workflow.engine._markers_fs import probe_marker
-from httk.workflow.engine._workspace import attach
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.ops._delete import delete_jobs, plan_delete
+from httk.workflow.engine.core._markers_fs import probe_marker
+from httk.workflow.engine.core._workspace import attach
 ws = attach({root!r}, clock=ManualClock())
 marker = probe_marker(ws, {placement!r}, {key!r})
 [result] = delete_jobs(ws, [plan_delete(ws, marker)], operator="crash-test")

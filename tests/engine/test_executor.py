@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
-from httk.workflow.engine._executor import (
+from httk.workflow.engine.core._workspace import init
+from httk.workflow.engine.manager._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
+from httk.workflow.engine.manager._executor import (
     GATE_ABORTED,
     GatedProcess,
     group_alive,
@@ -24,9 +25,8 @@ from httk.workflow.engine._executor import (
     spawn_gated,
     write_process_file,
 )
-from httk.workflow.engine._runner_staging import RunnerFailure
-from httk.workflow.engine._submit import Submitter, job_key_of
-from httk.workflow.engine._workspace import init
+from httk.workflow.engine.publish._runner_staging import RunnerFailure
+from httk.workflow.engine.publish._submit import Submitter, job_key_of
 from httk.workflow.protocol import InvalidDocumentError
 
 from tests.conftest import minimal_job
@@ -165,8 +165,8 @@ def test_a_gate_whose_manager_is_killed_before_release_never_runs_the_runner(tmp
     manager = (
         "import json, os, signal, sys\n"
         "from pathlib import Path\n"
-        "from httk.workflow.engine._attempt import PreparedAttempt\n"
-        "from httk.workflow.engine._executor import spawn_gated\n"
+        "from httk.workflow.engine.manager._attempt import PreparedAttempt\n"
+        "from httk.workflow.engine.manager._executor import spawn_gated\n"
         "f = json.loads(sys.argv[1])\n"
         "for name in ('control_dir', 'workdir', 'stdout_path', 'stderr_path'):\n"
         "    f[name] = Path(f[name])\n"

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from httk.workflow.engine._frames import (
+from httk.workflow.engine.core._segments import (
     MAX_FRAME_PAYLOAD,
     SEGMENT_HEADER,
     checksum128,

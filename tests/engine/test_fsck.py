@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _fsck
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._frames import checksum128, encode_frame, segment_path
-from httk.workflow.engine._fsck import FsckReport, check, fsck
-from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine._request_doc import kept_members
-from httk.workflow.engine._scan import walk_markers
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._scan import walk_markers
+from httk.workflow.engine.core._segments import checksum128, encode_frame, segment_path
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.maintenance import _fsck
+from httk.workflow.engine.maintenance._fsck import FsckReport, check, fsck
+from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.protocol import MarkerName, RecordRef
 
 from tests.inspectkit import set_format_member, snapshot

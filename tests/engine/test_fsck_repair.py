@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._fsck import FsckReport, check, fsck
-from httk.workflow.engine._fsck_repair import adopt, repair_problems
-from httk.workflow.engine._manager_record import ManagerIdentity, ManagerRecord
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine._recovery import release_stale_claim
-from httk.workflow.engine._request_doc import kept_members
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._transition import state_frame
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._transition import state_frame
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.maintenance._fsck import FsckReport, check, fsck
+from httk.workflow.engine.maintenance._fsck_repair import adopt, repair_problems
+from httk.workflow.engine.manager._record import ManagerIdentity, ManagerRecord
+from httk.workflow.engine.manager._recovery import release_stale_claim
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.protocol import RecordRef
 
 from tests.crashkit import count_mutations, run_crashing
@@ -237,8 +237,8 @@ def test_what_another_actor_moved_after_the_check_is_reported_as_moved_and_left_
 
 # -- crashes -----------------------------------------------------------------------------------------
 REPAIR_CODE = """
-from httk.workflow.engine._fsck import fsck
-from httk.workflow.engine._workspace import attach
+from httk.workflow.engine.maintenance._fsck import fsck
+from httk.workflow.engine.core._workspace import attach
 fsck(attach({root!r}), repair=True, quarantine_unrepairable=True)
 """
 

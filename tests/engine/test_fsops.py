@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from httk.workflow.engine import _fsops
+from httk.workflow.engine.core import _fsops
 
 EXPECTED = ("context.json", "stdout.log", "outcome.ready/outcome.json", "outcome.ready")
 

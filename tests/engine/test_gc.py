@@ -16,15 +16,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._gc import CENSUS_KEYS, GcReport, PeriodicCollection, always_safe_census, collect
-from httk.workflow.engine._inspect_log import job_history
-from httk.workflow.engine._journal import scan_segment
-from httk.workflow.engine._manager_record import ManagerIdentity, ManagerRecord
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._states import TERMINAL_KINDS, Kind
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._journal import scan_segment
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.maintenance._gc import (
+    CENSUS_KEYS,
+    GcReport,
+    PeriodicCollection,
+    always_safe_census,
+    collect,
+)
+from httk.workflow.engine.manager._record import ManagerIdentity, ManagerRecord
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.ops._inspect_log import job_history
 from httk.workflow.models import validator
 from httk.workflow.protocol import RecordRef
 from httk.workflow.protocol._policy import set_policy_member

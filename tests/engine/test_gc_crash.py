@@ -19,11 +19,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine._clock import SYSTEM_CLOCK
-from httk.workflow.engine._gc import collect
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._workspace import Workspace, attach
+from httk.workflow.engine.core._clock import SYSTEM_CLOCK
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.maintenance._gc import collect
 
 from tests.crashkit import count_mutations, run_crashing
 from tests.engine.test_gc import (
@@ -39,8 +39,8 @@ from tests.jobkinds import job_in, new_state
 
 LEASE = 60.0
 SCENARIO = """
-from httk.workflow.engine._gc import collect
-from httk.workflow.engine._workspace import Workspace, attach
+from httk.workflow.engine.maintenance._gc import collect
+from httk.workflow.engine.core._workspace import Workspace, attach
 collect(attach({root!r}))
 """
 

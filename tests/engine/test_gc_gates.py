@@ -10,14 +10,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine._frames import segment_name
-from httk.workflow.engine._gc import collect
-from httk.workflow.engine._inspect_log import job_history
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._outcome import attempt_evidence, carried
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._segments import segment_name
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.maintenance._gc import collect
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.ops._inspect_log import job_history
+from httk.workflow.engine.publish._outcome import attempt_evidence, carried
 from httk.workflow.protocol import RecordRef
 
 from tests.engine.test_gc import (
@@ -213,7 +213,7 @@ def test_segments_are_kept_when_a_gate_forbids(
 
 
 def publish_heartbeat_again(ws: Workspace, state: ManagerState) -> None:
-    from httk.workflow.engine._manager_record import ManagerIdentity, ManagerRecord
+    from httk.workflow.engine.manager._record import ManagerIdentity, ManagerRecord
 
     record = ManagerRecord(ws, ManagerIdentity(state.manager_id, ("default",), ()), state.writer_id)
     record.beat()

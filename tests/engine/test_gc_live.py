@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine._gc import collect
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._states import TERMINAL_KINDS, Kind
-from httk.workflow.engine._workspace import Workspace, attach
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
+from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.maintenance._gc import collect
 
 from tests.engine.test_gc import (
     AGGRESSIVE,
@@ -47,7 +47,7 @@ def segments(ws: Workspace, writer: str = "*") -> set[Path]:
 
 
 def segment_of(ws: Workspace, ref: str) -> Path:
-    from httk.workflow.engine._frames import segment_path
+    from httk.workflow.engine.core._segments import segment_path
     from httk.workflow.protocol import RecordRef
 
     parsed = RecordRef.parse(ref)

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _gc
-from httk.workflow.engine._inspect_log import job_history
-from httk.workflow.engine._journal import scan_segment
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._journal import scan_segment
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.maintenance import _gc
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.ops._inspect_log import job_history
 from httk.workflow.protocol import RecordRef
 
 from tests.engine.test_gc import AGGRESSIVE, gc_frames, make_old, make_old_tree, set_retention

@@ -13,9 +13,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from httk.workflow.engine._gc import always_safe_census, collect
-from httk.workflow.engine._gc_scratch import QUARANTINE_STAGING
-from httk.workflow.engine._workspace import attach, init
+from httk.workflow.engine.core._workspace import attach, init
+from httk.workflow.engine.maintenance._gc import always_safe_census, collect
+from httk.workflow.engine.maintenance._gc_scratch import QUARANTINE_STAGING
 
 from tests.crashkit import count_mutations, run_crashing
 from tests.engine.test_fsck_repair import REPAIR_CODE, repair, unrepairable_workspace

@@ -3,10 +3,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._transition import move_marker
-from httk.workflow.engine._workspace import attach, init
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._transition import move_marker
+from httk.workflow.engine.core._workspace import attach, init
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.conftest import minimal_job
 

@@ -9,9 +9,9 @@ import os
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _joins
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._states import CORE_KINDS, Kind
+from httk.workflow.engine.core._states import CORE_KINDS, Kind
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.publish import _joins
 
 from tests.joinkit import (
     children,

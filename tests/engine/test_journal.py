@@ -12,17 +12,17 @@ import uuid
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine import _fsops
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._frames import (
+from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._journal import JournalStatistics, JournalWriter, ScannedFrame, scan_segment
+from httk.workflow.engine.core._journal_reader import JournalReader
+from httk.workflow.engine.core._segments import (
     SEGMENT_HEADER,
     checksum128,
     encode_frame,
     encode_record,
     segment_name,
 )
-from httk.workflow.engine._journal import JournalStatistics, JournalWriter, ScannedFrame, scan_segment
-from httk.workflow.engine._journal_reader import JournalReader
 from httk.workflow.protocol import InvalidNameError, JournalDamageError, JournalError, RecordRef
 
 DEADLINE = 2.0

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine._logging import BoundedFileHandler
+from httk.workflow.engine.manager._logging import BoundedFileHandler
 
 
 def record(message: str) -> logging.LogRecord:

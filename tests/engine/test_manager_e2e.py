@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _launch
-from httk.workflow.engine._executor import process_alive
-from httk.workflow.engine._manager import Manager, RunSummary
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._markers_fs import probe_marker
-from httk.workflow.engine._why import WhyContext, diagnose
-from httk.workflow.engine._workspace import Workspace, init
+from httk.workflow.engine.core._markers_fs import probe_marker
+from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.manager import _launch
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._executor import process_alive
+from httk.workflow.engine.manager._manager import Manager, RunSummary
+from httk.workflow.engine.ops._why import WhyContext, diagnose
 from httk.workflow.models import validator
 
 from tests.crashkit import count_mutations, run_crashing
@@ -54,8 +54,8 @@ MANAGER_SCRIPT = """
 import socket, sys
 if len(sys.argv) > 2:  # this manager's attempts look as if they ran on another host
     socket.gethostname = lambda: sys.argv[2]
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._config import ManagerConfig
 Manager(sys.argv[1], ManagerConfig(lease_seconds=2.0, idle=True)).run()
 """
 
@@ -747,8 +747,8 @@ def test_an_outcome_published_before_the_manager_died_is_committed(
 
 def manager_code(root: Path) -> str:
     return (
-        "from httk.workflow.engine._manager import Manager\n"
-        "from httk.workflow.engine._manager_config import ManagerConfig\n"
+        "from httk.workflow.engine.manager._manager import Manager\n"
+        "from httk.workflow.engine.manager._config import ManagerConfig\n"
         f"Manager({str(root)!r}, ManagerConfig()).run()\n"
     )
 

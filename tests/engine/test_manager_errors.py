@@ -6,13 +6,13 @@ import logging
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine import _launch
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._workspace import init
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._workspace import init
+from httk.workflow.engine.manager import _launch
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.conftest import minimal_job
 

@@ -6,7 +6,8 @@ import json
 import uuid
 
 import pytest
-from httk.workflow.engine._request_doc import (
+from httk.workflow.engine.core._states import CORE_KINDS, TRANSITIONS, Kind, Trigger
+from httk.workflow.engine.requests._documents import (
     ACTIONS,
     VALID_KINDS,
     MalformedRequestError,
@@ -15,7 +16,6 @@ from httk.workflow.engine._request_doc import (
     refusal,
     request_document,
 )
-from httk.workflow.engine._states import CORE_KINDS, TRANSITIONS, Kind, Trigger
 from httk.workflow.models import validator
 
 KEY = "silicon-relax--01234567-89ab-cdef-0123-456789abcdef"

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _launch
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine._request_doc import kept_members
-from httk.workflow.engine._requests import handle_requests, statistics
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._workspace import Workspace, init
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.manager import _launch
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.requests._documents import kept_members
+from httk.workflow.engine.requests._requests import handle_requests, statistics
 from httk.workflow.models import validator
 
 from tests.conftest import minimal_job
@@ -312,7 +312,7 @@ def test_entries_that_are_no_files_are_quarantined(state: ManagerState) -> None:
 def test_a_request_for_another_backend_is_left_and_not_reread(
     state: ManagerState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from httk.workflow.engine import _requests
+    from httk.workflow.engine.requests import _requests
 
     ws = state.workspace
     job = minimal_job(runner={"backend": "slurm", "path": "files/runner", "arguments": []})
@@ -393,8 +393,8 @@ def test_a_reclaimed_request_that_was_applied_is_only_removed(tmp_path: Path) ->
     ws = first.workspace
     marker = job_in(first, K.FAILED)
     request = write_request(ws, marker, "continue")
-    from httk.workflow.engine._request_apply import apply_request
-    from httk.workflow.engine._request_doc import parse_request
+    from httk.workflow.engine.manager._request_apply import apply_request
+    from httk.workflow.engine.requests._documents import parse_request
 
     parsed = parse_request(request.read_bytes(), request.name)
     assert apply_request(first, parsed).what == "applied"  # ... and then the manager died

@@ -7,10 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._markers_fs import probe_marker
-from httk.workflow.engine._requests import PublishedRequest, RequestError, handle_requests, publish_request
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._workspace import attach, init
+from httk.workflow.engine.core._markers_fs import probe_marker
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import attach, init
+from httk.workflow.engine.requests._requests import (
+    PublishedRequest,
+    RequestError,
+    handle_requests,
+    publish_request,
+)
 from httk.workflow.models import validator
 
 from tests.jobkinds import RUNNER_STEPS, job_in, new_state

@@ -14,13 +14,13 @@ import uuid
 from typing import Any
 
 import pytest
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._delete import delete_jobs, plan_delete
-from httk.workflow.engine._manager import Manager, RunSummary
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._markers_fs import probe_marker
-from httk.workflow.engine._requests import publish_request
-from httk.workflow.engine._workspace import Workspace, attach
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._markers_fs import probe_marker
+from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager, RunSummary
+from httk.workflow.engine.ops._delete import delete_jobs, plan_delete
+from httk.workflow.engine.requests._requests import publish_request
 from httk.workflow.models import validator
 
 from tests.runners import (

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._manager import Manager, RunSummary
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._resources import (
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager, RunSummary
+from httk.workflow.engine.manager._resources import (
     UNSATISFIABLE,
     allocation,
     describe,
@@ -30,7 +31,6 @@ from httk.workflow.engine._resources import (
     reserved,
     unmet,
 )
-from httk.workflow.engine._workspace import Workspace
 
 from tests.runners import (
     WAIT_SECONDS,

@@ -12,8 +12,8 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._scan import (
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._scan import (
     Anomaly,
     AnomalyReason,
     MarkerStream,
@@ -23,8 +23,8 @@ from httk.workflow.engine._scan import (
     normalize_prefixes,
     walk_markers,
 )
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._workspace import Workspace, init
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import Workspace, init
 from httk.workflow.protocol import InvalidNameError, JobKey, MarkerName, RecordRef, WorkspaceError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

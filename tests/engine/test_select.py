@@ -7,10 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine import _select
-from httk.workflow.engine._inspect_walk import walk_sorted
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._select import (
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
+from httk.workflow.engine.core._transition import move_marker
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.ops import _select
+from httk.workflow.engine.ops._inspect_walk import walk_sorted
+from httk.workflow.engine.ops._select import (
     AMBIGUITY_LISTED,
     SelectorError,
     SelectorKind,
@@ -18,10 +21,7 @@ from httk.workflow.engine._select import (
     select_job,
     select_jobs,
 )
-from httk.workflow.engine._states import CORE_KINDS, Kind, Trigger
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._transition import move_marker
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import InvalidNameError, MarkerName
 
 from tests.conftest import minimal_job

@@ -8,7 +8,7 @@ in the banner and manifest, the command line overriding them, warnings on the co
 from __future__ import annotations
 
 import pytest
-from httk.workflow.engine._slurm_resources import merged, slurm_capacities
+from httk.workflow.engine.manager._slurm_resources import merged, slurm_capacities
 
 JOB = {"SLURM_JOB_ID": "4711"}
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from httk.workflow.engine._states import (
+from httk.workflow.engine.core._states import (
     CORE_KINDS,
     TERMINAL_KINDS,
     TRANSITIONS,

@@ -5,8 +5,8 @@ import os
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine._submit import JobSpec, SubmitStatus, Submitter, submit_jobs
-from httk.workflow.engine._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.publish._submit import JobSpec, SubmitStatus, Submitter, submit_jobs
 from httk.workflow.protocol import InvalidDocumentError, SubmissionError, UnsafePathError
 
 from tests.conftest import minimal_job
@@ -141,8 +141,8 @@ def test_a_payload_whose_job_json_is_a_symlink_is_refused(tmp_path: Path, worksp
 
 _SCENARIO = """
 import json, sys
-from httk.workflow.engine._workspace import attach
-from httk.workflow.engine._submit import JobSpec, Submitter
+from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.publish._submit import JobSpec, Submitter
 ws = attach({root!r})
 Submitter(ws).{call}
 """

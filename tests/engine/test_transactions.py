@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _fsops, _transactions
-from httk.workflow.engine._attempt import prepare_attempt
-from httk.workflow.engine._clock import ManualClock, backoff_schedule
-from httk.workflow.engine._runner_staging import RunnerFailure
-from httk.workflow.engine._transaction_manifest import digest_of, path_kind
-from httk.workflow.engine._transactions import (
+from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._clock import ManualClock, backoff_schedule
+from httk.workflow.engine.manager._attempt import prepare_attempt
+from httk.workflow.engine.publish import _transactions
+from httk.workflow.engine.publish._runner_staging import RunnerFailure
+from httk.workflow.engine.publish._transaction_manifest import digest_of, path_kind
+from httk.workflow.engine.publish._transactions import (
     Manifest,
     TransactionCorruptionError,
     TransactionError,
@@ -874,8 +875,8 @@ def test_storage_errors_are_not_mistaken_for_races(tmp_path: Path, monkeypatch: 
 # -- crash injection through the seam --------------------------------------------------------------
 REPLAY_CODE = """
 from pathlib import Path
-from httk.workflow.engine._clock import SYSTEM_CLOCK
-from httk.workflow.engine._transactions import load_manifest, replay
+from httk.workflow.engine.core._clock import SYSTEM_CLOCK
+from httk.workflow.engine.publish._transactions import load_manifest, replay
 bundle, data = Path({bundle!r}), Path({data!r})
 manifest = load_manifest(bundle, expected_data_generation=0, check_payload=False)
 replay(data, bundle, manifest, durable={durable}, deadline_seconds=0.0, clock=SYSTEM_CLOCK)
@@ -946,8 +947,8 @@ def test_a_crash_after_every_mutation_resumes_to_the_uncrashed_result(tmp_path: 
 BARRIER_CODE = """
 import os, sys
 from pathlib import Path
-from httk.workflow.engine._clock import SYSTEM_CLOCK
-from httk.workflow.engine._transactions import load_manifest, replay
+from httk.workflow.engine.core._clock import SYSTEM_CLOCK
+from httk.workflow.engine.publish._transactions import load_manifest, replay
 bundle, data = Path({bundle!r}), Path({data!r})
 manifest = load_manifest(bundle, expected_data_generation=0, check_payload=False)
 os.write({ready}, b"x")

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine import _waiting
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._launch import claim_frame, plan
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._workspace import Workspace
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.manager import _waiting
+from httk.workflow.engine.manager._launch import claim_frame, plan
+from httk.workflow.engine.manager._state import ManagerState
 
 from tests.joinkit import (
     PARENT_PLACEMENT,

@@ -12,12 +12,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine._launch import register as register_job
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._outcome import failed
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._workspace import attach
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.manager._launch import register as register_job
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.publish._outcome import failed
 
 from tests.conftest import minimal_job
 from tests.inspectkit import set_visibility_deadline

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._launch import claim_frame
-from httk.workflow.engine._launch import register as register_job
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._outcome import retry_or_fail
-from httk.workflow.engine._requests import retire
-from httk.workflow.engine._states import Kind, Trigger
-from httk.workflow.engine._why_history import FLAPPING_ATTEMPTS
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.manager._launch import claim_frame
+from httk.workflow.engine.manager._launch import register as register_job
+from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.ops._why_history import FLAPPING_ATTEMPTS
+from httk.workflow.engine.publish._outcome import retry_or_fail
+from httk.workflow.engine.requests._requests import retire
 
 from tests.jobkinds import OTHER_HOST, write_request
 from tests.joinkit import current, frame_of, submit_job

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._states import Kind
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.manager._state import ManagerState
 
 from tests.joinkit import children, missing_child, waiting_parent
 from tests.whykit import finding, register, state_fixture, why  # noqa: F401 (a fixture)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._manager_state import ManagerState
-from httk.workflow.engine._markers_fs import MarkerLocation
-from httk.workflow.engine._states import Kind
-from httk.workflow.engine._workspace import attach
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.manager._state import ManagerState
 
 from tests.conftest import minimal_job
 from tests.jobkinds import job_in

@@ -5,8 +5,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine import _workspace
-from httk.workflow.engine._workspace import attach, init
+from httk.workflow.engine.core import _workspace
+from httk.workflow.engine.core._workspace import attach, init
 from httk.workflow.protocol import WorkspaceError, WorkspaceFormatError
 
 

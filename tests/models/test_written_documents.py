@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow import models
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._delete import delete_jobs, plan_delete
-from httk.workflow.engine._fsck import fsck
-from httk.workflow.engine._journal import scan_segment
-from httk.workflow.engine._manager import Manager, RunSummary
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._requests import publish_request
-from httk.workflow.engine._workspace import Workspace, attach
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._journal import scan_segment
+from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.maintenance._fsck import fsck
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager, RunSummary
+from httk.workflow.engine.ops._delete import delete_jobs, plan_delete
+from httk.workflow.engine.requests._requests import publish_request
 from httk.workflow.models._validation import build_registry, build_validator
 
 from tests.engine.test_fsck_repair import unrepairable_workspace

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._submit import JobSpec, submit_jobs
-from httk.workflow.engine._workspace import Workspace, init
+from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.conftest import minimal_job
 from tests.joinkit import current

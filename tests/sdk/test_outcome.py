@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._outcome import validate_outcome
+from httk.workflow.engine.publish._outcome import validate_outcome
 from httk.workflow.models import validator
 from httk.workflow.protocol._jsonio import read_json_object
 from httk.workflow.sdk import Attempt, OutcomeAlreadyPublishedError, OutcomeError

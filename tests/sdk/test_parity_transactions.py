@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._manager import Manager
-from httk.workflow.engine._manager_config import ManagerConfig
-from httk.workflow.engine._markers_fs import probe_marker
-from httk.workflow.engine._transaction_manifest import load_manifest
-from httk.workflow.engine._workspace import Workspace, init
+from httk.workflow.engine.core._markers_fs import probe_marker
+from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.publish._transaction_manifest import load_manifest
 from httk.workflow.protocol._digest import tree_digest
 from httk.workflow.sdk import Attempt, OutcomeAlreadyPublishedError, Transaction, TransactionError
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine._clock import ManualClock
-from httk.workflow.engine._transactions import replay, validate_manifest
+from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.publish._transactions import replay, validate_manifest
 from httk.workflow.protocol._digest import tree_digest
 from httk.workflow.sdk import OutcomeError
 from httk.workflow.sdk._transaction import Transaction, TransactionError, stage_transaction

@@ -5,12 +5,12 @@ Both spellings of DECISIONS D6 work (``job debug WS PAYLOAD`` and ``job debug --
 
 ``job debug`` submits a payload directory from outside the workspace at ``--placement`` (``debug``), or
 takes any job selector, and drives that one job with a private task manager that sees nothing else
-(``engine/_debug.py``). Its exit status says how the job ended, so 3 means *failed* here; an error of the
+(``engine/ops/_debug.py``). Its exit status says how the job ended, so 3 means *failed* here; an error of the
 command itself is 1 (a workspace that cannot be attached included) or 2 (bad input).
 
 ``job delete`` checks every job first and deletes none when one is refused; it asks before deleting when
 standard input is a terminal (``--yes`` or ``--force`` skip that), lists what it deleted, and reports a job
-that moved while being deleted without stopping the others (``engine/_delete.py``).
+that moved while being deleted without stopping the others (``engine/ops/_delete.py``).
 
 This module imports typer and the shared option helpers only; the engine is imported inside the bodies.
 """
@@ -25,9 +25,9 @@ from ._options import DurableOpt, WorkspaceArg, WorkspaceOpt, bind, bind_many
 from ._render import note
 
 if TYPE_CHECKING:
-    from httk.workflow.engine._delete import DeletePlan
-    from httk.workflow.engine._markers_fs import MarkerLocation
-    from httk.workflow.engine._workspace import Workspace
+    from httk.workflow.engine.core._markers_fs import MarkerLocation
+    from httk.workflow.engine.core._workspace import Workspace
+    from httk.workflow.engine.ops._delete import DeletePlan
 
 DEBUG_EPILOG = (
     "Exit status: 0 the job succeeded; 3 it failed; 4 it stopped without finishing (paused, cancelled, "
@@ -111,7 +111,7 @@ def debug(
 ) -> None:
     """Drive one job to a stop in the foreground, with a private task manager that sees only that job."""
     root, word = bind([workspace, target], [("WORKSPACE", workspace_option), ("PAYLOAD|JOB", None)])
-    from httk.workflow.engine._debug import DebugError, DebugOptions, debug_job
+    from httk.workflow.engine.ops._debug import DebugError, DebugOptions, debug_job
     from httk.workflow.protocol import PolicyError, WorkflowError, WorkspaceError
 
     options = DebugOptions(
@@ -145,7 +145,7 @@ def delete(
 ) -> None:
     """Delete succeeded, failed, cancelled, submitted or ready jobs: each payload with its marker."""
     root, selectors = bind_many(words or [], workspace_option, what="JOB")
-    from httk.workflow.engine._workspace import attach
+    from httk.workflow.engine.core._workspace import attach
 
     workspace = attach(root, durable=durable)
     try:
@@ -158,7 +158,7 @@ def delete(
 
 def _delete_selected(workspace: "Workspace", selectors: list[str], *, yes: bool, force: bool) -> int:
     """Plan every selected job, confirm, delete; how many could not be deleted."""
-    from httk.workflow.engine._delete import DeleteError, delete_jobs, linger_seconds, plan_delete
+    from httk.workflow.engine.ops._delete import DeleteError, delete_jobs, linger_seconds, plan_delete
 
     from ._request_cmd import _login_name
 
@@ -195,7 +195,7 @@ def _delete_selected(workspace: "Workspace", selectors: list[str], *, yes: bool,
 
 def _selected(workspace: "Workspace", selectors: list[str]) -> "list[MarkerLocation]":
     """Every job the selectors name, each once, in the order first named."""
-    from httk.workflow.engine._select import select_jobs
+    from httk.workflow.engine.ops._select import select_jobs
 
     found: dict[tuple[str, str], MarkerLocation] = {}
     for selector in selectors:

@@ -14,8 +14,8 @@ import typer
 from ._render import print_table
 
 if TYPE_CHECKING:
-    from httk.workflow.engine._inspect import StatusReport
-    from httk.workflow.engine._inspect_job import RetainedAttempt
+    from httk.workflow.engine.ops._inspect import StatusReport
+    from httk.workflow.engine.ops._inspect_job import RetainedAttempt
 
 MANAGER_HEADERS = (
     "manager",

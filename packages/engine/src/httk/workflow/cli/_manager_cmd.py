@@ -164,8 +164,8 @@ def run(
 ) -> None:
     """Run a task manager on a workspace until it is idle (or forever with --idle)."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    from httk.workflow.engine._manager_config import ManagerConfig
-    from httk.workflow.engine._manager_run import run_manager
+    from httk.workflow.engine.manager._config import ManagerConfig
+    from httk.workflow.engine.manager._run import run_manager
 
     options = ManagerConfig(
         workers=workers,

@@ -8,7 +8,7 @@ Both spellings of DECISIONS D6 work::
 ACTION is one of continue, override_step (with ``--step``), cancel, set_priority (with ``--priority``)
 and pause. Which of the two words is the action is read from the words themselves; with both being
 action names the spelling decides (JOB ACTION after a WORKSPACE argument, ACTION JOB with
-``--workspace``). JOB is any selector of :mod:`httk.workflow.engine._select` (a UUID, a job key, a
+``--workspace``). JOB is any selector of :mod:`httk.workflow.engine.ops._select` (a UUID, a job key, a
 unique prefix of either, a payload or marker path).
 
 The request is written against the job's current marker (its exact generation and record reference), so
@@ -76,9 +76,9 @@ def request(
     root, items = bind_many(words or [], workspace_option, what="JOB and ACTION")
     selector, action = split_job_and_action(items, action_first=workspace_option is not None)
     check_options(action, priority=priority, step=step, force=force)
-    from httk.workflow.engine._requests import publish_request
-    from httk.workflow.engine._select import select_job
-    from httk.workflow.engine._workspace import attach
+    from httk.workflow.engine.core._workspace import attach
+    from httk.workflow.engine.ops._select import select_job
+    from httk.workflow.engine.requests._requests import publish_request
 
     workspace = attach(root, durable=durable)
     marker = select_job(workspace, selector)

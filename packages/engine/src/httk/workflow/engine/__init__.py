@@ -1,7 +1,7 @@
 """The httk-workflow engine: workspaces, submission, the runner store, journals and transitions.
 
 The public names below are what the command line and library callers use; everything else lives in
-private modules (``_workspace``, ``_submit``, ``_runner_store``, ...) and may change without notice.
+private modules of its layers (``core._workspace``, ``publish._submit``, ...) and may change without notice.
 
 Names load lazily, so importing this package costs only what the first name used needs.
 
@@ -18,20 +18,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._runner_store import PublishedRunner, publish_runner
-    from ._submit import SubmitResult, SubmitStatus, Submitter
-    from ._workspace import Workspace, attach, init
+    from .core._workspace import Workspace, attach, init
+    from .publish._runner_store import PublishedRunner, publish_runner
+    from .publish._submit import SubmitResult, SubmitStatus, Submitter
 
 # Loaded on first use: a read command needs the workspace module, not the submission machinery.
 _HOMES = {
-    "PublishedRunner": "_runner_store",
-    "publish_runner": "_runner_store",
-    "SubmitResult": "_submit",
-    "SubmitStatus": "_submit",
-    "Submitter": "_submit",
-    "Workspace": "_workspace",
-    "attach": "_workspace",
-    "init": "_workspace",
+    "PublishedRunner": "publish._runner_store",
+    "publish_runner": "publish._runner_store",
+    "SubmitResult": "publish._submit",
+    "SubmitStatus": "publish._submit",
+    "Submitter": "publish._submit",
+    "Workspace": "core._workspace",
+    "attach": "core._workspace",
+    "init": "core._workspace",
 }
 
 __all__ = [

@@ -1,0 +1,320 @@
+"""``workspace fsck --repair``: re-point a damaged marker at the last good frame of its job, or set it aside.
+
+What it guarantees.
+
+* History is added, never rewritten. A repair adopts the newest readable state frame of the same job
+  (workspace, job, key and placement agreeing) whose generation is *strictly* older than the marker's,
+  appends one state frame with reason ``fsck_repair`` chained to it (``previous_record_ref``) that carries
+  its members forward and records ``fsck_repair.recovered_record_ref``, and renames the marker onto it at
+  the next generation by the one verified transition (:func:`~._transition.move_marker`, the
+  kind-keeping ``fsck_repair`` row of the table). The marker keeps its kind, placement and priority.
+  A frame at or beyond the marker's generation is never adopted: it is the damaged frame itself or a
+  transition no rename ever committed.
+* Nothing a live manager owns is touched: a claimed, running, committing or cancelling marker whose
+  owning manager still heartbeats within its lease is reported (``live_owner``) and left as it is. The
+  owners are the managers its readable frames name (from the adopted generation on) and the writer of
+  the reference the marker names, which is the manager that moved it there even when that frame is gone.
+* A marker with no readable older frame, or a marker-shaped file whose name identifies no job, is
+  ``unrepairable``; with ``quarantine_unrepairable`` it is moved into ``.httk-workflow/quarantine/``
+  beside an audit record naming its original path and why. ``payload_missing`` is never acted on, and
+  neither is a frame problem of a marker whose payload is missing.
+* Crash safety: every mutation is one of the seam's (journal append, marker rename, record write,
+  quarantine rename). A repair interrupted before its rename leaves the damaged marker and an orphan
+  frame at the marker's next generation, which the strictly-older rule can never adopt, so running the
+  repair again converges on the same result; interrupted after it, the marker is already repaired.
+
+Why a forward journal scan. The backward link of the job is in exactly the frame that cannot be read, so
+the chain cannot be followed; ``spec/01`` allows this one forward read, bounded as above.
+
+Cost: one forward scan of every journal segment (every frame read and decoded), once per repair however
+many markers are damaged, and one listing of ``managers/``. Nothing is scanned when nothing is damaged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._journal import scan_segment
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._segments import SEGMENT_SUFFIX
+from httk.workflow.engine.core._states import Trigger
+from httk.workflow.engine.core._transition import FRAME_FORMAT, move_marker
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.ops._inspect_job import OWNED_KINDS
+from httk.workflow.engine.ops._inspect_managers import ManagerView, list_managers
+from httk.workflow.engine.requests._documents import kept_members
+from httk.workflow.engine.requests._requests import QUARANTINE_FORMAT
+from httk.workflow.protocol import JournalError, MarkerName, RecordRef, WorkspaceUnavailableError
+from httk.workflow.protocol._jsonio import dump_pretty
+
+from ._fsck import FRAME_CODES, MARKER_SHAPED, FsckReport, MarkerSubject, Problem, printable
+
+REPAIR_REASON = "fsck_repair"
+NOT_CARRIED = frozenset({"fsck_repair", "operator_key"})
+"""Members of the adopted frame a repair does not copy (besides what ``kept_members`` drops): they record
+an earlier repair or who asked for an earlier transition, not the job's state."""
+
+Adopted = tuple[RecordRef, dict[str, Any]]
+
+
+def repair_problems(workspace: Workspace, report: FsckReport, *, quarantine_unrepairable: bool) -> None:
+    """Act on every problem of ``report`` (a fresh check of ``workspace``) and record what was done."""
+    workspace.require_writable()
+    report.repair = True
+    wanted = {p.subject.job_id for p in report.problems if p.subject is not None and p.code in FRAME_CODES}
+    repairer = _Repairer(workspace, job_frames(workspace, wanted), quarantine_unrepairable)
+    repairer.payload_missing = {p.location for p in report.problems if p.code == "payload_missing"}
+    repairer.duplicated = {
+        p.subject.job_id for p in report.problems if p.code == "duplicate_marker" and p.subject is not None
+    }
+    for problem in report.problems:
+        repairer.settle(problem)
+
+
+# -- the journal, read forwards ----------------------------------------------------------------------
+def job_frames(workspace: Workspace, job_ids: set[str]) -> dict[str, list[Adopted]]:
+    """Every readable state frame naming one of ``job_ids``, by job id (empty when none is wanted)."""
+    found: dict[str, list[Adopted]] = {job_id: [] for job_id in job_ids}
+    if not found:
+        return found
+    for segment in _segments(workspace.journal_dir):
+        try:
+            for scanned in scan_segment(segment):
+                record, ref = scanned.record, scanned.ref
+                if record is None or ref is None or record.get("format") != FRAME_FORMAT:
+                    continue
+                job_id = record.get("job_id")
+                if isinstance(job_id, str) and job_id in found:
+                    found[job_id].append((ref, record))
+        except JournalError:
+            continue  # an unreadable segment or header: nothing more in it can be adopted
+    return found
+
+
+def _segments(journal_dir: Path) -> Iterator[Path]:
+    for writer in _sorted_entries(journal_dir):
+        if writer.is_dir(follow_symlinks=False):
+            for segment in _sorted_entries(Path(writer.path)):
+                if segment.name.endswith(SEGMENT_SUFFIX) and segment.is_file(follow_symlinks=False):
+                    yield Path(segment.path)
+
+
+def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as listing:
+            return sorted(listing, key=lambda entry: entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def same_job(workspace: Workspace, subject: MarkerSubject, frame: Mapping[str, Any]) -> bool:
+    """Whether ``frame`` is a frame of the marker's job in this workspace (any kind, any generation)."""
+    generation = frame.get("state_generation")
+    return (
+        frame.get("workspace_id") == workspace.workspace_id
+        and frame.get("job_key") == str(subject.key)
+        and frame.get("placement") == subject.placement
+        and isinstance(generation, int)
+        and not isinstance(generation, bool)
+    )
+
+
+def adopt(frames: list[Adopted], generation: int) -> Adopted | None:
+    """The newest frame strictly older than ``generation``; ties go to a frame a later one chains to.
+
+    Several frames share a generation only when transitions raced and all but one lost; the winner is the
+    one some readable frame names as its predecessor, when that frame survived.
+    """
+    chained = {frame.get("previous_record_ref") for _ref, frame in frames}
+    older = [(ref, frame) for ref, frame in frames if frame["state_generation"] < generation]
+    if not older:
+        return None
+    return max(
+        older,
+        key=lambda item: (
+            item[1]["state_generation"],
+            str(item[0]) in chained,
+            str(item[1].get("created_at")),
+            str(item[0]),
+        ),
+    )
+
+
+# -- who owns a marker -------------------------------------------------------------------------------
+class _Managers:
+    """The registered managers by id and by writer id, read once per repair."""
+
+    def __init__(self, views: list[ManagerView]) -> None:
+        self.by_id = {view.manager_id: view for view in views}
+        self.by_writer = {str(view.member("writer_id")): view for view in views if view.member("writer_id")}
+
+    def live_owner(
+        self, subject: MarkerSubject, frames: list[Adopted], adopted: Adopted | None
+    ) -> ManagerView | None:
+        """A live manager that owns the marker's next transition, or ``None``."""
+        if subject.kind not in OWNED_KINDS:
+            return None
+        floor = -1 if adopted is None else adopted[1]["state_generation"]
+        views = [self.by_writer.get(subject.writer or ""), self.by_id.get(subject.writer or "")]
+        for _ref, frame in frames:
+            if frame["state_generation"] >= floor and frame.get("kind") in OWNED_KINDS:
+                views.extend(self.by_id.get(name) for name in _owners(frame))
+        return next((view for view in views if view is not None and view.live), None)
+
+
+def _owners(frame: Mapping[str, Any]) -> Iterator[str]:
+    cancellation = frame.get("cancellation")
+    names = [frame.get("manager_id")]
+    if isinstance(cancellation, Mapping):
+        names += [cancellation.get("fenced_by"), cancellation.get("previous_manager_id")]
+    yield from (name for name in names if isinstance(name, str))
+
+
+# -- acting on one problem ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _RepairSource(MarkerLocation):
+    """The damaged marker as :func:`move_marker` sees it: its real path, and the name a healthy marker of
+    this generation would carry — one naming the adopted frame, so that the repair frame's
+    ``previous_record_ref`` and the successor name are derived from it. Its real name may not even parse.
+    """
+
+    source: Path = Path()
+
+    def path(self, workspace: Workspace) -> Path:
+        del workspace
+        return self.source
+
+
+class _Repairer:
+    def __init__(self, workspace: Workspace, frames: dict[str, list[Adopted]], quarantine: bool) -> None:
+        self.workspace = workspace
+        self.frames = frames
+        self.quarantine = quarantine
+        self.managers = _Managers(list_managers(workspace))
+        self.payload_missing: set[Path] = set()
+        self.duplicated: set[str] = set()  # jobs with two markers: none of their markers is touched
+
+    def settle(self, problem: Problem) -> None:
+        subject = problem.subject
+        if problem.code == "payload_missing":
+            _leave(problem, "never repaired: restore the payload directory, or delete the job")
+        elif problem.code == "duplicate_marker":
+            _leave(
+                problem, "never repaired: `job log` on each shows its history; remove the stale one by hand"
+            )
+        elif subject is None:
+            if problem.code in MARKER_SHAPED:
+                self._unrepairable(problem, "its name identifies no job")
+            else:
+                _leave(problem, "not a marker: look at it by hand")
+        elif problem.code == "io_error":
+            _leave(problem, "the segment could not be read; run fsck again")
+        elif problem.location in self.payload_missing:
+            _leave(problem, "its payload is missing, so it is not repaired")
+        elif subject.job_id in self.duplicated:
+            _leave(problem, "its job has two markers, so none of them is repaired")
+        else:
+            self._repair(problem, subject)
+
+    def _repair(self, problem: Problem, subject: MarkerSubject) -> None:
+        frames = [f for f in self.frames.get(subject.job_id, []) if same_job(self.workspace, subject, f[1])]
+        adopted = adopt(frames, subject.generation)
+        owner = self.managers.live_owner(subject, frames, adopted)
+        if owner is not None:
+            problem.action = "live_owner"
+            problem.note = f"manager {owner.manager_id} still heartbeats within its lease and owns it"
+            problem.details["owner"] = owner.manager_id
+        elif adopted is None:
+            self._unrepairable(problem, "no readable frame of this job is older than the marker")
+        else:
+            self._re_point(problem, subject, adopted)
+
+    def _re_point(self, problem: Problem, subject: MarkerSubject, adopted: Adopted) -> None:
+        ref, frame = adopted
+        members = {key: value for key, value in kept_members(frame).items() if key not in NOT_CARRIED}
+        if subject.kind in OWNED_KINDS and frame.get("kind") not in OWNED_KINDS:
+            # The adopted frame's manager only moved the job (say, registered it); it never owned this
+            # kind. Carrying its id would make it look like the owner, and recovery would wait on it for
+            # as long as it lives; without one, recovery treats the marker as abandoned, which it is.
+            members.pop("manager_id", None)
+        members["reason"] = REPAIR_REASON
+        members["fsck_repair"] = {
+            "recovered_record_ref": str(ref),
+            "damaged_record_ref": subject.ref_text,
+            "problem": problem.code,
+        }
+        name = MarkerName(subject.key, subject.priority, subject.generation, ref)
+        source = _RepairSource(subject.kind, subject.placement, name, subject.path)
+        problem.details["recovered_record_ref"] = str(ref)
+        try:
+            result = move_marker(self.workspace, source, subject.kind, Trigger.FSCK_REPAIR, members)
+        except WorkspaceUnavailableError as exc:
+            problem.action, problem.note = "moved", f"the marker vanished meanwhile: {exc}"
+            return
+        if not result.won or result.current is None:
+            problem.action, problem.note = "moved", "another actor moved the marker meanwhile; run fsck again"
+            return
+        problem.action = "repaired"
+        problem.note = f"re-pointed at the frame of generation {frame['state_generation']}"
+        problem.details["repaired_marker"] = _relative(self.workspace, result.current.path(self.workspace))
+
+    def _unrepairable(self, problem: Problem, why: str) -> None:
+        if not self.quarantine:
+            problem.action, problem.note = "unrepairable", f"{why}; --quarantine-unrepairable sets it aside"
+            return
+        entry = quarantine_entry(self.workspace, problem, why)
+        if entry is None:
+            problem.action, problem.note = "moved", "the entry vanished meanwhile; run fsck again"
+            return
+        problem.action, problem.note = "quarantined", why
+        problem.details["quarantine_entry"] = _relative(self.workspace, self.workspace.quarantine_dir / entry)
+
+
+def _leave(problem: Problem, note: str) -> None:
+    problem.action, problem.note = "left", note
+
+
+def _relative(workspace: Workspace, path: Path) -> str:
+    return printable(Path(os.path.relpath(path, workspace.root)).as_posix())
+
+
+def quarantine_entry(workspace: Workspace, problem: Problem, why: str) -> str | None:
+    """Move the problem's entry into ``quarantine/`` beside an audit record; the entry name, or ``None``.
+
+    The entry's name is derived from the file (path, inode, size), never from what its name claims, so it
+    cannot traverse or collide, and a crash between the record and the move repeats the same names.
+    """
+    durable = workspace.durable
+    try:
+        info = os.lstat(problem.location)
+    except FileNotFoundError:
+        return None
+    seed = f"{problem.path}\0{info.st_ino}\0{info.st_size}".encode()
+    entry = f"marker-{hashlib.sha256(seed).hexdigest()[:32]}"
+    subject = problem.subject
+    record = {
+        "format": QUARANTINE_FORMAT,
+        "format_version": 1,
+        "entry": entry,
+        "original_path": problem.path,
+        "reason": f"{problem.code}: {problem.detail}; {why}",
+        "problem": problem.code,
+        "job_key": None if subject is None else str(subject.key),
+        "quarantined_by": "workspace fsck",
+        "quarantined_at": utc_timestamp(workspace.clock.now()),
+    }
+    directory = workspace.quarantine_dir
+    _fsops.make_dirs(directory, durable=durable)
+    _fsops.write_file_atomic(directory / f"{entry}.quarantine", dump_pretty(record), durable=durable)
+    try:
+        _fsops.rename(problem.location, directory / entry, durable=durable)
+    except FileNotFoundError:
+        return None
+    return entry

@@ -1,0 +1,229 @@
+"""Garbage collection (``workspace gc``, ``manager run --gc-interval``): what may go, and only that.
+
+What a collection guarantees:
+
+* it is safe on a live workspace. Nothing a heartbeating manager owns is touched: no ``claimed``,
+  ``running``, ``committing``, ``cancelling``, ``waiting`` or ``paused`` marker or payload (beyond the
+  trash of a quiescent job), no segment of a live manager's writer, no segment on a non-terminal job's
+  frame chain, no terminal job's current segment or newest attempt-control directory. Never the runner
+  store, a quarantined entry or its record, a workdir, an incomplete outcome directory of a live
+  attempt, or a payload that never reached a marker;
+* it is interruptible at any instruction: it removes entries bottom-up, renames nothing and rewrites no
+  protocol state, so what an interrupted removal leaves is scratch the next collection removes again;
+* a category whose ``policy.retention`` limit is absent, ``null`` or ``"keep"`` is kept whole. DECISIONS
+  D4 rules between spec/01 (absent means keep) and spec/03 (journal and trash default to one day): a
+  workspace whose operator said nothing loses nothing. Only the always-safe categories (spec/01,
+  "Retention gates and always-safe collection") run whatever the policy says: empty placement mirrors,
+  tmp entries older than 24 h (with the unpublished staging file of a quarantine record, which is no
+  quarantine entry), stale claimed and old retired requests, and the marker of a submitted, ready or
+  terminal job whose payload was removed (spec/03);
+* a collection that removed anything appends one ``httk-workflow-gc`` frame (not a state frame: history
+  walks follow ``previous_record_ref`` and never meet it); one that removed nothing, and every dry run,
+  writes nothing at all — not even a journal writer directory.
+
+The categories live in ``_gc_tree`` (state tree and payloads), ``_gc_scratch`` (tmp and requests),
+``_gc_journal`` (segments) and ``_gc_managers`` (manager directories); ``_gc_sweep`` counts and removes.
+
+Cost: one exhaustive walk of the state tree, listings of the control directories, and — only when a
+segment is a candidate — one frame read per generation of every non-terminal job. O(workspace), which
+is why a manager collects at most once per ``--gc-interval``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from httk.workflow.engine.core._clock import Clock, utc_timestamp
+from httk.workflow.engine.core._workspace import Workspace
+
+from ._gc_sweep import DAY_SECONDS, CategoryCount, Sweep
+
+log = logging.getLogger("httk.workflow.manager")
+
+GC_FORMAT = "httk-workflow-gc"
+CENSUS_KEYS = ("total", "removed_jobs", "tmp_entries", "retired_requests", "placement_directories")
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What one collection found and did; ``categories`` has every category, in a fixed order."""
+
+    workspace_id: str
+    collected_at: str
+    dry_run: bool
+    retention: Mapping[str, float | None]
+    categories: Mapping[str, CategoryCount]
+    skipped: Mapping[str, str] = field(default_factory=dict)  # category -> why it did not run
+    errors: tuple[str, ...] = ()
+    error_count: int = 0
+    frame_ref: str | None = None
+
+    @property
+    def candidates(self) -> int:
+        return sum(count.candidates for count in self.categories.values())
+
+    @property
+    def removed(self) -> int:
+        return sum(count.removed for count in self.categories.values())
+
+    @property
+    def bytes_reclaimed(self) -> int:
+        return sum(count.bytes_reclaimed for count in self.categories.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workspace_id": self.workspace_id,
+            "collected_at": self.collected_at,
+            "dry_run": self.dry_run,
+            "retention": dict(self.retention),
+            "candidates": self.candidates,
+            "removed": self.removed,
+            "bytes_reclaimed": self.bytes_reclaimed,
+            "categories": {name: count.as_dict() for name, count in self.categories.items()},
+            "skipped": dict(self.skipped),
+            "errors": list(self.errors),
+            "error_count": self.error_count,
+            "frame_ref": self.frame_ref,
+        }
+
+    def frame(self) -> dict[str, Any]:
+        """The summarizing journal frame (``schemas/gc.schema.json``)."""
+        return {
+            "format": GC_FORMAT,
+            "format_version": 1,
+            "workspace_id": self.workspace_id,
+            "collected_at": self.collected_at,
+            "retention": dict(self.retention),
+            "removed": self.removed,
+            "bytes_reclaimed": self.bytes_reclaimed,
+            "categories": {
+                name: count.as_dict() for name, count in self.categories.items() if count.candidates
+            },
+        }
+
+
+def collect(
+    workspace: Workspace,
+    *,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    always_safe_only: bool = False,
+    heartbeat: Callable[[], None] | None = None,
+    protect_writers: Collection[str] = (),
+) -> GcReport:
+    """Collect what the workspace's retention policy and the always-safe rules allow.
+
+    ``now`` defaults to the workspace clock; ages of files are judged against it. ``dry_run`` counts
+    candidates and removes nothing (a read-only attachment suffices). ``always_safe_only`` ignores the
+    retention limits. ``heartbeat`` is called every few hundred entries (a manager's lease);
+    ``protect_writers`` are journal writers of the calling process, kept whatever their managers say.
+    """
+    from ._gc_journal import sweep_journal
+    from ._gc_managers import sweep_manager_dirs
+    from ._gc_scratch import sweep_scratch
+    from ._gc_tree import PayloadGates, sweep_state
+
+    if not dry_run:
+        workspace.require_writable()
+    moment = workspace.clock.now() if now is None else now
+    sweep = Sweep(workspace, dry_run, moment, heartbeat)
+    limits = _limits(workspace, always_safe_only)
+    skipped = {name: _kept_because(name, always_safe_only) for name in limits if limits[name] is None}
+    findings = sweep_state(sweep, PayloadGates(limits["attempt_control"], limits["transaction_trash"]))
+    sweep_scratch(sweep)
+    retained, journal_skipped = sweep_journal(sweep, findings, limits["journal_segment"], protect_writers)
+    if journal_skipped is not None:
+        skipped["journal_segment"] = journal_skipped
+    manager_limit = limits["manager_directory"]
+    if manager_limit is not None:
+        sweep_manager_dirs(sweep, manager_limit, retained)
+    report = GcReport(
+        workspace_id=workspace.workspace_id,
+        collected_at=utc_timestamp(moment),
+        dry_run=dry_run,
+        retention={} if always_safe_only else dict(workspace.policy.retention),
+        categories=dict(sweep.counts),
+        skipped=skipped,
+        errors=tuple(sweep.errors),
+        error_count=sweep.error_count,
+    )
+    if dry_run or report.removed == 0:
+        return report
+    ref = workspace.journal().append(report.frame())
+    return replace(report, frame_ref=str(ref))
+
+
+_RETENTION_KEY = {
+    "attempt_control": "attempt_control_days",
+    "transaction_trash": "trash_days",
+    "journal_segment": "journal_days",
+    "manager_directory": "journal_days",
+}
+
+
+def _kept_because(category: str, always_safe_only: bool) -> str:
+    if always_safe_only:
+        return "only the always-safe categories were asked for"
+    return f"retention.{_RETENTION_KEY[category]} is not set (keep)"
+
+
+def _limits(workspace: Workspace, always_safe_only: bool) -> dict[str, float | None]:
+    """Each gated category's limit in seconds; ``None`` keeps it (D4: absent, null and "keep")."""
+    limits: dict[str, float | None] = {}
+    for category, key in _RETENTION_KEY.items():
+        days = None if always_safe_only else workspace.policy.retention_days(key)
+        limits[category] = None if days is None else days * DAY_SECONDS
+    return limits
+
+
+def always_safe_census(workspace: Workspace) -> dict[str, int]:
+    """What the always-safe categories would remove now (a dry run; writes nothing).
+
+    ``retired_requests`` counts stale claimed requests too: both are requests that are only evidence.
+    """
+    counts = collect(workspace, dry_run=True, always_safe_only=True).categories
+    census = {
+        "removed_jobs": counts["removed_jobs"].candidates,
+        "tmp_entries": counts["tmp_entries"].candidates,
+        "retired_requests": counts["retired_requests"].candidates + counts["claimed_requests"].candidates,
+        "placement_directories": counts["placement_directories"].candidates,
+    }
+    return {"total": sum(census.values()), **census}
+
+
+class PeriodicCollection:
+    """``manager run --gc-interval``: at most one collection per interval, at the end of a tick.
+
+    The manager calls :meth:`collect` when :meth:`due`, after a tick's passes, so a collection never runs
+    between observing a marker and acting on it. A collection that fails is logged; scheduling goes on.
+    """
+
+    def __init__(self, interval: float | None, clock: Clock) -> None:
+        self.interval = interval
+        self._clock = clock
+        self._last = float("-inf")
+        self.reports: list[GcReport] = []  # the last few, for tests and statistics
+        self.failures = 0
+
+    def due(self) -> bool:
+        """Whether an interval is set and has passed since the last collection began."""
+        return self.interval is not None and self._clock.monotonic() - self._last >= self.interval
+
+    def collect(
+        self, workspace: Workspace, *, heartbeat: Callable[[], None], writer_id: str
+    ) -> GcReport | None:
+        """Collect now (the caller asked :meth:`due`); ``None`` when the collection failed (logged)."""
+        self._last = self._clock.monotonic()
+        try:
+            report = collect(workspace, heartbeat=heartbeat, protect_writers=(writer_id,))
+        except Exception:  # a collection must never take scheduling down with it
+            self.failures += 1
+            log.exception("garbage collection failed; scheduling goes on")
+            return None
+        self.reports = [*self.reports[-3:], report]
+        log.info("garbage collection removed %d entries (%d bytes)", report.removed, report.bytes_reclaimed)
+        return report

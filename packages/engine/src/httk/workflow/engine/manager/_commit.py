@@ -1,0 +1,451 @@
+"""The end of an attempt: committing its outcome, or classifying an exit without one.
+
+The specification's processing order, for a valid current outcome: validate job, activation and attempt,
+and with them the join, every child bundle and the transaction (:func:`validate_publication`); append
+the committing frame and rename running → committing, which fences the attempt; replay the transaction
+into ``data/`` (step 4, :func:`apply_transaction`); register every child (:func:`register_spawned`,
+step 5: before the destination frame, never rolled back); decide the destination (budgets included, the
+data generation advanced when the transaction changed data); append its frame and rename committing →
+destination; clean up afterwards. The committing frame embeds the validated outcome (with
+``has_transaction``) and spawn set, so a manager that finds an abandoned committing marker replays the
+transaction, registers the missing children and finishes the same decision without rerunning the step.
+``data/`` itself is created by the first replay that has operations (it is absent until then).
+
+An exit without an outcome is ``protocol_error`` for status 0 (success is ambiguous) and
+``process_failure`` otherwise; retry policy and budgets then decide between ready and failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import stat
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._jobs import LoadedJob
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.publish._children import (
+    ChildRegistrationError,
+    ParentIdentity,
+    SpawnedChild,
+    read_spawn_set,
+    register_children,
+    spawned_of,
+)
+from httk.workflow.engine.publish._joins import JoinError, validate_wait
+from httk.workflow.engine.publish._outcome import (
+    OUTCOME_DIR,
+    OUTCOME_FILE,
+    TRANSACTION_DIR,
+    Decision,
+    UnusableOutcomeError,
+    carried,
+    decide,
+    failed,
+    protocol_failure,
+    read_outcome,
+    retry_or_fail,
+    validate_outcome,
+)
+from httk.workflow.engine.publish._runner_staging import STAGED_RUNNER
+from httk.workflow.engine.publish._transactions import (
+    TransactionError,
+    load_manifest,
+    next_data_generation,
+    replay,
+)
+from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
+from httk.workflow.protocol._jsonio import dump_pretty
+
+from ._attempt import CONTEXT_FILE, STDERR_FILE, STDIO_LOG, STDOUT_FILE
+from ._budgets import Counters
+from ._executor import PROCESS_FILE
+from ._state import LiveAttempt, ManagerState
+
+log = logging.getLogger("httk.workflow.manager")
+
+_RETIRE_CONTROL_ON = frozenset({Kind.READY, Kind.WAITING, Kind.PAUSED, Kind.SUCCEEDED})
+_COPY_CHUNK = 1 << 20
+TRANSACTIONAL_EXTENSION = "transactional-data-v1"
+
+
+def finish_attempt(state: ManagerState, live: LiveAttempt, status: int) -> None:
+    """A process this manager launched has exited with ``status``."""
+    try:
+        outcome = read_outcome(live.prepared.control_dir)
+    except UnusableOutcomeError as exc:
+        commit(state, live.marker, live.frame, live.job, outcome=None, defect=str(exc), live=live)
+        return
+    if outcome is not None:
+        commit(state, live.marker, live.frame, live.job, outcome=outcome, live=live)
+        return
+    drained = live.terminated_at is not None
+    failure = exit_failure(status, drained=drained)
+    decision = exit_decision(live.job.document, live.frame, failure, drained=drained)
+    won = state.apply(
+        live.marker, decision, Trigger.RETRY if decision.kind is Kind.READY else Trigger.FAILURE
+    )
+    if won:
+        leave_breadcrumb(state, live, decision)
+
+
+def exit_failure(status: int, *, drained: bool) -> dict[str, Any]:
+    """The failure object of an attempt that ended without publishing an outcome."""
+    if drained:
+        return {
+            "code": "lease_lost",
+            "message": "the manager drained and stopped the attempt",
+            "details": {"exit_status": status},
+        }
+    if status == 0:
+        return protocol_failure("the runner exited successfully without publishing an outcome", exit_status=0)
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return {
+            "code": "process_failure",
+            "message": f"the runner was killed by {name} without publishing an outcome",
+            "details": {"signal": -status},
+        }
+    return {
+        "code": "process_failure",
+        "message": f"the runner exited with status {status} without publishing an outcome",
+        "details": {"exit_status": status},
+    }
+
+
+def exit_decision(
+    job: dict[str, Any], frame: dict[str, Any], failure: dict[str, Any], *, drained: bool
+) -> Decision:
+    if drained:
+        # Stopping the attempt was this manager's decision, never the job's: retry within budgets.
+        job = {**job, "retry_policy": {**(job.get("retry_policy") or {}), "retry_on": ["lease_lost"]}}
+    return retry_or_fail(job, frame, failure, declared=False, unclean=True, attempt_reason=failure["code"])
+
+
+def commit(
+    state: ManagerState,
+    running: MarkerLocation,
+    frame: dict[str, Any],
+    job: LoadedJob,
+    *,
+    outcome: dict[str, Any] | None,
+    defect: str | None = None,
+    live: LiveAttempt | None = None,
+) -> None:
+    """Validate, fence into committing, then finish; an unusable outcome still goes through committing."""
+    spawned: list[SpawnedChild] = []
+    if outcome is not None:
+        try:
+            outcome, notes = validate_outcome(
+                outcome,
+                job_id=running.job_id,
+                activation_id=frame["activation_id"],
+                attempt_id=frame["attempt_id"],
+            )
+            outcome, spawned = validate_publication(state, running, frame, job, outcome)
+        except UnusableOutcomeError as exc:
+            defect, outcome, notes, spawned = str(exc), None, [], []
+        for note in notes:
+            log.info("%s: %s", running.job_key, note)
+    committing = {
+        **carried(frame),
+        **Counters.of(frame).as_members(),
+        "attempt_id": frame["attempt_id"],
+        "manager_id": state.manager_id,
+        "writer_id": state.writer_id,
+        "outcome": outcome,
+        "reason": "outcome" if defect is None else "unusable_outcome",
+    }
+    if "workdir" in frame:
+        committing["workdir"] = frame["workdir"]  # kept in a terminal frame, where a join reads it
+    if defect is not None:
+        committing["failure"] = protocol_failure(f"the published outcome is unusable: {defect}")
+    elif outcome is not None and "runner_steps" in outcome:
+        committing["runner_steps"] = outcome["runner_steps"]  # copied into the frame it writes (spec)
+    if spawned:
+        committing["spawned"] = [child.as_member() for child in spawned]
+    result = state.move(running, Kind.COMMITTING, Trigger.OUTCOME, committing)
+    if not result.won or result.current is None:
+        return  # another actor fenced the attempt first (a cancellation or a recoverer): not ours to apply
+    finish_committing(state, result.current, committing, job, live)
+
+
+def finish_committing(
+    state: ManagerState,
+    marker: MarkerLocation,
+    frame: dict[str, Any],
+    job: LoadedJob,
+    live: LiveAttempt | None,
+) -> None:
+    """Move a committing marker to the destination its frame's outcome decides."""
+    outcome = frame.get("outcome")
+    if outcome is None:
+        failure = frame.get("failure") or protocol_failure("the published outcome is unusable")
+        decision = failed(frame, failure, "failure")
+    else:
+        changed, corruption = False, None
+        if outcome.get("has_transaction"):
+            try:
+                changed, corruption = apply_transaction(state, job, frame)
+            except OSError as exc:
+                delay = state.defer_commit(marker.job_key)
+                log.warning(
+                    "%s: the transaction cannot be replayed now, left committing (next try in %.0f s): %s",
+                    marker.job_key,
+                    delay,
+                    exc,
+                )
+                return
+        unregistered = corruption or register_spawned(state, job, frame)
+        decision = (
+            decide(job.document, frame, outcome, data_changed=changed)
+            if unregistered is None
+            else _with_generation(failed(frame, unregistered, "failure"), frame, changed)
+        )
+    state.deferred_commits.pop(marker.job_key, None)
+    won = state.apply(marker, decision, Trigger.COMMIT)
+    if won and live is not None and decision.kind in _RETIRE_CONTROL_ON:
+        state.retiring.append(live)  # after the freed slot is refilled: cleanup is off the hot path
+    elif won and live is not None:
+        leave_breadcrumb(state, live, decision)
+
+
+BREADCRUMB = "error.json"
+"""The failure breadcrumb in the kept control directory of the attempt that failed the job."""
+
+
+def leave_breadcrumb(state: ManagerState, live: LiveAttempt, decision: Decision) -> None:
+    """Write ``error.json`` beside the outcome and logs of an attempt that failed its job.
+
+    Evidence for an operator (``schemas/error.schema.json``), not protocol state: written after the
+    failed frame is committed, without synchronization, and a failure to write it is only logged.
+    """
+    failure = decision.members.get("failure")
+    if decision.kind is not Kind.FAILED or not isinstance(failure, dict):
+        return
+    frame = live.frame
+    document = {
+        "format": "httk-workflow-error",
+        "format_version": 1,
+        "job_id": live.marker.job_id,
+        "job_key": live.marker.job_key,
+        "attempt_id": frame["attempt_id"],
+        "step": frame.get("step"),
+        "failed_at": utc_timestamp(state.clock.now()),
+        "code": failure.get("code"),
+        "message": failure.get("message"),
+        "failure": failure,
+    }
+    try:
+        _fsops.write_file_atomic(live.prepared.control_dir / BREADCRUMB, dump_pretty(document), durable=False)
+    except OSError as exc:
+        log.warning("%s: the failure breadcrumb could not be written: %s", live.marker.job_key, exc)
+
+
+def _with_generation(decision: Decision, frame: dict[str, Any], changed: bool) -> Decision:
+    """A failure after a replayed transaction still records the data generation it produced."""
+    if frame.get("data_generation") is None:
+        return decision
+    generation = next_data_generation(frame["data_generation"], changed)
+    return Decision(decision.kind, {**decision.members, "data_generation": generation}, decision.priority)
+
+
+def control_dir_of(job: LoadedJob, frame: dict[str, Any]) -> Path:
+    """The control directory of the attempt a running or committing frame names."""
+    return job.payload_dir / f"{ATTEMPT_DIR_PREFIX}{frame['attempt_id']}"
+
+
+def validate_publication(
+    state: ManagerState,
+    running: MarkerLocation,
+    frame: dict[str, Any],
+    job: LoadedJob,
+    outcome: dict[str, Any],
+) -> tuple[dict[str, Any], list[SpawnedChild]]:
+    """Validate a valid outcome's child bundles and join; return it with its join normalized, and its set.
+
+    Raises :class:`UnusableOutcomeError` naming the first defect; nothing has been registered then.
+    """
+    parent = ParentIdentity(
+        state.workspace.workspace_id,
+        running.job_id,
+        running.job_key,
+        running.placement,
+        frame["activation_id"],
+    )
+    outcome = {**outcome, "has_transaction": validate_transaction(state, job, frame, outcome)}
+    spawned = read_spawn_set(state.workspace, control_dir_of(job, frame), parent, outcome["action"])
+    if outcome["action"] == "wait":
+        try:
+            join = validate_wait(outcome["join"], spawned, state.workspace, running.job_id)
+        except JoinError as exc:
+            raise UnusableOutcomeError(f"the join is unusable: {exc}") from None
+        outcome = {**outcome, "join": join.as_member()}
+    return outcome, spawned
+
+
+def transaction_dir_of(job: LoadedJob, frame: dict[str, Any]) -> Path:
+    """The transaction bundle an attempt's published outcome may hold."""
+    return control_dir_of(job, frame) / OUTCOME_DIR / TRANSACTION_DIR
+
+
+def validate_transaction(
+    state: ManagerState, job: LoadedJob, frame: dict[str, Any], outcome: dict[str, Any]
+) -> bool:
+    """Step 1 for a transaction: whether the outcome carries one, after checking it fully against ``data/``.
+
+    Raises :class:`UnusableOutcomeError` when the job may not contribute one, the expected data generation
+    is not the attempt's, or the manifest, staged payload or a precondition is refused; ``data/`` is
+    untouched then.
+    """
+    bundle = transaction_dir_of(job, frame)
+    if not os.path.lexists(bundle):
+        return False
+    if job.document["data"]["mode"] != "transactional":
+        raise UnusableOutcomeError(
+            "the outcome holds a transaction but the job's data.mode is not transactional"
+        )
+    if TRANSACTIONAL_EXTENSION not in state.workspace.extensions:
+        raise UnusableOutcomeError(
+            f"the outcome holds a transaction but the workspace lacks the {TRANSACTIONAL_EXTENSION} extension"
+        )
+    if stat.S_ISLNK(os.lstat(bundle).st_mode) or not bundle.is_dir():
+        raise UnusableOutcomeError("the outcome's transaction must be a directory")
+    expected = outcome.get("expected_data_generation")
+    if expected is None or expected != frame.get("data_generation"):
+        raise UnusableOutcomeError(
+            f"the outcome's expected_data_generation {expected!r} is not the attempt's data generation "
+            f"{frame.get('data_generation')!r}"
+        )
+    try:
+        load_manifest(bundle, expected_data_generation=expected, data_dir=job.payload_dir / "data")
+    except TransactionError as exc:
+        raise UnusableOutcomeError(str(exc)) from None
+    except OSError as exc:
+        raise UnusableOutcomeError(f"the transaction cannot be read: {exc}") from None
+    return True
+
+
+def apply_transaction(
+    state: ManagerState, job: LoadedJob, frame: dict[str, Any]
+) -> tuple[bool, dict[str, Any] | None]:
+    """Step 4: replay (or verify) the committing frame's transaction; whether data changed, or the failure.
+
+    A plain :class:`OSError` propagates: the marker stays committing and recovery replays again.
+    """
+    bundle = transaction_dir_of(job, frame)
+    try:
+        manifest = load_manifest(
+            bundle, expected_data_generation=frame["data_generation"], check_payload=False
+        )
+        result = replay(
+            job.payload_dir / "data",
+            bundle,
+            manifest,
+            durable=state.workspace.durable,
+            deadline_seconds=state.workspace.policy.visibility_deadline_seconds,
+            clock=state.clock,
+        )
+    except TransactionError as exc:
+        details = {"operation": exc.operation, "path": exc.path}
+        failure = {
+            "code": "transaction_corruption",
+            "message": f"the committed transaction cannot be replayed: {exc}",
+            "details": {key: value for key, value in details.items() if value is not None},
+        }
+        return False, failure
+    return result.changed, None
+
+
+def register_spawned(state: ManagerState, job: LoadedJob, frame: dict[str, Any]) -> dict[str, Any] | None:
+    """Step 5: register the committing frame's spawn set (idempotent); the failure when that is impossible."""
+    try:
+        spawned = spawned_of(frame)
+        if spawned:
+            results = register_children(state.workspace, control_dir_of(job, frame), spawned)
+            fresh = sum(result.status != "already_submitted" for result in results)
+            log.info("%s registered %d of its %d children", frame.get("job_key"), fresh, len(results))
+    except (ValueError, ChildRegistrationError) as exc:
+        return protocol_failure(f"the outcome's children cannot be registered: {exc}")
+    return None
+
+
+def retire_attempt_control(live: LiveAttempt) -> None:
+    """D5: keep what the attempt printed in logs/stdio.log, then remove its control directory.
+
+    Only the manager that reaped the process does this; a manager inheriting a commit leaves the
+    control directory to collection.
+    """
+    frame = live.frame
+    ordinal, step, attempt_id = frame.get("attempt_ordinal"), frame.get("step"), frame["attempt_id"]
+    header = f"== attempt {ordinal} of step {step!r} ({attempt_id}) ==\n"
+    prepared = live.prepared
+    try:
+        log_fd = _open_job_log(live.job.payload_dir / "logs")
+    except OSError as exc:
+        # A job log the runner replaced by a link or made unwritable: the output stays where it is,
+        # and so does the control directory, for an operator and for collection.
+        log.warning("attempt %s: output not kept in %s/logs: %s", attempt_id, live.job.payload_dir, exc)
+        return
+    # Evidence for an operator, not protocol state: appended without synchronization (spec table).
+    try:
+        _fsops.write_all(log_fd, header.encode())
+        _append_output(log_fd, prepared.stdout_path, b"")
+        _append_output(log_fd, prepared.stderr_path, b"-- stderr --\n")
+    finally:
+        os.close(log_fd)
+    _fsops.remove_tree(prepared.control_dir, expected=RETIRED_ENTRIES)
+
+
+RETIRED_ENTRIES = (
+    CONTEXT_FILE,
+    STAGED_RUNNER,
+    PROCESS_FILE,
+    STDOUT_FILE,
+    STDERR_FILE,
+    f"{OUTCOME_DIR}/{OUTCOME_FILE}",
+    OUTCOME_DIR,
+)
+"""What a control directory of a plainly finished attempt holds, children first (``remove_tree``)."""
+
+_JOB_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_job_log(logs: Path) -> int:
+    """Open ``logs/stdio.log`` for appending, creating ``logs/`` on the job's first retirement."""
+    try:
+        return os.open(logs / STDIO_LOG, _JOB_LOG_FLAGS, 0o644)
+    except FileNotFoundError:
+        with suppress(FileExistsError):
+            logs.mkdir()
+        return os.open(logs / STDIO_LOG, _JOB_LOG_FLAGS, 0o644)
+
+
+def _append_output(log_fd: int, path: Path, label: bytes) -> None:
+    """Copy one captured stream after ``label``, ending it with a newline; nothing for an empty one.
+
+    Streamed in bounded chunks: a runner decides how much it prints, and the manager serving every other
+    job must not hold that in memory.
+    """
+    try:
+        source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # absent, or a link planted in its place: nothing of it is copied
+    last = b""
+    try:
+        while chunk := os.read(source, _COPY_CHUNK):
+            _fsops.write_all(log_fd, label + chunk if not last else chunk)
+            last = chunk[-1:]
+    finally:
+        os.close(source)
+    if last and last != b"\n":
+        _fsops.write_all(log_fd, b"\n")

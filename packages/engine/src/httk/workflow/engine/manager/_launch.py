@@ -1,0 +1,336 @@
+"""Registration, claiming and launching: submitted → ready, ready → claimed → running.
+
+A launch is ordered so that no runner can execute without its running marker: the attempt is prepared,
+its process is created blocked on the launch gate, the process identity is recorded, the running
+frame (naming that identity) is appended and the marker renamed, and only then is the gate released. A
+lost rename aborts the gate, whose process exits without running anything.
+
+Resources (:mod:`._resources`): a manager with capacities reads a candidate's requirement from its frame
+and claims it only when its allocation fits next to the reservations of the attempts it runs; the
+allocation is held in the :class:`LiveAttempt` from the launch until the attempt is reaped (claim and
+launch run in one call, so nothing is claimed in between). Without capacities, or without a requirement
+and capacities, the claim path costs two emptiness checks more than it did before resources existed.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import importlib.util
+import logging
+import uuid
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._jobs import LoadedJob
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.publish._outcome import carried, protocol_failure
+from httk.workflow.engine.publish._runner_staging import RunnerFailure
+from httk.workflow.protocol import InvalidDocumentError, WorkflowError
+
+from . import _resources
+from ._attempt import AttemptPlan, prepare_attempt
+from ._budgets import Counters
+from ._executor import spawn_gated, write_process_file
+from ._state import LiveAttempt, ManagerState
+
+log = logging.getLogger("httk.workflow.manager")
+
+
+def register(state: ManagerState, marker: MarkerLocation) -> bool:
+    """Validate a submitted job and move it to ready, or to failed with ``protocol_error``."""
+    try:
+        job = state.jobs.get(marker)
+        check_identity(marker, job)
+    except (InvalidDocumentError, WorkflowError) as exc:
+        failure = protocol_failure(f"the submitted job is invalid: {exc}", defect=str(exc)[:2000])
+        state.move(
+            marker, Kind.FAILED, Trigger.PROTOCOL_ERROR, {"failure": failure, "reason": "invalid_submission"}
+        )
+        return True
+    state.move(marker, Kind.READY, Trigger.REGISTER, {**first_activation(job), "reason": "registered"})
+    return True
+
+
+def first_activation(job: LoadedJob) -> dict[str, Any]:
+    """The frame members of a job's first activation, before its first attempt."""
+    document = job.document
+    return {
+        "step": document["initial_step"],
+        "activation_id": str(uuid.uuid4()),
+        "activation_reason": "initial",
+        "attempt_reason": "initial",
+        "previous_attempt_id": None,
+        "unclean_restart": False,
+        **Counters(1, 0, 0).as_members(),
+        "data_generation": 0 if document["data"]["mode"] == "transactional" else None,
+        "resources": dict(document.get("resources") or {}),
+        "job_digest": job.digest,
+    }
+
+
+def check_identity(marker: MarkerLocation, job: LoadedJob) -> None:
+    """job.json must be the job the marker names; at generation 0 its priority must agree too."""
+    document = job.document
+    if document["id"] != marker.job_id:
+        raise WorkflowError(f"job.json id {document['id']} does not match the marker's {marker.job_id}")
+    if document.get("tag") != marker.name.key.tag:
+        raise WorkflowError(
+            f"job.json tag {document.get('tag')!r} does not match the job key {marker.job_key}"
+        )
+    if marker.name.generation == 0 and document["priority"] != marker.name.priority:
+        raise WorkflowError(
+            f"job.json priority {document['priority']} does not match the submitted marker's "
+            f"{marker.name.priority}"
+        )
+
+
+def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
+    """The job behind a ready marker when this manager may claim it (pool, capabilities, executor)."""
+    try:
+        job = state.jobs.get(marker)
+    except (InvalidDocumentError, WorkflowError):
+        return None  # reported by the census: a ready job whose definition broke is fsck's business
+    if claim_mismatches(job.document, state.config.pools, state.config.capabilities):
+        return None
+    return job
+
+
+SERVED_EXECUTORS = ("path",)
+"""The runner backends this implementation's managers execute (recorded as ``executors``)."""
+
+
+def claim_mismatches(
+    document: Mapping[str, Any],
+    pools: Collection[str],
+    capabilities: Collection[str],
+    executors: Collection[str] = SERVED_EXECUTORS,
+    *,
+    requirement: Mapping[str, int] | None = None,
+    capacities: Mapping[str, int] | None = None,
+) -> tuple[str, ...]:
+    """Which of ``pool``, ``capabilities``, ``executor``, ``resources`` a manager serving these lacks.
+
+    The one claim predicate: a manager claims only when it is empty, and ``job why``, ``precheck`` and
+    the census name what it returns, so a diagnosis cannot drift from what a manager does. ``resources``
+    is checked only given capacities (``None``: the manager schedules none); ``requirement`` is the
+    current frame's. The manager applies the two halves where it has their inputs: :func:`claimable`
+    the definition's before it reads a frame, :func:`_place` the requirement's (:func:`._resources.unmet`)
+    after.
+    """
+    claim = document["claim"]
+    unmet: tuple[str, ...] = ()
+    if claim["pool"] not in pools:
+        unmet += ("pool",)
+    if not set(claim.get("required_capabilities", ())) <= set(capabilities):
+        unmet += ("capabilities",)
+    if document["runner"].get("backend", "path") not in executors:
+        unmet += ("executor",)
+    if capacities is not None and requirement and _resources.unmet(requirement, capacities):
+        unmet += ("resources",)
+    return unmet
+
+
+class Claim(enum.Enum):
+    """What trying one ready candidate came to."""
+
+    CLAIMED = "claimed"  # claimed, then launched (or failed while being prepared)
+    LOST = "lost"  # another actor moved it first, or its frame cannot be read
+    NOT_HERE = "not_here"  # this manager can never claim it: the census reports it, nobody waits for it
+    LATER = "later"  # its allocation does not fit next to the running attempts' reservations yet
+
+
+def claim_and_launch(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> bool:
+    """Claim one ready job and launch its attempt; ``False`` when another actor won the claim (or its
+    resources do not fit here)."""
+    return claim_ready(state, marker, job) is Claim.CLAIMED
+
+
+def claim_ready(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> Claim:
+    """Claim a ready job :func:`claimable` admitted and launch its attempt, if its resources fit now."""
+    frame = state.awaiting_room.pop(marker, None) if state.awaiting_room else None
+    if frame is None:
+        frame = state.frame_or_none(marker)
+        if frame is None:
+            return Claim.LOST
+    allocation = None
+    capacities = state.config.resources
+    if capacities is not None and (capacities or frame.get("resources")):
+        placed = _place(state, frame, capacities)
+        if isinstance(placed, Claim):
+            if placed is Claim.LATER:
+                state.awaiting_room[marker] = frame
+            return placed
+        allocation = placed
+    claim = claim_frame(state, frame, job)
+    result = state.move(marker, Kind.CLAIMED, Trigger.CLAIM, claim)
+    if not result.won or result.current is None:
+        return Claim.LOST
+    log.info(
+        "claimed %s (attempt %s of step %s)%s",
+        marker.job_key,
+        claim["attempt_id"],
+        claim.get("step"),
+        "" if allocation is None else f" allocating {_resources.describe(allocation)}",
+    )
+    launch(state, result.current, claim, job, allocation)
+    return Claim.CLAIMED
+
+
+def _place(
+    state: ManagerState, frame: Mapping[str, Any], capacities: Mapping[str, int]
+) -> dict[str, int] | Claim:
+    """The allocation of the frame's requirement when it fits now; otherwise whether it ever can here."""
+    requirement = _resources.requirement_of(frame.get("resources"))
+    if _resources.unmet(requirement, capacities):
+        return Claim.NOT_HERE
+    allocated = _resources.allocation(requirement, capacities, state.config.workers)
+    if not _resources.fits(allocated, capacities, state.reserved()):
+        return Claim.LATER
+    return allocated
+
+
+def claim_frame(state: ManagerState, frame: dict[str, Any], job: LoadedJob) -> dict[str, Any]:
+    claim: dict[str, Any] = {
+        **carried(frame),
+        **Counters.of(frame).claimed().as_members(),
+        "attempt_id": str(uuid.uuid4()),
+        "claim_id": str(uuid.uuid4()),
+        "manager_id": state.manager_id,
+        "writer_id": state.writer_id,
+        "lease_seconds": state.lease_seconds,
+        "lease_started_at": utc_timestamp(state.clock.now()),
+        "pool": job.document["claim"]["pool"],
+        "capabilities": list(job.document["claim"].get("required_capabilities", [])),
+        "attempt_reason": frame.get("attempt_reason", "initial"),
+        "previous_attempt_id": frame.get("previous_attempt_id"),
+        "unclean_restart": bool(frame.get("unclean_restart", False)),
+        "reason": "claimed",
+    }
+    if "takeover" in frame:
+        claim["takeover"] = frame["takeover"]  # the evidence belongs in the new attempt's frames
+    return claim
+
+
+def launch(
+    state: ManagerState,
+    claimed: MarkerLocation,
+    frame: dict[str, Any],
+    job: LoadedJob,
+    allocation: dict[str, int] | None = None,
+) -> None:
+    """Prepare, spawn behind the gate, commit running, release (see the module header for the order).
+
+    ``allocation`` (``None`` without resource scheduling) is what the attempt's context.json offers and
+    what the live attempt reserves.
+    """
+    try:
+        prepared = prepare_attempt(
+            plan(state, claimed, frame, job, allocation),
+            runner_search_path=state.config.runner_search_path,
+            pkg_modules=frozenset(state.config.runner_modules),
+            bash_api=state.config.bash_api or shipped_bash_api(),
+        )
+        process = spawn_gated(prepared)
+    except RunnerFailure as exc:
+        prepare_failed(state, claimed, frame, exc.failure)
+        return
+    except OSError as exc:
+        prepare_failed(
+            state,
+            claimed,
+            frame,
+            {"code": "process_failure", "message": f"the attempt could not be prepared: {exc}"},
+        )
+        return
+    identity = process.identity
+    write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
+    running = {**frame, "process": dict(identity), "workdir": str(prepared.workdir), "reason": "launched"}
+    result = state.move(claimed, Kind.RUNNING, Trigger.LAUNCH, running)
+    if not result.won or result.current is None:
+        process.abort()  # the gate exits without running anything
+        return
+    process.release()
+    state.launched += 1
+    state.live[frame["attempt_id"]] = LiveAttempt(
+        result.current, running, job, prepared, process, allocation=allocation or {}
+    )
+    log.info(
+        "launched %s step %s attempt %s (pid %s)",
+        claimed.job_key,
+        frame.get("step"),
+        frame["attempt_id"],
+        identity["pid"],
+    )
+
+
+@functools.cache
+def shipped_bash_api() -> Path | None:
+    """The Bash API shipped in the SDK distribution, exported to runners as HTTK_WORKFLOW_BASH_API."""
+    spec = importlib.util.find_spec("httk.workflow.sdk")
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        candidate = Path(location) / "bash" / "httk-workflow.sh"
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def plan(
+    state: ManagerState,
+    claimed: MarkerLocation,
+    frame: dict[str, Any],
+    job: LoadedJob,
+    allocation: dict[str, int] | None = None,
+) -> AttemptPlan:
+    """The attempt a claimed frame starts; an activation a join started gets its summary and children.
+
+    Its resources are the allocation when the manager schedules resources, the frame's requirement else.
+    """
+    counters = Counters.of(frame)
+    join = frame.get("join_summary")
+    if not isinstance(join, dict):
+        join = None
+    observations = join.get("observations") if join is not None else None
+    return AttemptPlan(
+        workspace=state.workspace,
+        job=job.document,
+        job_dir=job.payload_dir,
+        job_id=claimed.job_id,
+        job_key=claimed.job_key,
+        placement=claimed.placement,
+        step=frame["step"],
+        activation_id=frame["activation_id"],
+        activation_ordinal=counters.activation_ordinal,
+        activation_reason=frame.get("activation_reason", "initial"),
+        attempt_id=frame["attempt_id"],
+        attempt_ordinal=counters.attempt_ordinal,
+        total_attempts=counters.total_attempts,
+        is_restart=counters.attempt_ordinal > 1,
+        is_unclean_restart=bool(frame.get("unclean_restart")) and counters.attempt_ordinal > 1,
+        attempt_reason=frame.get("attempt_reason", "initial"),
+        previous_attempt_id=frame.get("previous_attempt_id"),
+        data_generation=frame.get("data_generation"),
+        priority=claimed.name.priority,
+        resources=dict(frame.get("resources") or {}) if allocation is None else allocation,
+        join=join,
+        children=list(observations) if isinstance(observations, list) else [],
+        settings=state.workspace.settings,
+    )
+
+
+def prepare_failed(
+    state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], failure: dict[str, Any]
+) -> None:
+    log.warning("attempt of %s could not be prepared: %s", claimed.job_key, failure["message"])
+    members = {
+        **carried(frame),
+        **Counters.of(frame).as_members(),
+        "attempt_id": frame["attempt_id"],
+        "manager_id": state.manager_id,
+        "failure": failure,
+        "reason": "prepare_failure",
+    }
+    state.move(claimed, Kind.FAILED, Trigger.PREPARE_FAILURE, members)

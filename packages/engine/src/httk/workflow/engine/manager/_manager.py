@@ -1,0 +1,392 @@
+"""The task manager: one loop of small passes that turns submitted jobs into finished ones.
+
+Each tick takes a heartbeat opportunity, reaps its own attempts, and then runs one bounded pass per
+active kind in the order startup recovery needs them: committing (finish what a dead manager fenced),
+claimed and running (recover abandoned attempts), waiting (decide joins, :mod:`._waiting`), submitted
+(register), ready (claim and launch, best priority within the window). A pass streams one kind through a
+:class:`MarkerStream` under entry and marker budgets, so no tick reads the whole workspace and the
+terminal kinds are never opened (a join looks at its own children's placements only).
+
+Every marker move goes through :func:`move_marker`; a lost race only means another actor got there
+first. Nothing here holds a lock: the marker rename is the only compare-and-swap.
+
+Idleness: the manager is quiet once every active kind has completed a full discovery cycle with nothing
+to act on. Without ``idle`` it then stops (what it cannot progress is reported in the census, not waited
+for); with ``idle`` it keeps serving, and ``idle_timeout`` bounds how long it stays quiet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine.core._clock import SYSTEM_CLOCK, Clock, SystemClock
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._scan import Anomaly, MarkerStream
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.maintenance._gc import PeriodicCollection
+from httk.workflow.engine.requests import _requests
+
+from . import _cancel, _commit, _launch, _recovery, _waiting
+from ._census import Census, take_census
+from ._config import ManagerConfig
+from ._executor import wait_for_exit
+from ._record import ManagerIdentity, ManagerRecord
+from ._state import LiveAttempt, ManagerState
+
+log = logging.getLogger("httk.workflow.manager")
+
+SCANNED_KINDS = (
+    Kind.COMMITTING,
+    Kind.CANCELLING,
+    Kind.CLAIMED,
+    Kind.RUNNING,
+    Kind.WAITING,
+    Kind.SUBMITTED,
+    Kind.READY,
+)
+
+Handler = Callable[[ManagerState, MarkerLocation], "bool | None"]
+
+
+@dataclass
+class RunSummary:
+    manager_id: str
+    census: Census
+    launched: int = 0
+    committed: int = 0
+    exit_reason: str = "idle"
+
+
+class Manager:
+    """A task manager attached to one workspace."""
+
+    def __init__(
+        self, workspace: Workspace | Path | str, config: ManagerConfig, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        if not isinstance(workspace, Workspace):
+            workspace = attach(workspace, durable=config.durable, clock=clock)
+        workspace.require_writable()
+        self.state = ManagerState(workspace, config, clock)
+        self.draining = False
+        self._drain_started: float | None = None
+        self._last_beat = float("-inf")
+        self._last_scan = float("-inf")
+        self._window: list[MarkerLocation] = []
+        self._window_at = float("-inf")
+        self._last_join_pass = float("-inf")
+        self._quiet: set[Kind] = set()
+        self._reported: set[Path] = set()
+        self.gc = PeriodicCollection(config.gc_interval, clock)
+        self.record: ManagerRecord | None = None
+        self._streams = {
+            kind: MarkerStream(
+                workspace,
+                kind,
+                placement_prefixes=config.placement_prefixes,
+                discovery_budget=config.discovery_budget,
+                maximum_pass_markers=config.maximum_pass_markers,
+                heartbeat=self.heartbeat_opportunity,
+                only_jobs=config.only_jobs,
+            )
+            for kind in SCANNED_KINDS
+        }
+
+    @property
+    def manager_id(self) -> str:
+        return self.state.manager_id
+
+    @property
+    def workspace(self) -> Workspace:
+        return self.state.workspace
+
+    @property
+    def config(self) -> ManagerConfig:
+        return self.state.config
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Open this incarnation's journal writer and publish the manager's manifest and heartbeat."""
+        state, config = self.state, self.state.config
+        identity = ManagerIdentity(
+            manager_id=state.manager_id,
+            pools=config.pools,
+            capabilities=config.capabilities,
+            resources=None if config.resources is None else dict(config.resources),
+            placement_prefixes=config.placement_prefixes,
+            runner_modules=tuple(sorted(config.runner_modules)),
+            runner_search_paths=tuple(str(p) for p in config.runner_search_path),
+            workers=config.workers,
+            lease_seconds=state.lease_seconds,
+            label=config.label,
+            only_jobs=None if config.only_jobs is None else tuple(sorted(config.only_jobs)),
+        )
+        self.record = ManagerRecord(state.workspace, identity, state.writer_id)
+        self.record.create()
+        self._last_beat = state.clock.monotonic()
+
+    def run(self) -> RunSummary:
+        """Serve until quiet (or forever with ``config.idle``), then take the census."""
+        if self.record is None:
+            self.start()
+        previous = self._install_signal_handlers()
+        try:
+            reason = self._serve(previous)
+            census = take_census(self.workspace, self.config)
+        finally:
+            self.workspace.close()  # after an error too: the journal writer lets go of its segment
+        return RunSummary(self.manager_id, census, self.state.launched, self.state.committed, reason)
+
+    def _serve(self, previous_handlers: dict[int, Any]) -> str:
+        """The loop, then the cleanup a loop ended any way needs; the reason it ended."""
+        try:
+            return self._loop()
+        except Exception:
+            # The traceback reaches the terminal too, but an operator reads a detached manager's log.
+            log.exception("manager %s stopped by an unexpected error", self.manager_id)
+            raise
+        finally:
+            self._retire_committed()
+            self._restore_signal_handlers(previous_handlers)
+            for stream in self._streams.values():
+                stream.close()
+
+    def _loop(self) -> str:
+        clock, config = self.state.clock, self.config
+        quiet_since: float | None = None
+        while True:
+            acted = self.tick()
+            if self.draining:
+                if not self.state.live or self._drain_expired():
+                    return "drained"
+                clock.sleep(config.poll_interval)
+                continue
+            if acted or self.state.live or _cancel.in_progress(self.state) or self.state.commits_pending():
+                quiet_since = None
+                if not acted:
+                    self._wait_for_attempts()
+                continue
+            if not self._quiet >= set(SCANNED_KINDS):
+                continue
+            if not config.idle:
+                return "idle"
+            now = clock.monotonic()
+            quiet_since = now if quiet_since is None else quiet_since
+            if config.idle_timeout is not None and now - quiet_since >= config.idle_timeout:
+                return "idle-timeout"
+            clock.sleep(config.idle_poll_interval)
+
+    def _wait_for_attempts(self) -> None:
+        """Sleep until a live attempt exits or the next scan is due (a blind poll without pidfds)."""
+        state, config = self.state, self.config
+        if isinstance(state.clock, SystemClock) and state.live:
+            remaining = config.scan_interval - (state.clock.monotonic() - self._last_scan)
+            pids = [live.process.pid for live in state.live.values()]
+            if wait_for_exit(pids, min(max(remaining, config.poll_interval), config.scan_interval)):
+                return
+        state.clock.sleep(config.poll_interval)
+
+    def tick(self) -> bool:
+        """One round: heartbeat, reap, then the passes. Whether anything moved.
+
+        Every active kind gets one bounded pass when a scan is due; between scans a reaped attempt only
+        refills its slot from the ready window.
+        """
+        self.heartbeat_opportunity()
+        if self.draining:
+            self._stop_live()  # also an attempt launched while the signal was being handled
+        reaped = self._reap()
+        acted = reaped
+        if self.draining:
+            pass
+        elif self._scan_due():
+            self._last_scan = self.state.clock.monotonic()
+            acted |= self._pass(Kind.COMMITTING, _recovery.on_committing)
+            acted |= self._pass(Kind.CANCELLING, _cancel.on_cancelling)  # resumes inherited ones too
+            acted |= self._pass(Kind.CLAIMED, _recovery.on_claimed_or_running)
+            acted |= self._pass(Kind.RUNNING, _recovery.on_claimed_or_running)
+            if self._joins_due():
+                self._last_join_pass = self.state.clock.monotonic()
+                acted |= self._pass(Kind.WAITING, _waiting.on_waiting)
+            acted |= self._pass(Kind.SUBMITTED, _launch.register)
+            acted |= _requests.handle_requests(self.state, budget=self.config.maximum_pass_markers)
+            self.heartbeat_opportunity()
+            acted |= self._claim_pass()
+        elif reaped:
+            acted |= self._claim_pass()  # refill the freed slot now; the other kinds wait for their scan
+        self._retire_committed()
+        if self.gc.due() and not self.draining:  # at a tick's end: never between seeing a marker and acting
+            self.gc.collect(
+                self.workspace, heartbeat=self.heartbeat_opportunity, writer_id=self.state.writer_id
+            )
+        if acted:
+            self._quiet.clear()
+        return acted
+
+    def _retire_committed(self) -> None:
+        while self.state.retiring:
+            _commit.retire_attempt_control(self.state.retiring.pop())
+
+    def _scan_due(self) -> bool:
+        """Scan when idle-handed, or every ``scan_interval`` while attempts run (reaping stays fast).
+
+        A reaped attempt always triggers a scan, so a freed worker slot is refilled at once; between
+        exits only the cheap reap runs every ``poll_interval``, which spares a parallel filesystem five
+        directory passes per poll.
+        """
+        if not self.state.live:
+            return True
+        return self.state.clock.monotonic() - self._last_scan >= self.config.scan_interval
+
+    def _joins_due(self) -> bool:
+        """Evaluate joins at most once per ``scan_interval`` while attempts run, at every scan otherwise.
+
+        A reaped attempt triggers a scan, and a join's evaluation lists every one of its children's
+        placements: evaluated on every reap, a fan-out of n children would cost O(n**2) listings.
+        """
+        if not self.state.live:
+            return True
+        return self.state.clock.monotonic() - self._last_join_pass >= self.config.scan_interval
+
+    def _pass(self, kind: Kind, handler: Handler) -> bool:
+        result = self._streams[kind].next_pass()
+        self._report(result.anomalies)
+        acted = False
+        for marker in result.markers:
+            acted |= handler(self.state, marker) is True
+            self.heartbeat_opportunity()  # one join evaluation may list thousands of children
+        self._note_cycle(kind, result.exhausted_cycle, acted)
+        self.heartbeat_opportunity()
+        return acted
+
+    def _claim_pass(self) -> bool:
+        """Claim the best candidates of the current ready window, refilling the window when it runs dry.
+
+        The window is one bounded pass of the ready stream, ordered by the priority in the marker names
+        (stable among equals) and kept between ticks for ``window_seconds``: a manager with two workers
+        claims one or two jobs per tick, and rescanning and re-parsing the whole window each time was
+        most of its CPU. Candidates are checked for claimability best-first, only until the free slots
+        are filled, so what is claimed is exactly what a fresh window would have chosen.
+
+        A candidate whose resources do not fit next to the running attempts is passed over for the next
+        one (a smaller job may start before a larger, better one) and stays in the window for a later
+        pass, in its place.
+        """
+        if self._free_slots() <= 0:
+            return False  # the ready stream waits where it is; a full manager is not quiet
+        exhausted = False
+        if not self._window or self.state.clock.monotonic() - self._window_at > self.config.window_seconds:
+            result = self._streams[Kind.READY].next_pass()
+            self._report(result.anomalies)
+            self._window = sorted(result.markers, key=lambda marker: marker.name.priority)
+            self._window_at = self.state.clock.monotonic()
+            self.state.awaiting_room.clear()  # candidates of the old window are rediscovered, not kept
+            exhausted = result.exhausted_cycle
+        acted = False
+        passed_over: list[MarkerLocation] = []
+        while self._window and self._free_slots() > 0 and not self.draining:
+            marker = self._window.pop(0)
+            job = _launch.claimable(self.state, marker)
+            if job is None:
+                continue  # not for this manager: counted by the census, never waited for
+            claimed = _launch.claim_ready(self.state, marker, job)
+            if claimed is _launch.Claim.LATER:
+                passed_over.append(marker)
+                continue
+            acted |= claimed is _launch.Claim.CLAIMED
+            self.heartbeat_opportunity()
+        if passed_over:
+            self._window[:0] = passed_over
+        # Only candidates left for want of a slot or of room keep the kind awake; one tried and not won
+        # (a lost race, a frame that cannot be read, resources beyond this manager) is nothing this
+        # manager can progress. A candidate left for want of room implies running attempts, which keep
+        # the manager awake until they end and make room.
+        self._note_cycle(Kind.READY, exhausted and not self._window, acted)
+        return acted
+
+    def _note_cycle(self, kind: Kind, exhausted: bool, acted: bool) -> None:
+        if acted:
+            self._quiet.discard(kind)
+        elif exhausted:
+            self._quiet.add(kind)
+
+    def _free_slots(self) -> int:
+        return self.config.workers - len(self.state.live)
+
+    def _reap(self) -> bool:
+        acted = False
+        for attempt_id, live in list(self.state.live.items()):
+            status = live.process.poll()
+            if status is None:
+                continue
+            del self.state.live[attempt_id]
+            acted = True
+            if _cancel.note_reaped(self.state, live, status):
+                continue  # a cancellation fenced it: its exit is the evidence, there is nothing to commit
+            _commit.finish_attempt(self.state, live, status)
+        return acted
+
+    def _report(self, anomalies: Sequence[Anomaly]) -> None:
+        for anomaly in anomalies:
+            if anomaly.path not in self._reported:
+                self._reported.add(anomaly.path)
+                log.error(
+                    "not a job marker, never scheduled (workspace fsck quarantines it): %s (%s)",
+                    anomaly.path,
+                    anomaly.reason,
+                )
+
+    # -- heartbeat -------------------------------------------------------------------------------
+    def heartbeat_opportunity(self) -> None:
+        """Beat when the interval has passed; called between kinds and from inside long scans."""
+        if self.record is None:
+            return
+        now = self.state.clock.monotonic()
+        if now - self._last_beat >= self.config.heartbeat_interval(self.state.lease_seconds):
+            self.record.beat()
+            self._last_beat = now
+
+    # -- signals and draining --------------------------------------------------------------------
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        return previous
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.draining:
+            os._exit(128 + signum)  # the second signal: leave at once, recovery handles the rest
+        self.request_drain()
+
+    def request_drain(self) -> None:
+        """Stop claiming, stop the running attempts, and keep committing until the drain timeout."""
+        self.draining = True
+        self._drain_started = self.state.clock.monotonic()
+        self._stop_live()
+
+    def _stop_live(self) -> None:
+        """SIGTERM every live attempt not stopped yet (each once)."""
+        for live in list(self.state.live.values()):
+            if live.terminated_at is None:
+                live.terminated_at = self.state.clock.monotonic()
+                live.process.terminate_group(signal.SIGTERM)
+
+    def _drain_expired(self) -> bool:
+        started = self._drain_started
+        return started is not None and self.state.clock.monotonic() - started >= self.config.drain_timeout
+
+    def live_attempts(self) -> list[LiveAttempt]:
+        return list(self.state.live.values())

@@ -1,0 +1,217 @@
+"""Recovering what a dead manager left: abandoned commits, claims and running attempts.
+
+Nothing is recovered while its owner heartbeats within its lease. An abandoned committing marker is
+finished from the outcome its committing frame embeds. An abandoned claim is released to ready with its
+counters undone: its process was never released from the launch gate, because that happens only after
+the running rename. An abandoned running attempt is first inspected for a published outcome, which is
+committed rather than mistaken for a crash; otherwise a takeover rule must admit it:
+
+=================  ==================================================================================
+persistent workdir the recorded process is provably gone on this host, or --unsafe-persistent-takeover
+isolated workdir   provably gone, or the heartbeat silent for takeover_grace_factor leases, or
+                   --unsafe-isolated-takeover
+=================  ==================================================================================
+
+A process recorded on this host that is still alive is killed first (its whole group) and recovered in
+the same pass once the group is provably gone (rule ``process_gone`` with ``killed_orphan``). The
+evidence — rule, heartbeat age, previous manager — is recorded in the ready frame and carried into the
+next attempt's claimed frame.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from typing import Any
+
+from httk.workflow.engine.core._jobs import LoadedJob
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.publish._outcome import UnusableOutcomeError, carried, read_outcome, retry_or_fail
+from httk.workflow.protocol import InvalidDocumentError, WorkflowError
+
+from ._budgets import Counters
+from ._commit import commit, finish_committing
+from ._executor import group_alive, process_alive
+from ._state import ManagerState
+
+log = logging.getLogger("httk.workflow.manager")
+
+ORPHAN_EXIT_SECONDS = 1.0
+"""How long a recoverer waits for an orphaned runner group it killed to disappear."""
+
+
+def on_committing(state: ManagerState, marker: MarkerLocation) -> bool | None:
+    """Finish a commit whose manager died, or one of ours an I/O error deferred; ``None`` when not now."""
+    frame = state.frame_or_none(marker)
+    if frame is None:
+        return None
+    ours = frame.get("manager_id") == state.manager_id
+    if (ours and not state.commit_retry_due(marker.job_key)) or (not ours and state.owner_alive(frame)[0]):
+        return None
+    job = _job_or_none(state, marker)
+    if job is None:
+        return None
+    log.info("%s the commit of %s", "retrying" if ours else "replaying the abandoned", marker.job_key)
+    finish_committing(state, marker, frame, job, None)
+    return True
+
+
+def on_claimed_or_running(state: ManagerState, marker: MarkerLocation) -> bool | None:
+    """Recover an abandoned claim or attempt; ``False`` for our own, ``None`` when not recoverable now."""
+    if any(live.marker == marker for live in state.live.values()):
+        return False
+    frame = state.frame_or_none(marker)
+    if frame is None:
+        return None
+    alive, age = state.owner_alive(frame)
+    if alive:
+        return None
+    if marker.kind is Kind.CLAIMED:
+        release_stale_claim(state, marker, frame, age)
+        return True
+    return recover_running(state, marker, frame, age)
+
+
+def release_stale_claim(
+    state: ManagerState, marker: MarkerLocation, frame: dict[str, Any], age: float | None
+) -> None:
+    members = {
+        **carried(frame),
+        **Counters.of(frame).released().as_members(),
+        "attempt_reason": frame.get("attempt_reason", "initial"),
+        "previous_attempt_id": frame.get("previous_attempt_id"),
+        "unclean_restart": bool(frame.get("unclean_restart")),
+        "released_claim": {
+            "manager_id": frame.get("manager_id"),
+            "attempt_id": frame.get("attempt_id"),
+            "heartbeat_age_seconds": age,
+        },
+        "manager_id": state.manager_id,
+        "reason": "released_stale_claim",
+    }
+    state.move(marker, Kind.READY, Trigger.RELEASE, members)
+
+
+def recover_running(
+    state: ManagerState, marker: MarkerLocation, frame: dict[str, Any], age: float | None
+) -> bool | None:
+    job = _job_or_none(state, marker)
+    if job is None:
+        return None
+    control = job.payload_dir / f".httk-attempt.{frame.get('attempt_id')}"
+    try:
+        outcome = read_outcome(control)
+    except UnusableOutcomeError as exc:
+        commit(state, marker, frame, job, outcome=None, defect=str(exc))
+        return True
+    if outcome is not None:
+        identity = frame.get("process") or {}
+        if identity and process_alive(identity) is True and not stop_orphan(state, identity):
+            return None  # its runner is still finishing on this host; commit once it is gone
+        log.info("the abandoned attempt of %s published an outcome; committing it", marker.job_key)
+        commit(state, marker, frame, job, outcome=outcome)
+        return True
+    evidence = takeover_evidence(state, job, frame, age)
+    if evidence is None:
+        return None
+    failure = {
+        "code": "lease_lost",
+        "message": f"the owning manager {frame.get('manager_id')} stopped heartbeating",
+        "details": {"heartbeat_age_seconds": age},
+    }
+    decision = retry_or_fail(
+        job.document,
+        frame,
+        failure,
+        declared=False,
+        unclean=True,
+        attempt_reason="lease_lost",
+        extra={"takeover": evidence},
+    )
+    state.apply(marker, decision, Trigger.RETRY if decision.kind is Kind.READY else Trigger.FAILURE)
+    return True
+
+
+def takeover_evidence(
+    state: ManagerState, job: LoadedJob, frame: dict[str, Any], age: float | None
+) -> dict[str, Any] | None:
+    """Which rule admits recovering this abandoned attempt, or ``None`` to leave it alone for now."""
+    identity = frame.get("process") or {}
+    mode = job.document["workdir"]["mode"]
+    base = {
+        "previous_manager_id": frame.get("manager_id"),
+        "heartbeat_age_seconds": age,
+        "workdir_mode": mode,
+    }
+    alive = process_alive(identity) if identity else False
+    if alive is False:
+        return {**base, "rule": "process_gone" if identity else "no_launched_process"}
+    if alive is True:
+        # Killing the orphan is this pass's progress: recover it now that it is provably gone, rather
+        # than leave a running marker behind for a pass that a manager about to go idle never makes.
+        if not stop_orphan(state, identity):
+            return None
+        return {**base, "rule": "process_gone", "killed_orphan": True}
+    config = state.config
+    if mode == "persistent":
+        if config.unsafe_persistent_takeover:
+            return {**base, "rule": "unsafe_persistent_takeover", "unsafe": True}
+        if state.first_time(f"foreign writer {frame.get('attempt_id')}"):
+            log.info(
+                "leaving attempt %s: its writer ran on host %s, where only a manager can prove it stopped",
+                frame.get("attempt_id"),
+                identity.get("host"),
+            )
+        return None
+    grace = config.takeover_grace_factor * float(frame.get("lease_seconds") or state.lease_seconds)
+    if age is None or age >= grace:
+        return {**base, "rule": "heartbeat_silent", "grace_seconds": grace}
+    if config.unsafe_isolated_takeover:
+        return {**base, "rule": "unsafe_isolated_takeover", "unsafe": True}
+    if state.first_time(f"inside grace {frame.get('attempt_id')}"):
+        log.info(
+            "leaving isolated attempt %s: its manager has been silent %.0f s, less than the takeover grace "
+            "of %.0f s, and its process ran on host %s",
+            frame.get("attempt_id"),
+            age or 0.0,
+            grace,
+            identity.get("host"),
+        )
+    return None
+
+
+def stop_orphan(state: ManagerState, identity: dict[str, Any]) -> bool:
+    """A dead manager's runner still runs on this host: kill its group; return whether it is gone.
+
+    SIGKILL takes effect as soon as the kernel schedules the victims, so this waits (bounded by
+    :data:`ORPHAN_EXIT_SECONDS`) until no member of the group is left; a group that outlives the bound
+    (uninterruptible sleep on a hung filesystem) is left for a later pass.
+    """
+    pgid = identity.get("pgid")
+    if not isinstance(pgid, int) or isinstance(pgid, bool) or pgid <= 1:
+        return False
+    log.info("killing process group %s, the orphaned runner of a dead manager", pgid)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return True
+    deadline = state.clock.monotonic() + ORPHAN_EXIT_SECONDS
+    while group_alive(pgid):
+        if state.clock.monotonic() >= deadline:
+            log.warning(
+                "process group %s survived SIGKILL for %s s; recovering it later", pgid, ORPHAN_EXIT_SECONDS
+            )
+            return False
+        state.clock.sleep(0.01)
+    return True
+
+
+def _job_or_none(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
+    try:
+        return state.jobs.get(marker)
+    except (InvalidDocumentError, WorkflowError) as exc:
+        if state.first_time(f"unreadable definition {marker.kind.value} {marker.job_key}"):
+            log.error("%s job %s has an unreadable definition: %s", marker.kind.value, marker.job_key, exc)
+        return None

@@ -1,0 +1,299 @@
+"""``job show`` and ``job log --output``: one job read the way a manager reads it. Read-only.
+
+A job is its authoritative marker, the journal frame that marker names and the immutable job.json.
+:func:`show_job` reports all three side by side and keeps going when one of them cannot be read: a
+damaged frame becomes ``frame_problem`` (with the reader's problem code), a broken job.json becomes
+``job_problem``, and whatever else is readable is still shown. Unlike a manager, inspection does not
+refuse a job.json owned by another account: reading it is not running it. :func:`job_output` finds the
+attempt-control directories a payload still holds and what they captured. The frame chain (``job log``)
+is walked in ``_inspect_log``.
+
+Cost: ``show`` one probe, one frame, one job.json and at most one heartbeat.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.protocol import (
+    InvalidDocumentError,
+    InvalidNameError,
+    JobKey,
+    TransitionError,
+    validate_placement,
+)
+from httk.workflow.protocol._digest import job_digest
+from httk.workflow.protocol._job_rules import validate_job
+from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes, read_json_object
+
+from ._inspect import marker_identity
+from ._inspect_log import read_entry
+
+ATTEMPT_PREFIX = ".httk-attempt."
+OWNED_KINDS = frozenset({Kind.CLAIMED, Kind.RUNNING, Kind.COMMITTING, Kind.CANCELLING})
+"""Kinds whose frame names the manager that owns the job's next transition."""
+
+FRAME_SUMMARY = (
+    "step",
+    "activation_id",
+    "activation_ordinal",
+    "attempt_ordinal",
+    "total_attempts",
+    "attempt_id",
+    "attempt_reason",
+    "created_at",
+    "reason",
+    "data_generation",
+    "runner_steps",
+    "job_digest",
+)
+BUDGETS = (
+    ("maximum_attempts_per_activation", "attempt_ordinal"),
+    ("maximum_total_attempts", "total_attempts"),
+    ("maximum_activations", "activation_ordinal"),
+)
+DETAILS = (
+    "failure",
+    "last_failure",
+    "pause",
+    "retry",
+    "takeover",
+    "join",
+    "first_unresolved_at",
+    "operator",
+    "operator_key",
+    "operator_reason",
+    "request_id",
+    "cancellation",
+)
+
+
+# -- job show -----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FrameRead:
+    """The frame a marker names: the record, or the problem that kept it from being read."""
+
+    frame: dict[str, Any] | None
+    problem: dict[str, str] | None
+
+
+def read_marker_frame(workspace: Workspace, marker: MarkerLocation) -> FrameRead:
+    """The marker's frame (``None`` for a ``g0.init`` submission), checked against the marker's name."""
+    if marker.name.ref is None:
+        return FrameRead(None, None)
+    generation = marker.name.generation
+    expected = range(generation, generation + 1)
+    entry = read_entry(workspace, marker.name.ref_text, marker.job_id, expected)
+    if "problem" in entry:
+        return FrameRead(None, entry["problem"])
+    frame = entry["frame"]
+    if frame.get("kind") != marker.kind.value:
+        problem = {"code": "identity_mismatch", "detail": f"the frame says kind {frame.get('kind')!r}"}
+        return FrameRead(frame, problem)
+    return FrameRead(frame, None)
+
+
+def show_job(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
+    """Everything ``job show`` reports about one job, as one JSON-ready object."""
+    read = read_marker_frame(workspace, marker)
+    frame = read.frame or {}
+    payload = workspace.payload_path(marker.placement, marker.job_key)
+    job, job_problem, digest = _read_job(payload)
+    report: dict[str, Any] = {
+        **marker_identity(marker),
+        "record_ref": marker.name.ref_text,
+        "marker": marker.path(workspace).relative_to(workspace.root).as_posix(),
+        "payload_path": str(payload),
+        "payload_exists": payload.is_dir(),
+        "frame_problem": read.problem,
+        "job_problem": job_problem,
+        "state": {member: frame[member] for member in FRAME_SUMMARY if member in frame},
+        "job": _job_summary(job, digest),
+    }
+    report["initial_step"] = None if job is None else job.get("initial_step")
+    report["budgets"] = _budgets(job, frame, marker)
+    report["workdir_path"] = _workdir(payload, job, frame)
+    report["data_path"] = str(payload / "data") if _data_mode(job) == "transactional" else None
+    for member in DETAILS:
+        if member in frame:
+            report[member] = frame[member]
+    if marker.kind in OWNED_KINDS:
+        report["owner"] = _owner(workspace, frame)
+    if isinstance(frame.get("join"), Mapping):
+        report["join_children"] = _join_children(workspace, frame["join"])
+    return report
+
+
+def _join_children(workspace: Workspace, join: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each child a join names, with the kind its marker has now (a bounded probe at its placement hint)."""
+    children = join.get("children")
+    found: list[dict[str, Any]] = []
+    for child in children if isinstance(children, list) else []:
+        if not isinstance(child, Mapping):
+            continue
+        key, placement = child.get("job_key"), child.get("placement_hint")
+        kind: str | None = None
+        if isinstance(key, str) and isinstance(placement, str):
+            try:
+                marker = probe_marker(workspace, validate_placement(placement), str(JobKey.parse(key)))
+                kind = None if marker is None else marker.kind.value
+            except (InvalidNameError, TransitionError):
+                kind = None
+        found.append({"job_key": key, "placement": placement, "label": child.get("label"), "kind": kind})
+    return found
+
+
+def _read_job(payload: Path) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """job.json, a problem message, and its digest; a document that parses is kept even if invalid."""
+    path = payload / "job.json"
+    try:
+        data = read_document_bytes(path, "job.json")
+        document = parse_json_object(data, document="job.json", path=path)
+    except InvalidDocumentError as exc:
+        return None, str(exc), None
+    try:
+        validate_job(document, path=path)
+    except InvalidDocumentError as exc:
+        return document, str(exc), job_digest(data)
+    return document, None, job_digest(data)
+
+
+def _job_summary(job: Mapping[str, Any] | None, digest: str | None) -> dict[str, Any] | None:
+    if job is None:
+        return None
+    summary = {
+        member: job[member]
+        for member in (
+            "name",
+            "workflow",
+            "initial_step",
+            "runner",
+            "claim",
+            "workdir",
+            "data",
+            "retry_policy",
+            "resources",
+            "parent",
+        )
+        if member in job
+    }
+    summary["digest"] = digest
+    return summary
+
+
+def _budgets(
+    job: Mapping[str, Any] | None, frame: Mapping[str, Any], marker: MarkerLocation
+) -> dict[str, dict[str, Any]]:
+    policy = (job or {}).get("retry_policy") or {}
+    used_default = {"activation_ordinal": 1 if marker.name.generation else 0}
+    return {
+        limit: {"limit": policy.get(limit), "used": int(frame.get(counter, used_default.get(counter, 0)))}
+        for limit, counter in BUDGETS
+    }
+
+
+def _data_mode(job: Mapping[str, Any] | None) -> str | None:
+    data = (job or {}).get("data")
+    return data.get("mode") if isinstance(data, Mapping) else None
+
+
+def _workdir(payload: Path, job: Mapping[str, Any] | None, frame: Mapping[str, Any]) -> str | None:
+    if isinstance(frame.get("workdir"), str):
+        return str(frame["workdir"])
+    workdir = (job or {}).get("workdir")
+    if not isinstance(workdir, Mapping):
+        return None
+    if workdir.get("mode") == "isolated":
+        attempt = frame.get("attempt_id")
+        return str(payload / f"run.{attempt}") if attempt else None
+    return str(payload / str(workdir.get("path", "")))
+
+
+def _owner(workspace: Workspace, frame: Mapping[str, Any]) -> dict[str, Any]:
+    from httk.workflow.engine.manager._record import read_heartbeat
+
+    manager_id = frame.get("manager_id")
+    owner: dict[str, Any] = {
+        "manager_id": manager_id,
+        "lease_seconds": frame.get("lease_seconds"),
+        "lease_started_at": frame.get("lease_started_at"),
+        "process": frame.get("process"),
+        "heartbeat_age_seconds": None,
+        "manager_live": False,
+    }
+    if isinstance(manager_id, str) and "/" not in manager_id and manager_id not in ("", ".", ".."):
+        heartbeat = read_heartbeat(workspace, manager_id)
+        age = heartbeat.age(workspace.clock.now())
+        lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
+        owner["heartbeat_age_seconds"] = None if age is None else round(age, 3)
+        owner["manager_live"] = age is not None and age <= lease
+    return owner
+
+
+# -- job log --output -------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class RetainedAttempt:
+    """An attempt-control directory still in the payload, with what it captured."""
+
+    attempt_id: str
+    directory: Path
+    step: str | None
+    attempt_ordinal: int | None
+    total_attempts: int | None
+    stdout: Path | None
+    stderr: Path | None
+
+
+def job_output(workspace: Workspace, marker: MarkerLocation) -> tuple[Path | None, list[RetainedAttempt]]:
+    """The payload's ``logs/stdio.log`` (when present) and every retained attempt's captured streams.
+
+    Retained attempts come in attempt order (``total_attempts`` from their context.json, then name).
+    """
+    payload = workspace.payload_path(marker.placement, marker.job_key)
+    stdio = payload / "logs" / "stdio.log"
+    log = stdio if stdio.is_file() and not stdio.is_symlink() else None
+    attempts: list[RetainedAttempt] = []
+    try:
+        names = [name for name in os.listdir(payload) if name.startswith(ATTEMPT_PREFIX)]
+    except (FileNotFoundError, NotADirectoryError):
+        return log, attempts
+    for name in names:
+        directory = payload / name
+        if directory.is_symlink() or not directory.is_dir():
+            continue
+        context: dict[str, Any] = {}
+        with suppress(InvalidDocumentError):
+            context = read_json_object(directory / "context.json", document="context.json")
+        attempts.append(
+            RetainedAttempt(
+                attempt_id=name[len(ATTEMPT_PREFIX) :],
+                directory=directory,
+                step=_text(context.get("step")),
+                attempt_ordinal=_number(context.get("attempt_ordinal")),
+                total_attempts=_number(context.get("total_attempts")),
+                stdout=_regular(directory / "stdout.log"),
+                stderr=_regular(directory / "stderr.log"),
+            )
+        )
+    attempts.sort(key=lambda a: (a.total_attempts is None, a.total_attempts or 0, a.attempt_id))
+    return log, attempts
+
+
+def _regular(path: Path) -> Path | None:
+    return path if path.is_file() and not path.is_symlink() else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

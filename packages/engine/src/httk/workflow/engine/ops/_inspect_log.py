@@ -1,0 +1,279 @@
+"""``job log`` and ``job log --follow``: a job's frame chain, walked backwards from its marker. Read-only.
+
+:func:`job_history` walks the frame chain backwards from the marker through ``previous_record_ref`` and
+returns it oldest first. It never scans the journal forwards (an orphan frame is on nobody's chain). A
+frame that cannot be read — or that belongs to another job, or breaks the generation sequence — is
+reported in place as an entry carrying ``problem``, and the walk stops there, because the link to
+everything older was in that frame. Reading a frame waits out network-filesystem lag up to the
+workspace's visibility deadline before calling it damaged, exactly as the manager does.
+
+Generations fall by one along a chain except behind an ``fsck_repair`` frame (:func:`previous_link`): a
+repair chains to the newest readable frame strictly older than the damaged marker, so the generations in
+between were lost. That jump is accepted exactly when the repair record names the frame it links to, and
+the repair's entry says which generations were lost (``lost_generations`` and a one-line ``note``).
+
+:func:`follow_history` polls the job's marker at its placement (one listing per state kind there, never a
+scan) with a bounded back-off and yields the frames of every new generation, until the job reaches a
+permanent kind (succeeded, cancelled), its marker vanishes, or a time limit passes.
+
+Cost: ``log`` one frame read per generation shown (``limit`` bounds it), plus one for a repair whose
+recovered frame is not shown; ``follow`` one placement probe per poll.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeGuard
+
+from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._states import PERMANENT_KINDS, Kind
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.protocol import JournalDamageError, JournalError
+
+REPAIR_REASON = "fsck_repair"
+LOG_DETAILS = (
+    "fsck_repair",
+    "failure",
+    "last_failure",
+    "takeover",
+    "retry",
+    "pause",
+    "operator",
+    "operator_reason",
+    "cancellation",
+)
+
+
+# -- job log ------------------------------------------------------------------------------------------
+def previous_link(frame: Mapping[str, Any]) -> tuple[object, range]:
+    """A state frame's ``previous_record_ref`` and the generations the frame it names may carry.
+
+    One below the frame's own (none below generation 1), except behind an ``fsck_repair`` frame whose
+    repair record names exactly that predecessor as the frame it recovered: a repair adopts the newest
+    readable frame strictly older than the damaged marker, whose generation is one below the repair's, so
+    the predecessor is at least two below and the generations between were lost to the damage.
+    """
+    previous, generation = frame.get("previous_record_ref"), frame.get("state_generation")
+    if not _is_generation(generation):
+        return previous, range(0)
+    if _repaired_from(frame, previous):
+        return previous, range(1, generation - 1)
+    return previous, range(max(generation - 1, 1), generation)
+
+
+def _repaired_from(frame: Mapping[str, Any], previous: object) -> bool:
+    record = frame.get("fsck_repair")
+    return (
+        frame.get("reason") == REPAIR_REASON
+        and isinstance(record, Mapping)
+        and isinstance(previous, str)
+        and record.get("recovered_record_ref") == previous
+    )
+
+
+def _is_generation(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def fits_link(frame: Mapping[str, Any], expected: range) -> bool:
+    """Whether ``frame`` carries one of the generations :func:`previous_link` allows it."""
+    generation = frame.get("state_generation")
+    return _is_generation(generation) and generation in expected
+
+
+def job_history(
+    workspace: Workspace,
+    marker: MarkerLocation,
+    *,
+    limit: int | None = None,
+    after_generation: int = 0,
+    previous_kind: str | None = None,
+) -> list[dict[str, Any]]:
+    """The marker's frame chain, oldest first: at most ``limit`` frames, none at ``after_generation`` or
+    below.
+
+    ``previous_kind`` is the kind before the oldest returned frame when the caller knows it (``follow``).
+    """
+    entries: list[dict[str, Any]] = []
+    ref: Any = None if marker.name.ref is None else marker.name.ref_text
+    expected = range(marker.name.generation, marker.name.generation + 1)
+    wanted = None if limit is None else limit + 1  # one more, to know the kind the oldest came from
+    while ref is not None and expected and expected[-1] > after_generation:
+        if wanted is not None and len(entries) >= wanted:
+            break
+        entry = read_entry(workspace, ref, marker.job_id, expected)
+        if "frame" in entry and entry["frame"]["state_generation"] <= after_generation:
+            break  # a repair adopted a frame the caller has already seen
+        entries.append(entry)
+        if "problem" in entry:
+            break
+        ref, expected = previous_link(entry["frame"])
+    entries.reverse()
+    extra: dict[str, Any] | None = None
+    if wanted is not None and len(entries) == wanted and "problem" not in entries[0]:
+        extra = entries.pop(0)
+        previous_kind = extra["frame"].get("kind")
+    elif entries and "problem" not in entries[0] and entries[0]["frame"].get("previous_record_ref") is None:
+        previous_kind = Kind.SUBMITTED.value  # generation 1 always leaves the g0 submission marker
+    gaps = _lost_generations(workspace, marker.job_id, entries, extra)
+    return [
+        _log_entry(entry, before, gaps.get(index))
+        for index, (entry, before) in enumerate(_with_previous(entries, previous_kind))
+    ]
+
+
+def _lost_generations(
+    workspace: Workspace, job_id: str, entries: list[dict[str, Any]], older: dict[str, Any] | None
+) -> dict[int, tuple[int | None, int]]:
+    """For each repair entry (by index): the first and last generation it jumped over.
+
+    The first is one above the recovered frame's generation, the frame before the repair's on the chain:
+    the previous entry, ``older`` (read but not shown) for the first one, or else (a ``follow`` starting
+    right at the repair) read once here; ``None`` when it cannot be read.
+    """
+    gaps: dict[int, tuple[int | None, int]] = {}
+    for index, entry in enumerate(entries):
+        frame = entry.get("frame")
+        previous, expected = previous_link(frame) if frame is not None else (None, range(0))
+        if frame is None or not _repaired_from(frame, previous):
+            continue
+        if index:
+            before = entries[index - 1]
+        else:
+            before = older if older is not None else read_entry(workspace, str(previous), job_id, expected)
+        recovered = before.get("frame")
+        first = None if recovered is None else recovered["state_generation"] + 1
+        gaps[index] = (first, frame["state_generation"] - 1)
+    return gaps
+
+
+def _with_previous(
+    entries: list[dict[str, Any]], first: str | None
+) -> Iterator[tuple[dict[str, Any], str | None]]:
+    before = first
+    for entry in entries:
+        frame = entry.get("frame")
+        if frame is not None and frame.get("reason") == REPAIR_REASON:
+            before = frame.get("kind")  # a repair keeps the marker's kind: it came from its own kind
+        yield entry, before
+        before = None if frame is None else frame.get("kind")
+
+
+def read_entry(workspace: Workspace, ref: str, job_id: str, expected: range) -> dict[str, Any]:
+    """``{"ref", "frame"}`` or ``{"ref", "generation", "problem": {"code", "detail"}}``.
+
+    The frame must be of ``job_id`` at a generation in ``expected``; the problem's generation is the one
+    expected, or ``None`` when a repair leaves it open.
+    """
+    generation = expected[0] if len(expected) == 1 else None
+    try:
+        frame = workspace.reader.read(ref)
+    except JournalDamageError as exc:
+        return _problem(ref, generation, exc.code, exc.detail)
+    except JournalError as exc:
+        return _problem(ref, generation, "io_error", str(exc))
+    if frame.get("job_id") != job_id:
+        return _problem(ref, generation, "identity_mismatch", f"the frame is of job {frame.get('job_id')!r}")
+    if not fits_link(frame, expected):
+        wants = f"{generation}" if generation is not None else f"one of {_span(expected)} (behind a repair)"
+        detail = f"the frame has generation {frame.get('state_generation')!r}, its successor expects {wants}"
+        return _problem(ref, generation, "identity_mismatch", detail)
+    return {"ref": ref, "frame": frame}
+
+
+def _span(generations: range) -> str:
+    return f"{generations.start}..{generations.stop - 1}" if generations else "none"
+
+
+def _problem(ref: str, generation: int | None, code: str, detail: str) -> dict[str, Any]:
+    return {"ref": ref, "generation": generation, "problem": _code(code, detail)}
+
+
+def _code(code: str, detail: str) -> dict[str, str]:
+    return {"code": code, "detail": detail}
+
+
+def repair_note(first: int | None, last: int, problem: object) -> str:
+    """The one line ``job log`` shows for generations a repair jumped over."""
+    if first is None:
+        lost = f"generations up to {last} were"
+    elif first == last:
+        lost = f"generation {last} was"
+    else:
+        lost = f"generations {first}..{last} were"
+    cause = f" ({problem})" if isinstance(problem, str) else ""
+    return f"{lost} lost to damage{cause} and repaired by workspace fsck"
+
+
+def _log_entry(
+    entry: Mapping[str, Any], previous_kind: str | None, lost: tuple[int | None, int] | None
+) -> dict[str, Any]:
+    if "problem" in entry:
+        return {
+            "generation": entry["generation"],
+            "record_ref": entry["ref"],
+            "problem": entry["problem"],
+        }
+    frame = entry["frame"]
+    line: dict[str, Any] = {
+        "generation": frame.get("state_generation"),
+        "record_ref": entry["ref"],
+        "created_at": frame.get("created_at"),
+        "from": previous_kind,
+        "kind": frame.get("kind"),
+        "reason": frame.get("reason"),
+        "step": frame.get("step"),
+        "activation_ordinal": frame.get("activation_ordinal"),
+        "attempt_ordinal": frame.get("attempt_ordinal"),
+        "total_attempts": frame.get("total_attempts"),
+        "attempt_id": frame.get("attempt_id"),
+        "manager_id": frame.get("manager_id"),
+        "priority": frame.get("priority"),
+    }
+    for member in LOG_DETAILS:
+        if member in frame:
+            line[member] = frame[member]
+    if lost is not None:
+        line["lost_generations"] = {"first": lost[0], "last": lost[1]}
+        line["note"] = repair_note(*lost, (frame.get("fsck_repair") or {}).get("problem"))
+    return line
+
+
+def follow_history(
+    workspace: Workspace,
+    marker: MarkerLocation,
+    *,
+    timeout: float | None = None,
+    min_interval: float = 0.05,
+    max_interval: float = 1.0,
+) -> Iterator[dict[str, Any]]:
+    """Yield the log entries of every generation after ``marker``'s, as the job moves.
+
+    Stops when the job is in a permanent kind, when its marker stays absent past the visibility deadline
+    (yielding one ``marker_vanished`` problem entry), or after ``timeout`` seconds.
+    """
+    clock = workspace.clock
+    started = clock.monotonic()
+    current = marker
+    interval = min_interval
+    missing_since: float | None = None
+    while current.kind not in PERMANENT_KINDS:
+        if timeout is not None and clock.monotonic() - started >= timeout:
+            return
+        clock.sleep(interval)
+        found = probe_marker(workspace, current.placement, current.job_key)
+        if found is None:
+            missing_since = clock.monotonic() if missing_since is None else missing_since
+            if clock.monotonic() - missing_since > workspace.policy.visibility_deadline_seconds:
+                detail = f"no marker of the job at placement {current.placement} any more"
+                yield {"generation": None, "record_ref": None, "problem": _code("marker_vanished", detail)}
+                return
+            continue
+        missing_since = None
+        if found.name == current.name:
+            interval = min(interval * 2, max_interval)
+            continue
+        yield from job_history(
+            workspace, found, after_generation=current.name.generation, previous_kind=current.kind.value
+        )
+        current, interval = found, min_interval

@@ -1,0 +1,304 @@
+"""``job why``: why is this job where it is, and what would move it? Read-only, for every state kind.
+
+:func:`diagnose` reads a job the way ``job show`` does — its marker, the frame the marker names, its
+job.json — plus the managers' manifests and heartbeats and the operator requests, and answers per kind:
+
+==============  ===============================================================================
+submitted       whether it is registered (and whether registration will accept its job.json), and
+                which live managers serve its executor and scan its placement (:func:`_submitted`)
+ready           every claim precondition, one line each, and which live manager would claim it
+                (``_why_claim``); whether its runner can be reached (``_why_runner``)
+claimed,        the owner, its heartbeat age against the recorded lease, and what recovery does
+running,        once the lease has expired; a wedged commit (``_why_owned``)
+committing,
+cancelling
+waiting         the join, every child's state, which block, which cannot be resolved (``_why_join``)
+failed          the failure, whether a ``continue`` (or an ``override_step``) fits the budgets, and
+                the last attempt's breadcrumb (``error.json``, else the end of its stderr)
+paused,         the state and how to proceed
+succeeded,
+cancelled
+==============  ===============================================================================
+
+Ready, running and failed jobs also get the attempt-history line and, under an unlimited retry budget,
+the flapping flag (``_why_history``); every kind gets its pending requests and the latest retired one.
+
+The job side of every precondition comes from job.json; the manager side from the manifests of managers
+that are live now, read once per :class:`WhyContext` however many jobs it diagnoses. Nothing here
+writes: no journal writer, no heartbeat, no file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.manager._budgets import Counters, check_advance, check_retry
+from httk.workflow.engine.manager._resources import requirement_of
+from httk.workflow.protocol import InvalidDocumentError
+from httk.workflow.protocol._jsonio import read_json_object
+
+from ._inspect_job import _read_job, read_marker_frame
+from ._inspect_managers import ManagerView, list_managers
+from ._why_claim import budget_usage, claim_findings, closest, fits
+from ._why_history import RequestIndex, attempt_history
+from ._why_join import diagnose_waiting
+from ._why_owned import OWNED, in_scope, names
+from ._why_report import BLOCKED, INFO, OK, WARNING, Answer, Case, Diagnosis, Finding
+from ._why_runner import RunnerChecks
+
+HISTORY_KINDS = frozenset({Kind.READY, Kind.RUNNING, Kind.FAILED})
+BREADCRUMB = "error.json"
+STDERR_TAIL_BYTES = 4096
+STDERR_TAIL_LINES = 3
+
+
+@dataclass
+class WhyContext:
+    """What every diagnosis of one command shares: the managers and requests as read once, and now."""
+
+    workspace: Workspace
+    managers: list[ManagerView]
+    requests: RequestIndex
+    now: datetime
+    runners: RunnerChecks
+
+    @classmethod
+    def read(cls, workspace: Workspace, *, now: datetime | None = None) -> WhyContext:
+        moment = workspace.clock.now() if now is None else now
+        return cls(
+            workspace,
+            list_managers(workspace, now=moment),
+            RequestIndex.load(workspace),
+            moment,
+            RunnerChecks(workspace),
+        )
+
+
+def diagnose(workspace: Workspace, marker: MarkerLocation, context: WhyContext | None = None) -> Diagnosis:
+    """The diagnosis of the job whose current marker is ``marker``."""
+    context = WhyContext.read(workspace) if context is None else context
+    read = read_marker_frame(workspace, marker)
+    payload = workspace.payload_path(marker.placement, marker.job_key)
+    document, job_problem, _digest = _read_job(payload)
+    case = Case(
+        workspace=workspace,
+        marker=marker,
+        frame=read.frame or {} if read.problem is None else {},
+        frame_problem=read.problem,
+        job=document if job_problem is None else None,
+        job_problem=job_problem,
+        managers=context.managers,
+        now=context.now,
+    )
+    answer = _answer(case, context)
+    history = None
+    if marker.kind in HISTORY_KINDS and case.frame:
+        history = attempt_history(workspace, marker, case.frame, case.job)
+        if history.flapping:
+            answer.findings.append(
+                Finding("history", WARNING, "flapping: retried without end under an unlimited budget")
+            )
+            answer.next_steps.append("read its failures (httk job log) and pause or cancel it")
+    findings = [*answer.findings, *context.requests.findings(marker.job_id)]
+    return Diagnosis(
+        job_id=marker.job_id,
+        job_key=marker.job_key,
+        kind=marker.kind.value,
+        placement=marker.placement,
+        generation=marker.name.generation,
+        answer=answer.text,
+        blocked=answer.blocked,
+        findings=tuple(findings),
+        history=history,
+        next_steps=tuple(answer.next_steps),
+    )
+
+
+def _answer(case: Case, context: WhyContext) -> Answer:
+    if case.frame_problem is not None:
+        problem = case.frame_problem
+        finding = Finding("frame", BLOCKED, f"{problem['code']}: {problem['detail']}")
+        text = "its state frame cannot be read, so no manager moves it"
+        return Answer(text, True, [finding], ["run httk workspace fsck (--repair re-points the marker)"])
+    if case.job is None and case.marker.kind is not Kind.SUBMITTED:
+        finding = Finding("job.json", BLOCKED, str(case.job_problem))
+        text = "its job.json cannot be read, so no manager can act on it"
+        return Answer(text, True, [finding], ["run httk workspace fsck"])
+    handler = _HANDLERS.get(case.marker.kind)
+    if handler is not None:
+        return handler(case, context)
+    return OWNED[case.marker.kind](case) if case.marker.kind in OWNED else _other(case)
+
+
+# -- submitted and ready -----------------------------------------------------------------------------
+def _submitted(case: Case, _context: WhyContext) -> Answer:
+    found = []
+    if case.job_problem is not None:
+        found.append(
+            Finding("job.json", BLOCKED, f"registration fails it with protocol_error: {case.job_problem}")
+        )
+    else:
+        found.append(Finding("job.json", OK, "valid: registration moves it to ready"))
+    scope = in_scope(case)
+    backend = "path" if case.job is None else case.job["runner"].get("backend", "path")
+    if scope:
+        found.append(
+            Finding("registered by", OK, f"the next pass of {names(scope)} (serving executor {backend!r})")
+        )
+        return Answer("not registered yet: a live manager registers it at its next pass", False, found)
+    other = [view for view in case.live if view not in scope]
+    detail = f" ({names(other)} do not serve executor {backend!r} or placement)" if other else ""
+    found.append(Finding("registered by", BLOCKED, f"no live manager serves it{detail}"))
+    steps = ["start a manager (httk workflow manager run) that scans this placement"]
+    return Answer("not registered: no live manager serves it", True, found, steps)
+
+
+def _ready(case: Case, context: WhyContext) -> Answer:
+    job = case.job
+    assert job is not None  # _answer handled an unreadable job.json
+    measured = fits(job, case.marker.placement, case.managers, requirement_of(case.frame.get("resources")))
+    found = claim_findings(case.workspace, job, case.marker.placement, case.frame, measured)
+    runner = context.runners.check(job["runner"], case.payload)
+    found.insert(5, runner)
+    willing = [candidate.name for candidate in measured if not candidate.unmet]
+    if willing:
+        text = f"claimable: {', '.join(willing)} would claim it at its next ready pass"
+        if runner.status == BLOCKED:
+            text += f", and the claim would fail ({runner.text})"
+        return Answer(text, False, found)
+    nearest = closest(measured)
+    if nearest is None:
+        return Answer("no manager is live", True, found, ["start a manager (httk workflow manager run)"])
+    steps = [
+        unmet.remedy or _remedy(unmet.requirement, job, case.marker.placement) for unmet in nearest.unmet
+    ]
+    return Answer(f"no live manager can claim it: {nearest.lacks()}", True, found, steps)
+
+
+def _remedy(requirement: str, job: Mapping[str, Any], placement: str) -> str:
+    if requirement == "pool":
+        return f"run a manager with --pool {job['claim']['pool']}"
+    if requirement == "capabilities":
+        flags = " ".join(f"--capability {c}" for c in job["claim"].get("required_capabilities", ()))
+        return f"run a manager with {flags}"
+    if requirement == "placement":
+        return f"run a manager whose --placement-prefix covers {placement} (or none)"
+    if requirement == "runner":
+        return "run a manager whose --runner-module or --runner-search-path reaches its runner"
+    return f"run a manager serving executor {job['runner'].get('backend', 'path')!r}"
+
+
+# -- failed, paused, succeeded, cancelled --------------------------------------------------------------
+def _failed(case: Case, _context: WhyContext) -> Answer:
+    failure = case.frame.get("failure") or {}
+    code, message = failure.get("code", "unknown"), failure.get("message", "")
+    found = [Finding("failure", BLOCKED, f"{code}: {message}", failure)]
+    last = (failure.get("details") or {}).get("last_failure") if isinstance(failure, Mapping) else None
+    if isinstance(last, Mapping):
+        found.append(Finding("last failure", INFO, f"{last.get('code')}: {last.get('message', '')}"))
+    found.extend(_continuation(case))
+    found.append(_breadcrumb(case.payload, case.frame.get("attempt_id")))
+    return Answer(f"failed: {code}: {message}", True, found, _operator_steps(found))
+
+
+def _paused(case: Case, _context: WhyContext) -> Answer:
+    pause = case.frame.get("pause")
+    reason = pause.get("reason") if isinstance(pause, Mapping) else case.frame.get("operator_reason")
+    found = [Finding("pause", INFO, str(reason or "no reason recorded")), *_continuation(case)]
+    return Answer(f"paused: {reason or 'no reason recorded'}", True, found, _operator_steps(found))
+
+
+def _continuation(case: Case) -> list[Finding]:
+    """Whether ``continue`` and ``override_step`` fit the budgets, as the manager applying them checks."""
+    job = case.job or {}
+    if "activation_id" not in case.frame:
+        return [Finding("continue", OK, "a continue starts its first activation")]
+    counters = Counters.of(case.frame)
+    used = budget_usage(job, counters)
+    found = []
+    for action, verdict in (
+        ("continue", check_retry(job, counters)),
+        ("override_step", check_advance(job, counters)),
+    ):
+        if verdict.code is None:
+            found.append(Finding(action, OK, f"fits the retry budget ({used})"))
+        else:
+            found.append(
+                Finding(action, BLOCKED, f"refused by the budgets: {verdict.message} ({verdict.code})")
+            )
+    return found
+
+
+def _operator_steps(found: list[Finding]) -> list[str]:
+    fitting = {finding.topic for finding in found if finding.status == OK}
+    steps = []
+    if "continue" in fitting:
+        steps.append("httk job request continue --reason ... JOB (retries the current step)")
+    if "override_step" in fitting:
+        steps.append("httk job request override_step --step STEP --reason ... JOB (a new activation)")
+    if not steps:
+        steps.append("its budgets are used up: submit a new job to run it again")
+    return steps
+
+
+def _breadcrumb(payload: Path, attempt_id: object) -> Finding:
+    """The last attempt's ``error.json`` if it left one, else the end of its stderr."""
+    if not isinstance(attempt_id, str):
+        return Finding("breadcrumb", INFO, "no attempt recorded")
+    control = payload / f".httk-attempt.{attempt_id}"
+    try:
+        error = read_json_object(control / BREADCRUMB, document=BREADCRUMB, max_bytes=64 * 1024)
+        return Finding(
+            "breadcrumb", INFO, f"{BREADCRUMB} of attempt {attempt_id}: {error.get('message', error)}", error
+        )
+    except InvalidDocumentError:
+        pass
+    tail = _tail_lines(control / "stderr.log")
+    if tail:
+        return Finding("breadcrumb", INFO, f"stderr of attempt {attempt_id} ends: {' | '.join(tail)}")
+    return Finding("breadcrumb", INFO, f"attempt {attempt_id} left no {BREADCRUMB} and no stderr")
+
+
+def _tail_lines(path: Path) -> list[str]:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(handle.seek(0, 2) - STDERR_TAIL_BYTES, 0))
+            text = handle.read(STDERR_TAIL_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-STDERR_TAIL_LINES:]
+
+
+def _succeeded(case: Case, _context: WhyContext) -> Answer:
+    found = [Finding("state", OK, "finished successfully; nothing moves it again")]
+    return Answer("succeeded: nothing to do", False, found, ["httk job show JOB for its payload and workdir"])
+
+
+def _cancelled(case: Case, _context: WhyContext) -> Answer:
+    cancellation = case.frame.get("cancellation") or {}
+    verified = cancellation.get("verified") if isinstance(cancellation, Mapping) else None
+    found = [Finding("state", INFO, f"cancelled (verified: {verified or 'unknown'}); this is permanent")]
+    return Answer("cancelled: nothing runs it again", False, found, ["submit a new job to run it again"])
+
+
+def _other(case: Case) -> Answer:
+    text = f"{case.marker.kind.value} belongs to an extension this version does not implement"
+    return Answer(text, True, [Finding("state", BLOCKED, text)])
+
+
+_HANDLERS: dict[Kind, Callable[[Case, WhyContext], Answer]] = {
+    Kind.SUBMITTED: _submitted,
+    Kind.READY: _ready,
+    Kind.WAITING: lambda case, _context: diagnose_waiting(case),
+    Kind.FAILED: _failed,
+    Kind.PAUSED: _paused,
+    Kind.SUCCEEDED: _succeeded,
+    Kind.CANCELLED: _cancelled,
+}
