@@ -30,10 +30,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._frames import state_frame
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._transition import state_frame
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.publish import _joins

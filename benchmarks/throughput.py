@@ -51,7 +51,6 @@ from typing import Any
 
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
 from httk.workflow.engine.core._journal import scan_segment
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._scan import MarkerStream, walk_markers
 from httk.workflow.engine.core._segments import (
     CHECKSUM_BYTES,
@@ -62,12 +61,12 @@ from httk.workflow.engine.core._segments import (
     segment_path,
 )
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._launch import register
 from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.manager._state import ManagerState
-from httk.workflow.engine.publish._runner_store import publish_runner
+from httk.workflow.engine.publish._runners import publish_runner
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import RecordRef
 from httk.workflow.protocol._jsonio import dump_pretty

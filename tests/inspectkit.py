@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation
-from httk.workflow.engine.core._workspace import attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, attach, init
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
 

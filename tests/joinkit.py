@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
 from httk.workflow.engine.core._jobs import LoadedJob, load_job
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._launch import claim_frame, register
 from httk.workflow.engine.manager._state import ManagerState

@@ -44,9 +44,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine.core._workspace import Workspace, init
-from httk.workflow.engine.publish._runner_store import publish_runner
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, init, probe_marker
+from httk.workflow.engine.publish._runners import publish_runner
 from httk.workflow.engine.publish._submit import JobSpec, SubmitResult, Submitter, submit_jobs
 
 from tests.conftest import minimal_job

@@ -15,8 +15,7 @@ from typing import Any, cast
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._markers_fs import MarkerLocation
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.manager._record import ManagerIdentity, ManagerRecord
 from httk.workflow.engine.manager._state import ManagerState
 from httk.workflow.engine.ops._why import WhyContext, diagnose

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 from httk.workflow.cli import _debug_cmd
-from httk.workflow.engine.core._markers_fs import probe_marker
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.core._workspace import attach, probe_marker
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
 

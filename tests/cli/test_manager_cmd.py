@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from httk.workflow.engine.core._liveness import process_alive
 from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.manager._executor import process_alive
 
 from tests.runners import (
     WAIT_SECONDS,

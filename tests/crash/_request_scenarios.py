@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._workspace import attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, attach, init, probe_marker
 from httk.workflow.engine.manager import _launch
 from httk.workflow.engine.manager._cancel import on_cancelling
 from httk.workflow.engine.manager._config import ManagerConfig

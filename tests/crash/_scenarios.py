@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._liveness import group_alive
 from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
 from httk.workflow.engine.core._workspace import Workspace, attach, init
 from httk.workflow.engine.manager._config import ManagerConfig
-from httk.workflow.engine.manager._executor import group_alive
 from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.publish._submit import Submitter
 from httk.workflow.protocol import MarkerName

@@ -24,9 +24,8 @@ from pathlib import Path
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
 from httk.workflow.engine.core._fsops import CRASH_EXIT_STATUS
-from httk.workflow.engine.core._markers_fs import probe_marker
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.core._workspace import attach, probe_marker
 from httk.workflow.engine.manager import _recovery
 
 from tests.crash._scenarios import chain, manager_environment, markers_by_job, single_marker
@@ -39,7 +38,7 @@ from httk.workflow.engine.manager import _recovery
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._state import ManagerState
-from httk.workflow.engine.core._markers_fs import probe_marker
+from httk.workflow.engine.core._workspace import probe_marker
 from httk.workflow.engine.core._workspace import attach
 ws = attach(sys.argv[1])
 state = ManagerState(ws, ManagerConfig(), SYSTEM_CLOCK)

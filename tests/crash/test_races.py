@@ -25,11 +25,10 @@ from pathlib import Path
 from types import TracebackType
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
-from httk.workflow.engine.core._workspace import Workspace, attach, init
-from httk.workflow.engine.publish._runner_store import publish_runner
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
+from httk.workflow.engine.publish._runners import publish_runner
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.conftest import minimal_job

@@ -19,7 +19,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine.manager._executor import group_alive
+from httk.workflow.engine.core._liveness import group_alive
 
 from tests.crash._request_scenarios import (
     SCENARIOS,

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from httk.workflow.engine.core._liveness import group_alive
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import attach
 from httk.workflow.engine.manager._config import ManagerConfig
-from httk.workflow.engine.manager._executor import group_alive
 from httk.workflow.engine.manager._manager import Manager
 
 from tests.crash._scenarios import (

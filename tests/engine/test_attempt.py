@@ -17,8 +17,7 @@ from httk.workflow.engine.manager._attempt import (
     PreparedAttempt,
     prepare_attempt,
 )
-from httk.workflow.engine.publish._runner_staging import RunnerFailure
-from httk.workflow.engine.publish._runner_store import publish_runner
+from httk.workflow.engine.publish._runners import RunnerFailure, publish_runner
 from httk.workflow.engine.publish._submit import Submitter, job_key_of
 from httk.workflow.models import load_schema, validator
 from httk.workflow.protocol._digest import tree_digest

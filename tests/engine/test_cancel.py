@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._liveness import group_alive, proc_stat
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, init, probe_marker
 from httk.workflow.engine.manager import _launch
 from httk.workflow.engine.manager._cancel import in_progress, note_reaped, on_cancelling
 from httk.workflow.engine.manager._config import ManagerConfig
-from httk.workflow.engine.manager._executor import _proc_stat, group_alive
 from httk.workflow.engine.manager._state import LiveAttempt, ManagerState
 from httk.workflow.engine.publish._submit import Submitter
 from httk.workflow.engine.requests._documents import kept_members
@@ -100,7 +99,7 @@ def child_pid(live: LiveAttempt) -> int:
 
 
 def gone(pid: int) -> bool:
-    stat = _proc_stat(pid)
+    stat = proc_stat(pid)
     return stat is None or stat[0] in ("Z", "X", "x")
 
 
@@ -289,7 +288,7 @@ def test_an_unrelated_process_that_reused_the_pid_is_not_the_group(root: Path) -
     state = new_state(root)
     stranger = subprocess.Popen(["sleep", "1000"], start_new_session=True)
     try:
-        stat = _proc_stat(stranger.pid)
+        stat = proc_stat(stranger.pid)
         assert stat is not None
         identity = {
             "host": socket.gethostname(),

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._scan import MarkerStream
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._launch import register
 from httk.workflow.engine.manager._manager import Manager

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
 from httk.workflow.engine.manager import _commit
 from httk.workflow.engine.manager._launch import claim_and_launch, claim_frame, register
 from httk.workflow.engine.manager._state import ManagerState
@@ -298,7 +297,7 @@ def test_a_failed_job_revived_meanwhile_is_reported_and_finished_by_a_second_del
 CRASH_SCENARIO = """
 from httk.workflow.engine.core._clock import ManualClock
 from httk.workflow.engine.ops._delete import delete_jobs, plan_delete
-from httk.workflow.engine.core._markers_fs import probe_marker
+from httk.workflow.engine.core._workspace import probe_marker
 from httk.workflow.engine.core._workspace import attach
 ws = attach({root!r}, clock=ManualClock())
 marker = probe_marker(ws, {placement!r}, {key!r})

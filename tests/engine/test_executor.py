@@ -14,18 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine.core._workspace import init
-from httk.workflow.engine.manager._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
-from httk.workflow.engine.manager._executor import (
-    GATE_ABORTED,
-    GatedProcess,
+from httk.workflow.engine.core._liveness import (
     group_alive,
     process_alive,
     read_process_file,
-    spawn_gated,
     write_process_file,
 )
-from httk.workflow.engine.publish._runner_staging import RunnerFailure
+from httk.workflow.engine.core._workspace import init
+from httk.workflow.engine.manager._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
+from httk.workflow.engine.manager._executor import GATE_ABORTED, GatedProcess, spawn_gated
+from httk.workflow.engine.publish._runners import RunnerFailure
 from httk.workflow.engine.publish._submit import Submitter, job_key_of
 from httk.workflow.protocol import InvalidDocumentError
 

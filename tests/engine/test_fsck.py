@@ -20,11 +20,10 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._segments import checksum128, encode_frame, segment_path
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
 from httk.workflow.engine.maintenance import _fsck
 from httk.workflow.engine.maintenance._fsck import FsckReport, check, fsck
 from httk.workflow.engine.requests._documents import kept_members

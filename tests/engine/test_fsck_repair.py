@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._frames import state_frame
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._transition import state_frame
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
 from httk.workflow.engine.maintenance._fsck import FsckReport, check, fsck
 from httk.workflow.engine.maintenance._fsck_repair import adopt, repair_problems
 from httk.workflow.engine.manager._record import ManagerIdentity, ManagerRecord

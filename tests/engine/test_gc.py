@@ -18,9 +18,8 @@ from typing import Any, TypeVar
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
 from httk.workflow.engine.core._journal import scan_segment
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.maintenance._gc import (
     CENSUS_KEYS,
     GcReport,

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.engine.maintenance._gc import collect
 
 from tests.crashkit import count_mutations, run_crashing

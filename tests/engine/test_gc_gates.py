@@ -10,14 +10,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._frames import attempt_evidence, carried
 from httk.workflow.engine.core._segments import segment_name
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.maintenance._gc import collect
 from httk.workflow.engine.manager._state import ManagerState
 from httk.workflow.engine.ops._inspect_log import job_history
-from httk.workflow.engine.publish._outcome import attempt_evidence, carried
 from httk.workflow.protocol import RecordRef
 
 from tests.engine.test_gc import (

@@ -16,9 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
-from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.engine.maintenance._gc import collect
 
 from tests.engine.test_gc import (

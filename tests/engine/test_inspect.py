@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._liveness import list_managers
 from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.manager._record import ManagerIdentity, ManagerRecord
 from httk.workflow.engine.ops._inspect import count_markers, job_row, list_jobs, status
-from httk.workflow.engine.ops._inspect_managers import list_managers
 from httk.workflow.engine.ops._inspect_walk import Position
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import InvalidNameError

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.ops._inspect_job import job_output, show_job
 from httk.workflow.engine.ops._inspect_log import follow_history, job_history
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from httk.workflow.cli._app import app
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._frames import previous_link
 from httk.workflow.engine.core._segments import SEGMENT_HEADER, segment_name
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
 from httk.workflow.engine.maintenance._fsck import fsck
 from httk.workflow.engine.maintenance._gc import collect
-from httk.workflow.engine.ops._inspect_log import job_history, previous_link
+from httk.workflow.engine.ops._inspect_log import job_history
 from httk.workflow.engine.ops._why_history import attempt_history
 from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.protocol import RecordRef

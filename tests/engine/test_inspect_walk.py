@@ -10,18 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._scan import Anomaly, AnomalyReason
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
-from httk.workflow.engine.core._workspace import Workspace, init
-from httk.workflow.engine.ops._inspect_walk import (
-    Position,
-    is_marker_name,
-    marker_stem,
-    sort_key,
-    walk_sorted,
-)
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, init, is_marker_name, marker_stem
+from httk.workflow.engine.ops._inspect_walk import Position, sort_key, walk_sorted
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import InvalidNameError, JobKey, MarkerName, RecordRef
 

@@ -15,9 +15,9 @@ import pytest
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import ManualClock
 from httk.workflow.engine.core._journal import JournalStatistics, JournalWriter, ScannedFrame, scan_segment
-from httk.workflow.engine.core._journal_reader import JournalReader
 from httk.workflow.engine.core._segments import (
     SEGMENT_HEADER,
+    JournalReader,
     checksum128,
     encode_frame,
     encode_record,

@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine.core._markers_fs import probe_marker
-from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.core._liveness import process_alive
+from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
 from httk.workflow.engine.manager import _launch
 from httk.workflow.engine.manager._config import ManagerConfig
-from httk.workflow.engine.manager._executor import process_alive
 from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.ops._why import WhyContext, diagnose
 from httk.workflow.models import validator

@@ -6,8 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation
-from httk.workflow.engine.core._workspace import init
+from httk.workflow.engine.core._workspace import MarkerLocation, init
 from httk.workflow.engine.manager import _launch
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager

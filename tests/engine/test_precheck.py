@@ -11,7 +11,7 @@ from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.manager._launch import register as register_job
 from httk.workflow.engine.manager._state import ManagerState
 from httk.workflow.engine.ops._precheck import PrecheckReport, environment_entries, precheck
-from httk.workflow.engine.publish._runner_store import publish_runner
+from httk.workflow.engine.publish._runners import publish_runner
 
 from tests.conftest import minimal_job
 from tests.jobkinds import job_in

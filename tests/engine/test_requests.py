@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, init, probe_marker
 from httk.workflow.engine.manager import _launch
 from httk.workflow.engine.manager._state import ManagerState
 from httk.workflow.engine.requests._documents import kept_members

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine.core._markers_fs import probe_marker
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import attach, init
+from httk.workflow.engine.core._workspace import attach, init, probe_marker
 from httk.workflow.engine.requests._requests import (
     PublishedRequest,
     RequestError,

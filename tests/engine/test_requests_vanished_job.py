@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._markers_fs import probe_marker
-from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.core._workspace import Workspace, attach, probe_marker
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.ops._delete import delete_jobs, plan_delete

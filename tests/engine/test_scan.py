@@ -12,7 +12,6 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._scan import (
     Anomaly,
     AnomalyReason,
@@ -24,7 +23,7 @@ from httk.workflow.engine.core._scan import (
     walk_markers,
 )
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, init
 from httk.workflow.protocol import InvalidNameError, JobKey, MarkerName, RecordRef, WorkspaceError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.ops import _select
 from httk.workflow.engine.ops._inspect_walk import walk_sorted
 from httk.workflow.engine.ops._select import (

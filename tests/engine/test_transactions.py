@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import ManualClock, backoff_schedule
+from httk.workflow.engine.core._frames import next_data_generation
 from httk.workflow.engine.manager._attempt import prepare_attempt
 from httk.workflow.engine.publish import _transactions
-from httk.workflow.engine.publish._runner_staging import RunnerFailure
+from httk.workflow.engine.publish._runners import RunnerFailure
 from httk.workflow.engine.publish._transaction_manifest import digest_of, path_kind
 from httk.workflow.engine.publish._transactions import (
     Manifest,
@@ -27,7 +28,6 @@ from httk.workflow.engine.publish._transactions import (
     TransactionError,
     check_preconditions,
     load_manifest,
-    next_data_generation,
     populate_isolated_workdir,
     replay,
     trash_path,

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine.core._markers_fs import probe_marker
-from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
 from httk.workflow.engine.manager import _commit
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager

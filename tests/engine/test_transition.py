@@ -6,10 +6,9 @@ from pathlib import Path
 import pytest
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker, verified_rename
-from httk.workflow.engine.core._workspace import Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import TransitionError, WorkspaceUnavailableError
 

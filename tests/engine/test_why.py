@@ -12,9 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.core._workspace import MarkerLocation, attach
 from httk.workflow.engine.manager._launch import register as register_job
 from httk.workflow.engine.manager._state import ManagerState
 from httk.workflow.engine.publish._outcome import failed

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.manager._launch import claim_frame
 from httk.workflow.engine.manager._launch import register as register_job
 from httk.workflow.engine.manager._state import ManagerState

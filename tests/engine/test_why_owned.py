@@ -11,9 +11,8 @@ import json
 from datetime import datetime, timedelta
 
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.core._workspace import MarkerLocation, attach
 from httk.workflow.engine.manager._state import ManagerState
 
 from tests.conftest import minimal_job

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine.core._markers_fs import probe_marker
-from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.publish._transaction_manifest import load_manifest

@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._markers_fs import probe_marker
-from httk.workflow.engine.core._workspace import Workspace, init
+from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs

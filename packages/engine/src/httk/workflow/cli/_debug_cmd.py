@@ -25,8 +25,7 @@ from ._options import DurableOpt, WorkspaceArg, WorkspaceOpt, bind, bind_many
 from ._render import note
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._markers_fs import MarkerLocation
-    from httk.workflow.engine.core._workspace import Workspace
+    from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
     from httk.workflow.engine.ops._delete import DeletePlan
 
 DEBUG_EPILOG = (

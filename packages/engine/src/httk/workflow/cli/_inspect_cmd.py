@@ -21,8 +21,7 @@ from ._options import JsonOpt, UsageError, WorkspaceArg, WorkspaceOpt, bind
 from ._render import note, print_json, print_table
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._markers_fs import MarkerLocation
-    from httk.workflow.engine.core._workspace import Workspace
+    from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 
 JobArg = Annotated[
     str | None,
@@ -134,7 +133,7 @@ def managers(
 ) -> None:
     """One line per registered manager: live or stale, and what it serves."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    from httk.workflow.engine.ops._inspect_managers import list_managers
+    from httk.workflow.engine.core._liveness import list_managers
 
     from . import _inspect_render as render
 

@@ -23,7 +23,7 @@ from ._options import JsonOpt, WorkspaceArg, WorkspaceOpt, bind, bind_many
 from ._render import print_json
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._markers_fs import MarkerLocation
+    from httk.workflow.engine.core._workspace import MarkerLocation
 
 WordsArg = Annotated[
     list[str] | None,

@@ -18,14 +18,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .core._workspace import Workspace, attach, init
-    from .publish._runner_store import PublishedRunner, publish_runner
-    from .publish._submit import SubmitResult, SubmitStatus, Submitter
+    from httk.workflow.engine.core._workspace import Workspace, attach, init
+    from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner
+    from httk.workflow.engine.publish._submit import SubmitResult, SubmitStatus, Submitter
 
 # Loaded on first use: a read command needs the workspace module, not the submission machinery.
 _HOMES = {
-    "PublishedRunner": "publish._runner_store",
-    "publish_runner": "publish._runner_store",
+    "PublishedRunner": "publish._runners",
+    "publish_runner": "publish._runners",
     "SubmitResult": "publish._submit",
     "SubmitStatus": "publish._submit",
     "Submitter": "publish._submit",

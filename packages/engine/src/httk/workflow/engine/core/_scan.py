@@ -66,9 +66,8 @@ from httk.workflow.protocol import (
     validate_placement,
 )
 
-from ._markers_fs import MarkerLocation
 from ._states import Kind
-from ._workspace import Workspace
+from ._workspace import MarkerLocation, Workspace
 
 DISCOVERY_BUDGET = 4096
 MAXIMUM_PASS_MARKERS = 256

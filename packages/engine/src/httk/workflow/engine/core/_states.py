@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from httk.workflow.protocol import TransitionError
+from httk.workflow.protocol import (
+    TransitionError,
+)
 
 
 class Kind(StrEnum):
@@ -114,3 +116,7 @@ def check_transition(source: Kind, destination: Kind, trigger: Trigger) -> None:
             f"illegal transition {source.value} -> {destination.value} by {trigger.value}: "
             "not a row of the core state machine"
         )
+
+
+OWNED_KINDS = frozenset({Kind.CLAIMED, Kind.RUNNING, Kind.COMMITTING, Kind.CANCELLING})
+"""Kinds whose frame names the manager that owns the job's next transition."""

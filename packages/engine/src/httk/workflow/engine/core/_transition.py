@@ -22,29 +22,10 @@ from typing import Any
 from httk.workflow.protocol import TransitionError, WorkspaceUnavailableError
 
 from . import _fsops
-from ._clock import Clock, backoff_schedule, utc_timestamp
-from ._markers_fs import MarkerLocation, probe_marker
+from ._clock import Clock, backoff_schedule
+from ._frames import state_frame
 from ._states import Kind, Trigger, check_transition
-from ._workspace import Workspace
-
-FRAME_FORMAT = "httk-workflow-state"
-FRAME_COMMON_MEMBERS = frozenset(
-    {
-        "format",
-        "format_version",
-        "workspace_id",
-        "job_id",
-        "job_key",
-        "placement",
-        "state_generation",
-        "kind",
-        "previous_record_ref",
-        "created_at",
-        "priority",
-        "reason",
-    }
-)
-"""The members every state frame has, which :func:`state_frame` and :func:`move_marker` write themselves."""
+from ._workspace import MarkerLocation, Workspace, probe_marker
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,29 +88,6 @@ def verified_rename(
         f"marker rename {src} -> {dst} unresolved after {deadline_seconds} s: source, destination and any "
         f"other current marker are all absent (first error: {first_error})"
     )
-
-
-def state_frame(
-    workspace: Workspace,
-    marker: MarkerLocation,
-    destination: Kind,
-    members: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The state frame of a move of ``marker`` to ``destination``: the common members, then ``members``."""
-    frame: dict[str, Any] = {
-        "format": FRAME_FORMAT,
-        "format_version": 1,
-        "workspace_id": workspace.workspace_id,
-        "job_id": marker.job_id,
-        "job_key": marker.job_key,
-        "placement": marker.placement,
-        "state_generation": marker.name.generation + 1,
-        "kind": destination.value,
-        "previous_record_ref": None if marker.name.ref is None else str(marker.name.ref),
-        "created_at": utc_timestamp(workspace.clock.now()),
-    }
-    frame.update(members)
-    return frame
 
 
 def move_marker(

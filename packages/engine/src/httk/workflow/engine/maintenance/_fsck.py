@@ -45,12 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import backoff_schedule
-from httk.workflow.engine.core._journal_reader import JournalReader
-from httk.workflow.engine.core._markers_fs import MarkerLocation, duplicate_markers
+from httk.workflow.engine.core._frames import FRAME_FORMAT
 from httk.workflow.engine.core._scan import Anomaly, AnomalyReason, walk_markers
+from httk.workflow.engine.core._segments import JournalReader
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._transition import FRAME_FORMAT
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, duplicate_markers
 from httk.workflow.protocol import (
     InvalidNameError,
     JobKey,

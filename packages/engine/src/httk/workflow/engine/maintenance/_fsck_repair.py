@@ -41,14 +41,13 @@ from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._frames import FRAME_FORMAT
 from httk.workflow.engine.core._journal import scan_segment
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._liveness import ManagerView, list_managers
 from httk.workflow.engine.core._segments import SEGMENT_SUFFIX
-from httk.workflow.engine.core._states import Trigger
-from httk.workflow.engine.core._transition import FRAME_FORMAT, move_marker
-from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.ops._inspect_job import OWNED_KINDS
-from httk.workflow.engine.ops._inspect_managers import ManagerView, list_managers
+from httk.workflow.engine.core._states import OWNED_KINDS, Trigger
+from httk.workflow.engine.core._transition import move_marker
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.engine.requests._requests import QUARANTINE_FORMAT
 from httk.workflow.protocol import JournalError, MarkerName, RecordRef, WorkspaceUnavailableError

@@ -34,10 +34,10 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._frames import fits_link, previous_link
 from httk.workflow.engine.core._segments import parse_segment_name
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.ops._inspect_log import fits_link, previous_link
+from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.protocol import (
     InvalidNameError,
     JournalDamageError,

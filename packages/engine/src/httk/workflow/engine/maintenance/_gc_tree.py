@@ -37,10 +37,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
-from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.ops._inspect_walk import is_marker_name, marker_stem
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, is_marker_name, marker_stem
 from httk.workflow.engine.publish._outcome import OUTCOME_DIR, TRANSACTION_DIR
 from httk.workflow.engine.publish._transaction_manifest import TRASH_DIR
 from httk.workflow.protocol import INIT_REF, InvalidDocumentError, MarkerName, WorkflowError, encode_base36

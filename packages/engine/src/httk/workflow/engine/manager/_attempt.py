@@ -46,11 +46,11 @@ from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.publish._runner_staging import (
+from httk.workflow.engine.publish._runners import (
     DEFAULT_PKG_MODULES,
     RunnerFailure,
-    _components,
-    _resolve_runner,
+    relative_components,
+    resolve_runner,
 )
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 from httk.workflow.protocol._jsonio import dump_pretty
@@ -150,7 +150,7 @@ def prepare_attempt(
     control = job_dir / f"{ATTEMPT_DIR_PREFIX}{plan.attempt_id}"
     _fsops.make_dir(control, durable=durable)
     workdir, reused = _prepare_workdir(plan, job_dir, durable)
-    entry = _resolve_runner(
+    entry = resolve_runner(
         runner,
         job_dir=job_dir,
         control=control,
@@ -190,7 +190,7 @@ def _persistent_workdir(job_dir: Path, relative: str, durable: bool) -> tuple[Pa
     A runner may symlink freely inside its workdir, but the manager follows nothing inside the payload.
     """
     try:
-        parts = _components(relative, "workdir.path", "protocol_error")
+        parts = relative_components(relative, "workdir.path", "protocol_error")
     except RunnerFailure as exc:
         raise RunnerFailure(exc.code, exc.message, {**exc.details, "reason": "workdir_unavailable"}) from None
     current, existed = job_dir, True

@@ -18,43 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from httk.workflow.engine.core._frames import Counters
+
 DEFAULT_RETRY_ON = ("lease_lost",)
-
-
-@dataclass(frozen=True, slots=True)
-class Counters:
-    activation_ordinal: int
-    attempt_ordinal: int
-    total_attempts: int
-
-    @classmethod
-    def of(cls, frame: Mapping[str, Any]) -> Counters:
-        return cls(
-            int(frame.get("activation_ordinal", 1)),
-            int(frame.get("attempt_ordinal", 0)),
-            int(frame.get("total_attempts", 0)),
-        )
-
-    def as_members(self) -> dict[str, int]:
-        return {
-            "activation_ordinal": self.activation_ordinal,
-            "attempt_ordinal": self.attempt_ordinal,
-            "total_attempts": self.total_attempts,
-        }
-
-    def claimed(self) -> Counters:
-        """The counters of the attempt a claim starts."""
-        return Counters(self.activation_ordinal, self.attempt_ordinal + 1, self.total_attempts + 1)
-
-    def released(self) -> Counters:
-        """Undo a claim whose attempt never launched."""
-        return Counters(
-            self.activation_ordinal, max(self.attempt_ordinal - 1, 0), max(self.total_attempts - 1, 0)
-        )
-
-    def advanced(self) -> Counters:
-        """A new activation: its first attempt has not run yet."""
-        return Counters(self.activation_ordinal + 1, 0, self.total_attempts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,16 +49,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._frames import Counters, carried
+from httk.workflow.engine.core._liveness import group_alive, proc_stat, process_alive, read_process_file
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult
-from httk.workflow.engine.publish._outcome import carried
+from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.protocol import InvalidDocumentError
 
-from ._budgets import Counters
-from ._executor import _proc_stat as proc_stat
-from ._executor import group_alive, process_alive, read_process_file
 from ._recovery import ORPHAN_EXIT_SECONDS
 from ._state import LiveAttempt, ManagerState, PerManager
 

@@ -13,10 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from httk.workflow.engine.core._jobs import load_job, read_frame
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._states import CORE_KINDS, Kind
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.protocol import WorkflowError
 
 from ._config import ManagerConfig

@@ -27,9 +27,11 @@ from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._frames import Counters, carried, next_data_generation, protocol_failure
 from httk.workflow.engine.core._jobs import LoadedJob
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._liveness import PROCESS_FILE
 from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._children import (
     ChildRegistrationError,
     ParentIdentity,
@@ -45,27 +47,18 @@ from httk.workflow.engine.publish._outcome import (
     TRANSACTION_DIR,
     Decision,
     UnusableOutcomeError,
-    carried,
     decide,
     failed,
-    protocol_failure,
     read_outcome,
     retry_or_fail,
     validate_outcome,
 )
-from httk.workflow.engine.publish._runner_staging import STAGED_RUNNER
-from httk.workflow.engine.publish._transactions import (
-    TransactionError,
-    load_manifest,
-    next_data_generation,
-    replay,
-)
+from httk.workflow.engine.publish._runners import STAGED_RUNNER
+from httk.workflow.engine.publish._transactions import TransactionError, load_manifest, replay
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 from httk.workflow.protocol._jsonio import dump_pretty
 
 from ._attempt import CONTEXT_FILE, STDERR_FILE, STDIO_LOG, STDOUT_FILE
-from ._budgets import Counters
-from ._executor import PROCESS_FILE
 from ._state import LiveAttempt, ManagerState
 
 log = logging.getLogger("httk.workflow.manager")

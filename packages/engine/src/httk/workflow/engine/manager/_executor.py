@@ -30,38 +30,21 @@ import functools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
 
 from httk.workflow.engine.core import _fsops
-from httk.workflow.engine.publish._runner_staging import RunnerFailure
-from httk.workflow.protocol import InvalidDocumentError
-from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
+from httk.workflow.engine.core._liveness import ProcessIdentity, identity_of
+from httk.workflow.engine.publish._runners import RunnerFailure
 
 from ._attempt import PROTOCOL_VARIABLES, PreparedAttempt
 
 GATE_ABORTED = 125
 """Exit status of a gate that was never released (it executed nothing)."""
 
-PROCESS_FILE = "process.json"
-PROCESS_FORMAT = "httk-workflow-process"
 _RELEASE_BYTE = b"R"
-_DEAD_STATES = frozenset({"Z", "X", "x"})
 _LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class ProcessIdentity(TypedDict):
-    """What process.json records: enough to tell the same process from a recycled pid or another host."""
-
-    host: str
-    pid: int
-    pgid: int
-    start_ticks: int | None
-    boot_id: str | None
-    pid_namespace: str | None
 
 
 # The gate reads the release line from its standard input, which is the pipe; POSIX ``read`` takes bytes
@@ -89,7 +72,7 @@ class GatedProcess:
         self._popen = popen
         self._gate_fd = gate_fd
         self.state = "gated"  # gated -> released | aborted
-        self._identity = _identity(popen.pid)
+        self._identity = identity_of(popen.pid)
 
     @property
     def pid(self) -> int:
@@ -197,127 +180,6 @@ def _open_log(path: Path) -> int:
         return _fsops.create_for_append(path)
     except FileExistsError:
         return os.open(path, _LOG_FLAGS)
-
-
-# -- process identity ------------------------------------------------------------------------------
-def _identity(pid: int) -> ProcessIdentity:
-    stat = _proc_stat(pid)
-    return ProcessIdentity(
-        host=socket.gethostname(),
-        pid=pid,
-        pgid=pid,  # a new session: the gate leads its own process group
-        start_ticks=None if stat is None else stat[2],
-        boot_id=_boot_id(),
-        pid_namespace=_pid_namespace(),
-    )
-
-
-def _proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, process group, start time in clock ticks) from ``/proc/<pid>/stat``; None when absent."""
-    try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    try:
-        text = os.read(fd, 4096).decode("ascii", "replace")  # one read: the kernel renders it whole
-    except ProcessLookupError:
-        return None
-    finally:
-        os.close(fd)
-    # The command name (field 2) may hold spaces and parentheses: the fields resume after the last ")".
-    fields = text[text.rindex(")") + 2 :].split()
-    return fields[0], int(fields[2]), int(fields[19])
-
-
-@functools.cache
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
-    except OSError:
-        return None
-
-
-@functools.cache
-def _pid_namespace() -> str | None:
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-
-
-def process_alive(identity: Mapping[str, Any]) -> bool | None:
-    """Whether a recorded process still runs: ``None`` when that cannot be proven here.
-
-    ``True``/``False`` only for an identity recorded on this host in this boot and pid namespace.
-    ``False`` when the pid is gone, is a zombie (it can no longer write), or belongs to a process that
-    started at another tick (a recycled pid). Another host, another boot id (a different machine with
-    the same host name cannot be told from a reboot) or a malformed identity give ``None``.
-    """
-    if identity.get("host") != socket.gethostname() or _boot_id() is None:
-        return None
-    if identity.get("boot_id") != _boot_id() or identity.get("pid_namespace") != _pid_namespace():
-        return None
-    pid, ticks = _as_int(identity.get("pid")), _as_int(identity.get("start_ticks"))
-    if pid is None or ticks is None or pid <= 0:
-        return None
-    stat = _proc_stat(pid)
-    return stat is not None and stat[0] not in _DEAD_STATES and stat[2] == ticks
-
-
-def _as_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether process group ``pgid`` on this host still has a member that is not a zombie.
-
-    Meaningful only for a group recorded on this host (check :func:`process_alive` first). A group whose
-    members are all unreaped zombies counts as gone: they can no longer write, and a container whose
-    init never reaps orphans would otherwise keep a cancellation waiting forever. Cost: one ``kill``;
-    when it finds the group, one read of ``/proc/<pid>/stat`` per process on the host.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # the group exists under another user
-    return _group_has_live_member(pgid)
-
-
-def _group_has_live_member(pgid: int) -> bool:
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return True  # no /proc: cannot look closer, so believe kill
-    for pid in pids:
-        stat = _proc_stat(pid)
-        if stat is not None and stat[1] == pgid and stat[0] not in _DEAD_STATES:
-            return True
-    return False
-
-
-# -- process.json ----------------------------------------------------------------------------------
-def write_process_file(control_dir: Path, identity: ProcessIdentity, durable: bool) -> Path:
-    """Record the gated process in ``<control>/process.json``; synchronized before it returns if durable."""
-    path = control_dir / PROCESS_FILE
-    document = {"format": PROCESS_FORMAT, "format_version": 1, **identity}
-    _fsops.write_file_atomic(path, dump_pretty(document), durable=durable)
-    return path
-
-
-def read_process_file(control_dir: Path) -> dict[str, Any] | None:
-    """The recorded identity, or ``None`` when no process.json exists (the runner never executed).
-
-    A damaged file raises :class:`InvalidDocumentError`: it proves a process was recorded, so it must
-    never be mistaken for "no launched process".
-    """
-    try:
-        return read_json_object(control_dir / PROCESS_FILE, document=PROCESS_FILE)
-    except InvalidDocumentError as exc:
-        if isinstance(exc.__cause__, FileNotFoundError):
-            return None
-        raise
 
 
 def wait_for_exit(pids: Sequence[int], timeout: float) -> bool:

@@ -24,17 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import utc_timestamp
-from httk.workflow.engine.core._jobs import LoadedJob
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._frames import Counters, carried, protocol_failure
+from httk.workflow.engine.core._jobs import LoadedJob, check_identity
+from httk.workflow.engine.core._liveness import write_process_file
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.publish._outcome import carried, protocol_failure
-from httk.workflow.engine.publish._runner_staging import RunnerFailure
+from httk.workflow.engine.core._workspace import MarkerLocation
+from httk.workflow.engine.publish._runners import RunnerFailure
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError
 
 from . import _resources
 from ._attempt import AttemptPlan, prepare_attempt
-from ._budgets import Counters
-from ._executor import spawn_gated, write_process_file
+from ._executor import spawn_gated
 from ._state import LiveAttempt, ManagerState
 
 log = logging.getLogger("httk.workflow.manager")
@@ -70,22 +70,6 @@ def first_activation(job: LoadedJob) -> dict[str, Any]:
         "resources": dict(document.get("resources") or {}),
         "job_digest": job.digest,
     }
-
-
-def check_identity(marker: MarkerLocation, job: LoadedJob) -> None:
-    """job.json must be the job the marker names; at generation 0 its priority must agree too."""
-    document = job.document
-    if document["id"] != marker.job_id:
-        raise WorkflowError(f"job.json id {document['id']} does not match the marker's {marker.job_id}")
-    if document.get("tag") != marker.name.key.tag:
-        raise WorkflowError(
-            f"job.json tag {document.get('tag')!r} does not match the job key {marker.job_key}"
-        )
-    if marker.name.generation == 0 and document["priority"] != marker.name.priority:
-        raise WorkflowError(
-            f"job.json priority {document['priority']} does not match the submitted marker's "
-            f"{marker.name.priority}"
-        )
 
 
 def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:

@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK, Clock, SystemClock
-from httk.workflow.engine.core._markers_fs import MarkerLocation
 from httk.workflow.engine.core._scan import Anomaly, MarkerStream
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.engine.maintenance._gc import PeriodicCollection
 from httk.workflow.engine.requests import _requests
 

@@ -14,14 +14,12 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.protocol import InvalidDocumentError
-from httk.workflow.protocol._jsonio import dump_compact, dump_pretty, read_json_object
+from httk.workflow.protocol._jsonio import dump_compact, dump_pretty
 
 SOFTWARE_VERSION = "0.1.0"
 
@@ -106,51 +104,3 @@ class ManagerRecord:
         # A heartbeat is evidence, not committed state: losing the newest one to a power cut only makes
         # this manager look older, which is the safe direction. It is never synchronized.
         _fsops.write_file_atomic(self.directory / "heartbeat.json", dump_compact(heartbeat), durable=False)
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatView:
-    """Another manager's heartbeat as read now."""
-
-    manager_id: str
-    updated_at: datetime | None
-    lease_seconds: float
-    host: str | None
-    readable: bool
-
-    def age(self, now: datetime) -> float | None:
-        return None if self.updated_at is None else (now - self.updated_at).total_seconds()
-
-
-def read_heartbeat(workspace: Workspace, manager_id: str) -> HeartbeatView:
-    """The heartbeat of ``manager_id``; an absent or unreadable one has no ``updated_at`` (infinitely old)."""
-    path = workspace.managers_dir / manager_id / "heartbeat.json"
-    try:
-        document = read_json_object(path, document="heartbeat.json", max_bytes=64 * 1024)
-        updated = datetime.fromisoformat(str(document["updated_at"]).replace("Z", "+00:00"))
-        return HeartbeatView(
-            manager_id,
-            updated,
-            float(document.get("lease_seconds", workspace.policy.lease_seconds)),
-            str(document.get("host")),
-            True,
-        )
-    except (InvalidDocumentError, KeyError, ValueError, TypeError):
-        return HeartbeatView(manager_id, None, workspace.policy.lease_seconds, None, False)
-
-
-def read_manifests(workspace: Workspace) -> list[dict[str, Any]]:
-    """Every readable manager manifest in the workspace (live or not)."""
-    manifests: list[dict[str, Any]] = []
-    try:
-        entries = sorted(os.listdir(workspace.managers_dir))
-    except FileNotFoundError:
-        return manifests
-    for name in entries:
-        try:
-            manifests.append(
-                read_json_object(workspace.managers_dir / name / "manager.json", document="manager.json")
-            )
-        except InvalidDocumentError:
-            continue
-    return manifests

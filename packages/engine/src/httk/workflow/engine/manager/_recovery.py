@@ -25,15 +25,15 @@ import os
 import signal
 from typing import Any
 
+from httk.workflow.engine.core._frames import Counters, carried
 from httk.workflow.engine.core._jobs import LoadedJob
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._liveness import group_alive, process_alive
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.publish._outcome import UnusableOutcomeError, carried, read_outcome, retry_or_fail
+from httk.workflow.engine.core._workspace import MarkerLocation
+from httk.workflow.engine.publish._outcome import UnusableOutcomeError, read_outcome, retry_or_fail
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError
 
-from ._budgets import Counters
 from ._commit import commit, finish_committing
-from ._executor import group_alive, process_alive
 from ._state import ManagerState
 
 log = logging.getLogger("httk.workflow.manager")

@@ -31,11 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from httk.workflow.engine.core._jobs import LoadedJob
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._frames import Counters, carried, new_activation_base
+from httk.workflow.engine.core._jobs import LoadedJob, check_identity
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult
-from httk.workflow.engine.publish._outcome import carried, new_activation_base
+from httk.workflow.engine.core._workspace import MarkerLocation, probe_marker
 from httk.workflow.engine.requests._documents import Request, kept_members, refusal
 from httk.workflow.protocol import (
     InvalidDocumentError,
@@ -45,8 +45,8 @@ from httk.workflow.protocol import (
 )
 
 from . import _cancel
-from ._budgets import Counters, check_advance, check_retry
-from ._launch import check_identity, first_activation
+from ._budgets import check_advance, check_retry
+from ._launch import first_activation
 from ._state import ManagerState
 
 log = logging.getLogger("httk.workflow.manager")

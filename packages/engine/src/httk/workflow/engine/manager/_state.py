@@ -15,10 +15,10 @@ from typing import Any, Generic, TypeVar
 
 from httk.workflow.engine.core._clock import Clock, age_seconds
 from httk.workflow.engine.core._jobs import JobCache, LoadedJob, read_frame
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._liveness import read_heartbeat
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult, move_marker
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.publish._outcome import Decision
 from httk.workflow.protocol import WorkflowError
 
@@ -26,7 +26,6 @@ from . import _resources
 from ._attempt import PreparedAttempt
 from ._config import ManagerConfig
 from ._executor import GatedProcess
-from ._record import read_heartbeat
 
 log = logging.getLogger("httk.workflow.manager")
 M = TypeVar("M")

@@ -38,9 +38,15 @@ from datetime import datetime
 from typing import Any
 
 from httk.workflow.engine.core._clock import parse_time, utc_timestamp
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._frames import (
+    FRAME_COMMON_MEMBERS,
+    Counters,
+    carried,
+    new_activation_base,
+    protocol_failure,
+)
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._transition import FRAME_COMMON_MEMBERS
+from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._joins import (
     NAMED_IN_DETAILS,
     Evaluation,
@@ -51,10 +57,8 @@ from httk.workflow.engine.publish._joins import (
     parse_join,
     summary,
 )
-from httk.workflow.engine.publish._outcome import carried, new_activation_base, protocol_failure
 from httk.workflow.protocol import InvalidNameError, validate_step
 
-from ._budgets import Counters
 from ._state import ManagerState
 
 log = logging.getLogger("httk.workflow.manager")

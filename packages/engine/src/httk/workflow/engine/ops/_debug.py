@@ -40,9 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._jobs import JOB_FILE, LoadedJob, load_job, read_frame
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
-from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
 from httk.workflow.engine.manager import _logging
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager

@@ -34,9 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import attach
+from httk.workflow.engine.core._workspace import MarkerLocation, attach, probe_marker
 from httk.workflow.protocol import TransitionError, WorkflowError
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 

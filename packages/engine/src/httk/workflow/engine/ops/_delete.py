@@ -57,14 +57,12 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._frames import Counters, carried
 from httk.workflow.engine.core._jobs import JOB_FILE, read_frame
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
-from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.manager._budgets import Counters
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.engine.manager._config import DEFAULT_WINDOW_SECONDS
-from httk.workflow.engine.publish._outcome import carried
 from httk.workflow.protocol import (
     InvalidDocumentError,
     InvalidNameError,

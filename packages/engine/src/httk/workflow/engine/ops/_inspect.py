@@ -24,10 +24,10 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._liveness import list_managers
 from httk.workflow.engine.core._scan import Anomaly
 from httk.workflow.engine.core._states import CORE_KINDS, Kind
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, is_marker_name
 from httk.workflow.protocol import (
     RESERVED_COMPONENT,
     InvalidNameError,
@@ -35,8 +35,7 @@ from httk.workflow.protocol import (
     validate_placement,
 )
 
-from ._inspect_managers import list_managers
-from ._inspect_walk import Position, is_marker_name, walk_sorted
+from ._inspect_walk import Position, walk_sorted
 
 
 # -- status -------------------------------------------------------------------------------------------

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
-from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._states import OWNED_KINDS
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.protocol import (
     InvalidDocumentError,
     InvalidNameError,
@@ -38,8 +37,6 @@ from ._inspect import marker_identity
 from ._inspect_log import read_entry
 
 ATTEMPT_PREFIX = ".httk-attempt."
-OWNED_KINDS = frozenset({Kind.CLAIMED, Kind.RUNNING, Kind.COMMITTING, Kind.CANCELLING})
-"""Kinds whose frame names the manager that owns the job's next transition."""
 
 FRAME_SUMMARY = (
     "step",
@@ -218,7 +215,7 @@ def _workdir(payload: Path, job: Mapping[str, Any] | None, frame: Mapping[str, A
 
 
 def _owner(workspace: Workspace, frame: Mapping[str, Any]) -> dict[str, Any]:
-    from httk.workflow.engine.manager._record import read_heartbeat
+    from httk.workflow.engine.core._liveness import read_heartbeat
 
     manager_id = frame.get("manager_id")
     owner: dict[str, Any] = {

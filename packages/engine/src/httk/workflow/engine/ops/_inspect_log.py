@@ -23,14 +23,13 @@ recovered frame is not shown; ``follow`` one placement probe per poll.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, TypeGuard
+from typing import Any
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._frames import REPAIR_REASON, _repaired_from, fits_link, previous_link
 from httk.workflow.engine.core._states import PERMANENT_KINDS, Kind
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.protocol import JournalDamageError, JournalError
 
-REPAIR_REASON = "fsck_repair"
 LOG_DETAILS = (
     "fsck_repair",
     "failure",
@@ -42,43 +41,6 @@ LOG_DETAILS = (
     "operator_reason",
     "cancellation",
 )
-
-
-# -- job log ------------------------------------------------------------------------------------------
-def previous_link(frame: Mapping[str, Any]) -> tuple[object, range]:
-    """A state frame's ``previous_record_ref`` and the generations the frame it names may carry.
-
-    One below the frame's own (none below generation 1), except behind an ``fsck_repair`` frame whose
-    repair record names exactly that predecessor as the frame it recovered: a repair adopts the newest
-    readable frame strictly older than the damaged marker, whose generation is one below the repair's, so
-    the predecessor is at least two below and the generations between were lost to the damage.
-    """
-    previous, generation = frame.get("previous_record_ref"), frame.get("state_generation")
-    if not _is_generation(generation):
-        return previous, range(0)
-    if _repaired_from(frame, previous):
-        return previous, range(1, generation - 1)
-    return previous, range(max(generation - 1, 1), generation)
-
-
-def _repaired_from(frame: Mapping[str, Any], previous: object) -> bool:
-    record = frame.get("fsck_repair")
-    return (
-        frame.get("reason") == REPAIR_REASON
-        and isinstance(record, Mapping)
-        and isinstance(previous, str)
-        and record.get("recovered_record_ref") == previous
-    )
-
-
-def _is_generation(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def fits_link(frame: Mapping[str, Any], expected: range) -> bool:
-    """Whether ``frame`` carries one of the generations :func:`previous_link` allows it."""
-    generation = frame.get("state_generation")
-    return _is_generation(generation) and generation in expected
 
 
 def job_history(

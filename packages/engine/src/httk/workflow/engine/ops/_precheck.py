@@ -37,20 +37,19 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._jobs import read_frame
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._liveness import ManagerView, list_managers
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.manager._attempt import _settings_environment
 from httk.workflow.engine.manager._resources import requirement_of
+from httk.workflow.engine.publish._runners import RunnerReach
 from httk.workflow.protocol import WorkflowError
 from httk.workflow.protocol._policy import setting_environment_name
 
 from ._inspect_job import _read_job
-from ._inspect_managers import ManagerView, list_managers
 from ._why_claim import accepting_finding, fits
-from ._why_report import BLOCKED, INDETERMINATE, INFO, OK, WARNING, Finding
-from ._why_runner import RunnerChecks
+from ._why_report import BLOCKED, INDETERMINATE, INFO, OK, WARNING, Finding, runner_finding
 
 PENDING_KINDS = (Kind.SUBMITTED, Kind.READY)
 NOT_APPLICABLE = (
@@ -144,7 +143,7 @@ def precheck(
     """Check every pending job of ``workspace`` (see the module docstring); nothing is written."""
     managers = list_managers(workspace)
     live = [view for view in managers if view.live]
-    runners = RunnerChecks(workspace, tuple(Path(root) for root in runner_search_path))
+    runners = RunnerReach(workspace, tuple(Path(root) for root in runner_search_path))
     notices = _notices(workspace, live)
     checks: list[JobCheck] = []
     counts = {"failing": 0, "indeterminate": 0, "ok": 0}
@@ -182,7 +181,7 @@ def _notices(workspace: Workspace, live: list[ManagerView]) -> list[Finding]:
 
 
 def _check_job(
-    workspace: Workspace, marker: MarkerLocation, managers: Sequence[ManagerView], runners: RunnerChecks
+    workspace: Workspace, marker: MarkerLocation, managers: Sequence[ManagerView], runners: RunnerReach
 ) -> JobCheck:
     payload = workspace.payload_path(marker.placement, marker.job_key)
     document, problem, _digest = _read_job(payload)
@@ -190,7 +189,7 @@ def _check_job(
         return JobCheck(
             marker, (Finding("job.json", BLOCKED, f"a manager fails it with protocol_error: {problem}"),)
         )
-    findings = [runners.check(document["runner"], payload)]
+    findings = [runner_finding(runners.check(document["runner"], payload))]
     if managers:
         requirement = _requirement(workspace, marker, document)
         findings.append(accepting_finding(fits(document, marker.placement, managers, requirement)))

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._jobs import index_of
 from httk.workflow.engine.core._states import CORE_KINDS, Kind
-from httk.workflow.engine.core._workspace import CONTROL_DIR, Workspace
+from httk.workflow.engine.core._workspace import CONTROL_DIR, MarkerLocation, Workspace, probe_marker
 from httk.workflow.protocol import (
     RESERVED_COMPONENT,
     UUID_LENGTH,
@@ -123,7 +123,7 @@ def locate_job(
         if found is not None:
             workspace.note_marker(found)
             return found
-    hit = workspace.index.cached(job_id)
+    hit = index_of(workspace).cached(job_id)
     if hit is not None and (job_key is None or hit.job_key == job_key):
         return hit
     return _walk_for_one(workspace, job_id, job_key)
@@ -172,7 +172,7 @@ def _walk_all(
     for kind in kinds:
         for item in walk_sorted(workspace, kind, placement=placement, key_filter=key_filter):
             if isinstance(item, MarkerLocation):
-                workspace.index.note(item)
+                index_of(workspace).note(item)
                 yield item
 
 
@@ -187,7 +187,7 @@ def _walk_for_one(workspace: Workspace, job_id: str, job_key: str | None) -> Mar
             continue
         confirmed = probe_marker(workspace, marker.placement, marker.job_key)
         if confirmed is not None:
-            workspace.index.note(confirmed)
+            index_of(workspace).note(confirmed)
             return confirmed
     return None
 

@@ -36,22 +36,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation
+from httk.workflow.engine.core._frames import Counters
+from httk.workflow.engine.core._liveness import ManagerView, list_managers
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.manager._budgets import Counters, check_advance, check_retry
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
+from httk.workflow.engine.manager._budgets import check_advance, check_retry
 from httk.workflow.engine.manager._resources import requirement_of
+from httk.workflow.engine.publish._runners import RunnerReach
 from httk.workflow.protocol import InvalidDocumentError
 from httk.workflow.protocol._jsonio import read_json_object
 
 from ._inspect_job import _read_job, read_marker_frame
-from ._inspect_managers import ManagerView, list_managers
 from ._why_claim import budget_usage, claim_findings, closest, fits
 from ._why_history import RequestIndex, attempt_history
 from ._why_join import diagnose_waiting
 from ._why_owned import OWNED, in_scope, names
-from ._why_report import BLOCKED, INFO, OK, WARNING, Answer, Case, Diagnosis, Finding
-from ._why_runner import RunnerChecks
+from ._why_report import BLOCKED, INFO, OK, WARNING, Answer, Case, Diagnosis, Finding, runner_finding
 
 HISTORY_KINDS = frozenset({Kind.READY, Kind.RUNNING, Kind.FAILED})
 BREADCRUMB = "error.json"
@@ -67,7 +67,7 @@ class WhyContext:
     managers: list[ManagerView]
     requests: RequestIndex
     now: datetime
-    runners: RunnerChecks
+    runners: RunnerReach
 
     @classmethod
     def read(cls, workspace: Workspace, *, now: datetime | None = None) -> WhyContext:
@@ -77,7 +77,7 @@ class WhyContext:
             list_managers(workspace, now=moment),
             RequestIndex.load(workspace),
             moment,
-            RunnerChecks(workspace),
+            RunnerReach(workspace),
         )
 
 
@@ -165,7 +165,7 @@ def _ready(case: Case, context: WhyContext) -> Answer:
     assert job is not None  # _answer handled an unreadable job.json
     measured = fits(job, case.marker.placement, case.managers, requirement_of(case.frame.get("resources")))
     found = claim_findings(case.workspace, job, case.marker.placement, case.frame, measured)
-    runner = context.runners.check(job["runner"], case.payload)
+    runner = runner_finding(context.runners.check(job["runner"], case.payload))
     found.insert(5, runner)
     willing = [candidate.name for candidate in measured if not candidate.unmet]
     if willing:

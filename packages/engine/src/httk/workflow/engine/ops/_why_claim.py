@@ -20,16 +20,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from httk.workflow.engine.core._frames import Counters
+from httk.workflow.engine.core._liveness import ManagerView
 from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.manager._budgets import Counters, check_retry
+from httk.workflow.engine.manager._budgets import check_retry
 from httk.workflow.engine.manager._launch import claim_mismatches
 from httk.workflow.engine.manager._resources import describe, requirement_of, unmet
+from httk.workflow.engine.publish._runners import manager_refusal
 from httk.workflow.engine.publish._submit import job_key_of
 from httk.workflow.protocol import placement_prefix_matches
 
-from ._inspect_managers import ManagerView
 from ._why_report import BLOCKED, INFO, OK, Finding
-from ._why_runner import manager_refusal
 
 NO_LOCK = "not held: this workspace format has no maintenance lock"
 

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._markers_fs import MarkerLocation
-from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.manager._budgets import Counters
+from httk.workflow.engine.core._frames import Counters
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.requests._documents import MAX_REQUEST_BYTES, REQUEST_SUFFIX
 from httk.workflow.protocol import InvalidDocumentError
 from httk.workflow.protocol._jsonio import read_json_object

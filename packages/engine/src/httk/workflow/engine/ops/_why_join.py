@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from httk.workflow.engine.core._clock import parse_time
+from httk.workflow.engine.core._liveness import ManagerView
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.publish._joins import Join, JoinError, Verdict, judge, locate, parse_join
 
-from ._inspect_managers import ManagerView
 from ._why_owned import in_scope, names
 from ._why_report import BLOCKED, INFO, OK, WARNING, Answer, Case, Finding
 

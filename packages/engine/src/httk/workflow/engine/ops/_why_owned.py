@@ -35,11 +35,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from httk.workflow.engine.core._clock import age_seconds, parse_time
+from httk.workflow.engine.core._liveness import ManagerView, process_alive
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.manager._executor import process_alive
 from httk.workflow.engine.publish._outcome import OUTCOME_DIR
 
-from ._inspect_managers import ManagerView
 from ._why_claim import fit, manager_name
 from ._why_report import BLOCKED, INFO, OK, WARNING, Answer, Case, Finding
 

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._markers_fs import MarkerLocation
-    from httk.workflow.engine.core._workspace import Workspace
-
-    from ._inspect_managers import ManagerView
+    from httk.workflow.engine.core._liveness import ManagerView
+    from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
+    from httk.workflow.engine.publish._runners import Reach
 
 OK = "ok"
 BLOCKED = "blocked"
@@ -43,6 +42,12 @@ class Finding:
         if self.details:
             found["details"] = dict(self.details)
         return found
+
+
+def runner_finding(reach: Reach) -> Finding:
+    """The ``runner`` finding of a job: ``ok``, ``blocked`` (it cannot run) or ``indeterminate``."""
+    status = INDETERMINATE if reach.reachable is None else OK if reach.reachable else BLOCKED
+    return Finding("runner", status, reach.text, {} if reach.code is None else {"code": reach.code})
 
 
 @dataclass(frozen=True, slots=True)

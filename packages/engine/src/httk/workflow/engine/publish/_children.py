@@ -55,7 +55,7 @@ from httk.workflow.protocol._job_rules import PARENT_MEMBERS, validate_job
 from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes, read_json_object
 
 from ._outcome import OUTCOME_DIR, UnusableOutcomeError
-from ._submit import JOB_FILE, SubmitResult, Submitter, _refuse_unsafe_tree
+from ._submit import JOB_FILE, SubmitResult, Submitter, refuse_unsafe_tree
 
 CHILDREN_DIR = "children"
 SPAWN_FILE = "spawn.json"
@@ -250,7 +250,7 @@ def _bundle(
     try:
         if not stat.S_ISDIR(os.lstat(bundle).st_mode):
             raise UnusableOutcomeError(f"{where}: its bundle must be a directory (not a symlink)")
-        _refuse_unsafe_tree(bundle)
+        refuse_unsafe_tree(bundle)
         data = read_document_bytes(bundle / JOB_FILE, "job.json")
         document = validate_job(parse_json_object(data, document="job.json", path=bundle / JOB_FILE))
     except (InvalidDocumentError, UnsafePathError, OSError) as exc:

@@ -37,9 +37,8 @@ from typing import Any
 
 from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._jobs import JobCache
-from httk.workflow.engine.core._markers_fs import MarkerLocation, kind_entries, probe_marker
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, kind_entries, probe_marker
 from httk.workflow.protocol import (
     InvalidNameError,
     JobKey,

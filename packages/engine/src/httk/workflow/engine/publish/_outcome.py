@@ -25,13 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from httk.workflow.engine.core._frames import (
+    ACTIVATION_ONLY,
+    Counters,
+    attempt_evidence,
+    carried,
+    next_data_generation,
+)
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.manager._budgets import Counters, check_advance, check_retry, is_retried
+from httk.workflow.engine.manager._budgets import check_advance, check_retry, is_retried
 from httk.workflow.protocol import InvalidDocumentError, InvalidNameError, validate_priority, validate_step
 from httk.workflow.protocol._job_rules import _check_resources, validate_failure
 from httk.workflow.protocol._jsonio import read_json_object
-
-from ._transactions import next_data_generation
 
 OUTCOME_DIR = "outcome.ready"
 OUTCOME_FILE = "outcome.json"
@@ -153,44 +158,6 @@ class Decision:
     kind: Kind
     members: dict[str, Any] = field(default_factory=dict)
     priority: int | None = None
-
-
-CARRY = (
-    "step",
-    "activation_id",
-    "activation_reason",
-    "data_generation",
-    "runner_steps",
-    "resources",
-    "job_digest",
-    "join_summary",
-)
-# Invariant: join_summary belongs to the activation a join started, so every frame of that activation
-# carries it (the revival guard of spec/01 reads the parent's current frame) and no later activation
-# does: whatever starts a new activation drops it (:func:`new_activation_base`).
-ACTIVATION_ONLY = ("join_summary",)
-
-
-def carried(frame: Mapping[str, Any]) -> dict[str, Any]:
-    """The members every frame of an activation carries forward from the previous one."""
-    return {key: frame[key] for key in CARRY if key in frame}
-
-
-def new_activation_base(frame: Mapping[str, Any]) -> dict[str, Any]:
-    """What a new activation keeps of the previous one's frame: :func:`carried` less the activation's own."""
-    return {key: value for key, value in carried(frame).items() if key not in ACTIVATION_ONLY}
-
-
-def attempt_evidence(frame: Mapping[str, Any]) -> dict[str, Any]:
-    """The attempt that ended and its workdir, kept in a terminal frame (a join reads them from there)."""
-    return {key: frame[key] for key in ("attempt_id", "workdir") if key in frame}
-
-
-def protocol_failure(message: str, **details: Any) -> dict[str, Any]:
-    failure: dict[str, Any] = {"code": "protocol_error", "message": message}
-    if details:
-        failure["details"] = details
-    return failure
 
 
 def failed(frame: Mapping[str, Any], failure: Mapping[str, Any], reason: str) -> Decision:

@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core import _fsops
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.protocol import (
     InvalidDocumentError,
     JobKey,
@@ -146,7 +145,7 @@ class Submitter:
         document = parse_json_object(data, document="job.json", path=payload / JOB_FILE)
         validate_job(document, path=payload / JOB_FILE)
         placement = validate_placement(placement)
-        _refuse_unsafe_tree(payload)
+        refuse_unsafe_tree(payload)
         key, priority, digest = job_key_of(document), _priority_of(document), job_digest(data)
         if move:
             # A moved payload is placed by renaming the directory itself: no staging copy.
@@ -155,7 +154,7 @@ class Submitter:
         def build(staged: Path) -> None:
             # job.json is written from the bytes validated above, not copied again from the source.
             _fsops.create_file(staged / JOB_FILE, data, durable=self._durable)
-            _copy_tree(payload, staged, durable=self._durable, skip_top=JOB_FILE)
+            copy_checked_tree(payload, staged, durable=self._durable, skip_top=JOB_FILE)
 
         return self._submit(key, priority, digest, placement, build)
 
@@ -291,7 +290,7 @@ def _priority_of(job: Mapping[str, Any]) -> int:
     return int(job.get("priority", 500))
 
 
-def _refuse_unsafe_tree(root: Path) -> None:
+def refuse_unsafe_tree(root: Path) -> None:
     for directory, dirnames, filenames in os.walk(root):
         for name in (*dirnames, *filenames):
             path = Path(directory) / name
@@ -306,7 +305,7 @@ def _refuse_unsafe_tree(root: Path) -> None:
                 )
 
 
-def _copy_tree(source: Path, target: Path, *, durable: bool, skip_top: str | None = None) -> None:
+def copy_checked_tree(source: Path, target: Path, *, durable: bool, skip_top: str | None = None) -> None:
     """Copy a checked payload tree into the existing directory ``target``, preserving file modes."""
     for directory, dirnames, filenames in os.walk(source):
         relative = Path(directory).relative_to(source)

@@ -100,7 +100,6 @@ __all__ = [
     "check_preconditions",
     "check_staged_payload",
     "load_manifest",
-    "next_data_generation",
     "populate_isolated_workdir",
     "replay",
     "trash_path",
@@ -128,17 +127,6 @@ class ReplayResult:
     changed: bool
     touched: list[Path]
     performed: int = 0
-
-
-def next_data_generation(current: int, changed: bool) -> int:
-    """The data generation after a committed transaction: one more exactly when it changed data.
-
-    Examples
-    --------
-    >>> next_data_generation(3, True), next_data_generation(3, False)
-    (4, 3)
-    """
-    return current + 1 if changed else current
 
 
 def trash_path(bundle_dir: Path, op: Operation) -> Path:

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from httk.workflow.engine.core._frames import FRAME_COMMON_MEMBERS
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._transition import FRAME_COMMON_MEMBERS
 from httk.workflow.protocol import (
     GENERATION_BITS,
     INIT_REF,

@@ -46,11 +46,10 @@ from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
-from httk.workflow.engine.core._markers_fs import MarkerLocation, probe_marker
+from httk.workflow.engine.core._liveness import read_heartbeat
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._transition import verified_rename
-from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.manager._record import read_heartbeat
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.engine.manager._request_apply import (
     APPLIED,
     HOLD,

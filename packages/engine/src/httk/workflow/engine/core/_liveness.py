@@ -1,0 +1,335 @@
+"""Liveness evidence: other managers' heartbeats and manifests, and whether a recorded process still runs.
+
+Nothing is recovered while its owner is alive, so every recoverer, collector and diagnosis judges the
+same evidence, read here and never assumed.
+
+**Managers.** ``managers/<id>/manager.json`` says what a manager serves; ``heartbeat.json`` beside it is
+its lease evidence. A manager is *live* when its heartbeat is readable and younger than the lease it
+records — the same clock comparison a recovering manager makes before it touches another manager's
+claim. Anything else is *stale*: an old heartbeat, an unreadable one, or a directory without a manifest.
+One more piece of evidence is cheap and only ever makes a manager look *less* alive: when the manifest
+names this host and its process id no longer exists, the manager has *exited* (a manager that stopped
+cleanly a moment ago still has a fresh heartbeat). A reused process id can only hide that, never invent
+it. The manifest is what the manager said it serves; a manager that is not live serves nothing.
+
+**Processes.** An attempt's process is recorded in ``process.json`` (and its running frame) with enough
+identity to tell it from a recycled pid or another machine: host, pid, process group, the start time in
+clock ticks (field 22 of ``/proc/<pid>/stat``), the kernel boot id and the pid namespace.
+:func:`process_alive` answers only for an identity recorded on this host in this boot and namespace.
+
+Cost: one listing of ``managers/`` and two small reads per manager directory for :func:`list_managers`;
+one ``/proc`` read per process probe.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypedDict
+
+from httk.workflow.protocol import InvalidDocumentError
+from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
+
+from . import _fsops
+from ._workspace import Workspace
+
+MAX_MANIFEST_BYTES = 256 * 1024
+
+MANIFEST_LISTS = (
+    "pools",
+    "capabilities",
+    "executors",
+    "runner_modules",
+    "runner_search_paths",
+    "placement_prefixes",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerView:
+    """One manager directory as read now."""
+
+    manager_id: str
+    manifest: dict[str, Any] | None
+    heartbeat: HeartbeatView
+    age_seconds: float | None
+    manifest_problem: str | None = None
+    exited: bool = False
+
+    @property
+    def lease_seconds(self) -> float:
+        return self.heartbeat.lease_seconds
+
+    @property
+    def live(self) -> bool:
+        fresh = self.age_seconds is not None and self.age_seconds <= self.lease_seconds
+        return fresh and not self.exited
+
+    @property
+    def state(self) -> str:
+        """``live``, ``exited`` (its process is gone from this host) or ``stale``."""
+        if self.live:
+            return "live"
+        return "exited" if self.exited else "stale"
+
+    def member(self, name: str) -> Any:
+        return None if self.manifest is None else self.manifest.get(name)
+
+    def as_dict(self) -> dict[str, Any]:
+        manifest = self.manifest or {}
+        report: dict[str, Any] = {
+            "manager_id": self.manager_id,
+            "state": self.state,
+            "heartbeat_age_seconds": None if self.age_seconds is None else round(self.age_seconds, 3),
+            "lease_seconds": self.lease_seconds,
+            "heartbeat_readable": self.heartbeat.readable,
+            "label": manifest.get("manager_label"),
+            "host": manifest.get("host", self.heartbeat.host),
+            "pid": manifest.get("pid"),
+            "started_at": manifest.get("started_at"),
+            "workers": manifest.get("workers"),
+            "resources": manifest.get("resources", {}),
+            "software_version": manifest.get("software_version"),
+        }
+        for name in MANIFEST_LISTS:
+            report[name] = list(manifest.get(name) or [])
+        report["manifest_problem"] = self.manifest_problem
+        return report
+
+
+def list_managers(workspace: Workspace, *, now: datetime | None = None) -> list[ManagerView]:
+    """Every directory below ``managers/``: live ones first, then by start time and id."""
+    moment = workspace.clock.now() if now is None else now
+    try:
+        names = os.listdir(workspace.managers_dir)
+    except FileNotFoundError:
+        return []
+    views: list[ManagerView] = []
+    for name in names:
+        directory = workspace.managers_dir / name
+        if not directory.is_dir() or directory.is_symlink():
+            continue
+        manifest: dict[str, Any] | None = None
+        problem: str | None = None
+        try:
+            manifest = read_json_object(
+                directory / "manager.json", document="manager.json", max_bytes=MAX_MANIFEST_BYTES
+            )
+        except InvalidDocumentError as exc:
+            problem = "no manager.json" if isinstance(exc.__cause__, FileNotFoundError) else exc.rule
+        heartbeat = read_heartbeat(workspace, name)
+        exited = manifest is not None and _gone_from_this_host(manifest)
+        views.append(ManagerView(name, manifest, heartbeat, heartbeat.age(moment), problem, exited))
+    views.sort(key=lambda view: (not view.live, str(view.member("started_at") or ""), view.manager_id))
+    return views
+
+
+def _gone_from_this_host(manifest: dict[str, Any]) -> bool:
+    """True only when the manifest names this host and no process has its id (signal 0 sends nothing)."""
+    pid = manifest.get("pid")
+    if manifest.get("host") != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool):
+        return False
+    if pid <= 1:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatView:
+    """Another manager's heartbeat as read now."""
+
+    manager_id: str
+    updated_at: datetime | None
+    lease_seconds: float
+    host: str | None
+    readable: bool
+
+    def age(self, now: datetime) -> float | None:
+        return None if self.updated_at is None else (now - self.updated_at).total_seconds()
+
+
+def read_heartbeat(workspace: Workspace, manager_id: str) -> HeartbeatView:
+    """The heartbeat of ``manager_id``; an absent or unreadable one has no ``updated_at`` (infinitely old)."""
+    path = workspace.managers_dir / manager_id / "heartbeat.json"
+    try:
+        document = read_json_object(path, document="heartbeat.json", max_bytes=64 * 1024)
+        updated = datetime.fromisoformat(str(document["updated_at"]).replace("Z", "+00:00"))
+        return HeartbeatView(
+            manager_id,
+            updated,
+            float(document.get("lease_seconds", workspace.policy.lease_seconds)),
+            str(document.get("host")),
+            True,
+        )
+    except (InvalidDocumentError, KeyError, ValueError, TypeError):
+        return HeartbeatView(manager_id, None, workspace.policy.lease_seconds, None, False)
+
+
+def read_manifests(workspace: Workspace) -> list[dict[str, Any]]:
+    """Every readable manager manifest in the workspace (live or not)."""
+    manifests: list[dict[str, Any]] = []
+    try:
+        entries = sorted(os.listdir(workspace.managers_dir))
+    except FileNotFoundError:
+        return manifests
+    for name in entries:
+        try:
+            manifests.append(
+                read_json_object(workspace.managers_dir / name / "manager.json", document="manager.json")
+            )
+        except InvalidDocumentError:
+            continue
+    return manifests
+
+
+PROCESS_FILE = "process.json"
+
+
+PROCESS_FORMAT = "httk-workflow-process"
+
+
+_DEAD_STATES = frozenset({"Z", "X", "x"})
+
+
+class ProcessIdentity(TypedDict):
+    """What process.json records: enough to tell the same process from a recycled pid or another host."""
+
+    host: str
+    pid: int
+    pgid: int
+    start_ticks: int | None
+    boot_id: str | None
+    pid_namespace: str | None
+
+
+# -- process identity ------------------------------------------------------------------------------
+def identity_of(pid: int) -> ProcessIdentity:
+    """The identity of this host's process ``pid`` as process.json records it (it leads its own group)."""
+    stat = proc_stat(pid)
+    return ProcessIdentity(
+        host=socket.gethostname(),
+        pid=pid,
+        pgid=pid,  # a new session: the gate leads its own process group
+        start_ticks=None if stat is None else stat[2],
+        boot_id=_boot_id(),
+        pid_namespace=_pid_namespace(),
+    )
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, process group, start time in clock ticks) from ``/proc/<pid>/stat``; None when absent."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    try:
+        text = os.read(fd, 4096).decode("ascii", "replace")  # one read: the kernel renders it whole
+    except ProcessLookupError:
+        return None
+    finally:
+        os.close(fd)
+    # The command name (field 2) may hold spaces and parentheses: the fields resume after the last ")".
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[2]), int(fields[19])
+
+
+@functools.cache
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+@functools.cache
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def process_alive(identity: Mapping[str, Any]) -> bool | None:
+    """Whether a recorded process still runs: ``None`` when that cannot be proven here.
+
+    ``True``/``False`` only for an identity recorded on this host in this boot and pid namespace.
+    ``False`` when the pid is gone, is a zombie (it can no longer write), or belongs to a process that
+    started at another tick (a recycled pid). Another host, another boot id (a different machine with
+    the same host name cannot be told from a reboot) or a malformed identity give ``None``.
+    """
+    if identity.get("host") != socket.gethostname() or _boot_id() is None:
+        return None
+    if identity.get("boot_id") != _boot_id() or identity.get("pid_namespace") != _pid_namespace():
+        return None
+    pid, ticks = _as_int(identity.get("pid")), _as_int(identity.get("start_ticks"))
+    if pid is None or ticks is None or pid <= 0:
+        return None
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] not in _DEAD_STATES and stat[2] == ticks
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` on this host still has a member that is not a zombie.
+
+    Meaningful only for a group recorded on this host (check :func:`process_alive` first). A group whose
+    members are all unreaped zombies counts as gone: they can no longer write, and a container whose
+    init never reaps orphans would otherwise keep a cancellation waiting forever. Cost: one ``kill``;
+    when it finds the group, one read of ``/proc/<pid>/stat`` per process on the host.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # the group exists under another user
+    return _group_has_live_member(pgid)
+
+
+def _group_has_live_member(pgid: int) -> bool:
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return True  # no /proc: cannot look closer, so believe kill
+    for pid in pids:
+        stat = proc_stat(pid)
+        if stat is not None and stat[1] == pgid and stat[0] not in _DEAD_STATES:
+            return True
+    return False
+
+
+# -- process.json ----------------------------------------------------------------------------------
+def write_process_file(control_dir: Path, identity: ProcessIdentity, durable: bool) -> Path:
+    """Record the gated process in ``<control>/process.json``; synchronized before it returns if durable."""
+    path = control_dir / PROCESS_FILE
+    document = {"format": PROCESS_FORMAT, "format_version": 1, **identity}
+    _fsops.write_file_atomic(path, dump_pretty(document), durable=durable)
+    return path
+
+
+def read_process_file(control_dir: Path) -> dict[str, Any] | None:
+    """The recorded identity, or ``None`` when no process.json exists (the runner never executed).
+
+    A damaged file raises :class:`InvalidDocumentError`: it proves a process was recorded, so it must
+    never be mistaken for "no launched process".
+    """
+    try:
+        return read_json_object(control_dir / PROCESS_FILE, document=PROCESS_FILE)
+    except InvalidDocumentError as exc:
+        if isinstance(exc.__cause__, FileNotFoundError):
+            return None
+        raise
