@@ -34,9 +34,8 @@ from httk.workflow.engine.core._workspace import Workspace, attach, init
 from httk.workflow.engine.maintenance._fsck import fsck
 from httk.workflow.engine.maintenance._gc import collect
 from httk.workflow.engine.ops._inspect import list_jobs, status
-from httk.workflow.engine.ops._inspect_job import show_job
-from httk.workflow.engine.ops._inspect_log import job_history
 from httk.workflow.engine.ops._select import select_job
+from httk.workflow.engine.ops._show import job_history, show_job
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 GOAL_SECONDS = 2.0

@@ -33,8 +33,8 @@ from typing import Any
 from httk.workflow.engine.core._frames import state_frame
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.publish import _joins
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import JobKey, MarkerName

@@ -62,10 +62,9 @@ from httk.workflow.engine.core._segments import (
 )
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._launch import register
 from httk.workflow.engine.manager._manager import Manager, RunSummary
-from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.manager._state import ManagerConfig, ManagerState
 from httk.workflow.engine.publish._runners import publish_runner
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import RecordRef

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._workspace import MarkerLocation, attach, init
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._state import ManagerConfig
 
 from tests.runners import current_marker, job_key, publish_scripted_runner, scripted_job, submit
 

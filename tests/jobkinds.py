@@ -21,8 +21,7 @@ from httk.workflow.engine.core._frames import Counters, carried
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
 from httk.workflow.engine.manager import _launch
-from httk.workflow.engine.manager._config import ManagerConfig
-from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.manager._state import ManagerConfig, ManagerState
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.engine.requests._documents import request_document
 from httk.workflow.models import validator

@@ -20,9 +20,8 @@ from httk.workflow.engine.core._clock import ManualClock
 from httk.workflow.engine.core._jobs import LoadedJob, load_job
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._launch import claim_frame, register
-from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.manager._state import ManagerConfig, ManagerState
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.conftest import minimal_job

@@ -16,7 +16,7 @@ from typing import Any, cast
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
-from httk.workflow.engine.manager._record import ManagerIdentity, ManagerRecord
+from httk.workflow.engine.manager._manager import ManagerIdentity, ManagerRecord
 from httk.workflow.engine.manager._state import ManagerState
 from httk.workflow.engine.ops._why import WhyContext, diagnose
 from httk.workflow.engine.ops._why_report import Diagnosis, Finding

@@ -10,8 +10,8 @@ import pytest
 from httk.workflow.cli import _debug_cmd
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import attach, probe_marker
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._state import ManagerConfig
 
 from tests.cli.conftest import Invoke, MakePayload
 from tests.joinkit import manager_state, to_running

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import Invoke
-from tests.engine.test_fsck import flip_checksum
+from tests.engine.maintenance.test_fsck import flip_checksum
 from tests.inspectkit import Built, build, copy, set_format_member, snapshot
 from tests.runners import WAIT_SECONDS
 

@@ -263,7 +263,7 @@ HTTK = [sys.executable, "-c", "from httk.workflow.cli._app import main; main()"]
 MANAGER = """
 import sys
 from httk.workflow.engine.manager._manager import Manager
-from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._state import ManagerConfig
 Manager(sys.argv[1], ManagerConfig(lease_seconds=30.0)).run()
 """
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._run import run_manager
+from httk.workflow.engine.manager._state import ManagerConfig
 
 from tests.cli.conftest import Invoke
 from tests.runners import (

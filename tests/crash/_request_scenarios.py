@@ -24,11 +24,10 @@ from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, attach, init, probe_marker
 from httk.workflow.engine.manager import _launch
 from httk.workflow.engine.manager._cancel import on_cancelling
-from httk.workflow.engine.manager._config import ManagerConfig
-from httk.workflow.engine.manager._state import LiveAttempt, ManagerState
+from httk.workflow.engine.manager._request_apply import handle_requests
+from httk.workflow.engine.manager._state import LiveAttempt, ManagerConfig, ManagerState
 from httk.workflow.engine.publish._submit import Submitter
 from httk.workflow.engine.requests._documents import kept_members
-from httk.workflow.engine.requests._requests import handle_requests
 
 from tests.conftest import minimal_job
 from tests.jobkinds import chain, frame_of, job_in, new_state, write_raw, write_request

@@ -36,8 +36,8 @@ from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._liveness import group_alive
 from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
 from httk.workflow.engine.core._workspace import Workspace, attach, init
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager, RunSummary
+from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.publish._submit import Submitter
 from httk.workflow.protocol import MarkerName
 
@@ -112,7 +112,7 @@ esac
 _MANAGER_CODE = """
 import json, os, sys, time
 from httk.workflow.engine.manager._manager import Manager
-from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._state import ManagerConfig
 manager = Manager({root!r}, ManagerConfig(workers={workers}, lease_seconds={lease!r}))
 barrier = {barrier!r}
 if barrier is not None:

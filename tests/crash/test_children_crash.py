@@ -36,7 +36,7 @@ COMMIT = """
 import sys
 from httk.workflow.engine.manager import _recovery
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
-from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.manager._state import ManagerState
 from httk.workflow.engine.core._workspace import probe_marker
 from httk.workflow.engine.core._workspace import attach

@@ -33,7 +33,7 @@ import pytest
 from httk.workflow.engine.core._fsops import CRASH_EXIT_STATUS
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import attach
-from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._state import ManagerConfig
 
 from tests.crash._scenarios import (
     LEASE_SECONDS,

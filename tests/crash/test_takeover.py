@@ -24,8 +24,8 @@ import pytest
 from httk.workflow.engine.core._liveness import group_alive
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import attach
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._state import ManagerConfig
 
 from tests.crash._scenarios import (
     LEASE_SECONDS,

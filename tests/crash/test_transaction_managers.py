@@ -41,7 +41,7 @@ if __name__ == "__main__":
 MANAGER = """
 import sys, os, time
 from httk.workflow.engine.manager._manager import Manager
-from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager._state import ManagerConfig
 barrier = sys.argv[2] if len(sys.argv) > 2 else None
 if barrier:
     deadline = time.monotonic() + 30

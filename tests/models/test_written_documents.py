@@ -23,13 +23,13 @@ from httk.workflow.engine.core._clock import ManualClock
 from httk.workflow.engine.core._journal import scan_segment
 from httk.workflow.engine.core._workspace import Workspace, attach
 from httk.workflow.engine.maintenance._fsck import fsck
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager, RunSummary
+from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.ops._delete import delete_jobs, plan_delete
 from httk.workflow.engine.requests._requests import publish_request
 from httk.workflow.models._validation import build_registry, build_validator
 
-from tests.engine.test_fsck_repair import unrepairable_workspace
+from tests.engine.maintenance.test_fsck_repair import unrepairable_workspace
 from tests.runners import (
     WAIT_SECONDS,
     current_marker,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._workspace import Workspace, init
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.conftest import minimal_job

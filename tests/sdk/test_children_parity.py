@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.engine.publish._children import ParentIdentity
 from httk.workflow.engine.publish._joins import parse_join
+from httk.workflow.engine.publish._outcome import ParentIdentity
 from httk.workflow.protocol._job_rules import validate_job
 from httk.workflow.sdk import Attempt, OutcomeError
 

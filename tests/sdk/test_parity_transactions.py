@@ -27,14 +27,14 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
-from httk.workflow.engine.manager._config import ManagerConfig
 from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.publish._transaction_manifest import load_manifest
 from httk.workflow.protocol._digest import tree_digest
 from httk.workflow.sdk import Attempt, OutcomeAlreadyPublishedError, Transaction, TransactionError
 
-from tests.engine.test_transactions import write_tree
-from tests.engine.test_transactions_e2e import submit_transactional
+from tests.engine.publish.test_transactions import write_tree
+from tests.engine.publish.test_transactions_e2e import submit_transactional
 from tests.sdk.attempts import Layout
 from tests.sdk.test_children_parity import FIXED, REGISTER, python_attempt, run_bash
 from tests.sdk.test_children_parity import layout as parent_layout

@@ -159,7 +159,7 @@ def _delete_selected(workspace: "Workspace", selectors: list[str], *, yes: bool,
     """Plan every selected job, confirm, delete; how many could not be deleted."""
     from httk.workflow.engine.ops._delete import DeleteError, delete_jobs, linger_seconds, plan_delete
 
-    from ._request_cmd import _login_name
+    from ._request_cmd import login_name
 
     markers = _selected(workspace, selectors)
     plans: list[DeletePlan] = []
@@ -182,7 +182,7 @@ def _delete_selected(workspace: "Workspace", selectors: list[str], *, yes: bool,
             "s later, so that a manager that listed them as ready finds them cancelled"
         )
     failed = 0
-    for result in delete_jobs(workspace, plans, operator=_login_name()):
+    for result in delete_jobs(workspace, plans, operator=login_name()):
         marker = result.plan.marker
         if result.error is None:
             typer.echo(f"deleted {marker.job_key} ({marker.kind.value} at {marker.placement})")

@@ -23,7 +23,7 @@ from ._options import JsonOpt, UsageError, WorkspaceArg, WorkspaceOpt, bind
 from ._render import print_json, print_table
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.maintenance._fsck import FsckReport
+    from httk.workflow.engine.maintenance._fsck_check import FsckReport
 
 RepairOpt = Annotated[
     bool, typer.Option("--repair", help="Re-point damaged markers at the last good frame of their job.")

@@ -194,7 +194,7 @@ def show(
 ) -> None:
     """Show one job: its state, step, counters against budgets, owner or failure, and paths."""
     root, selector = bind([workspace, job], [("WORKSPACE", workspace_option), ("JOB", None)])
-    from httk.workflow.engine.ops._inspect_job import show_job
+    from httk.workflow.engine.ops._show import show_job
 
     from . import _inspect_render as render
 
@@ -223,7 +223,7 @@ def log(
         raise UsageError("--output and --follow cannot be combined")
     if follow_timeout is not None and not follow:
         raise UsageError("--follow-timeout needs --follow")
-    from httk.workflow.engine.ops._inspect_log import job_history
+    from httk.workflow.engine.ops._show import job_history
 
     from . import _inspect_render as render
 
@@ -252,7 +252,7 @@ def _follow(
     timeout: float | None,
     as_json: bool,
 ) -> None:
-    from httk.workflow.engine.ops._inspect_log import follow_history
+    from httk.workflow.engine.ops._show import follow_history
 
     from . import _inspect_render as render
 
@@ -269,7 +269,7 @@ def _follow(
 
 
 def _print_output(workspace: "Workspace", marker: "MarkerLocation", *, as_json: bool) -> None:
-    from httk.workflow.engine.ops._inspect_job import job_output
+    from httk.workflow.engine.ops._show import job_output
 
     from . import _inspect_render as render
 

@@ -15,7 +15,7 @@ from ._render import print_table
 
 if TYPE_CHECKING:
     from httk.workflow.engine.ops._inspect import StatusReport
-    from httk.workflow.engine.ops._inspect_job import RetainedAttempt
+    from httk.workflow.engine.ops._show import RetainedAttempt
 
 MANAGER_HEADERS = (
     "manager",

@@ -164,8 +164,8 @@ def run(
 ) -> None:
     """Run a task manager on a workspace until it is idle (or forever with --idle)."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    from httk.workflow.engine.manager._config import ManagerConfig
     from httk.workflow.engine.manager._run import run_manager
+    from httk.workflow.engine.manager._state import ManagerConfig
 
     options = ManagerConfig(
         workers=workers,

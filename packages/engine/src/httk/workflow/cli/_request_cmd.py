@@ -87,7 +87,7 @@ def request(
         marker.placement,
         marker.job_key,
         action,
-        operator=operator or _login_name(),
+        operator=operator or login_name(),
         reason=reason,
         priority=priority,
         step=step,
@@ -133,7 +133,8 @@ def check_options(action: str, *, priority: int | None, step: str | None, force:
         validate_step(step)
 
 
-def _login_name() -> str:
+def login_name() -> str:
+    """The operator a request or a delete names when ``--operator`` is not given: this account's login."""
     import getpass
 
     try:

@@ -203,7 +203,7 @@ def validate_job(doc: dict[str, Any], *, path: Path | str | None = None) -> dict
     if "retry_policy" in doc:
         _check_retry_policy(doc["retry_policy"], path)
     if "resources" in doc:
-        _check_resources(doc["resources"], path)
+        check_resources(doc["resources"], path)
     parent = doc.get("parent")
     if parent is not None:
         _check_parent(parent, doc["id"], path)
@@ -361,7 +361,8 @@ def _check_retry_policy(policy: object, path: Path | str | None) -> None:
                 _fail(f"retry_policy.retry_on[{index}]", f"failure code {problem}", path)
 
 
-def _check_resources(resources: object, path: Path | str | None) -> None:
+def check_resources(resources: object, path: Path | str | None) -> None:
+    """Refuse a ``resources`` object that is not resource labels mapped to non-negative integers."""
     if not isinstance(resources, dict):
         _fail("resources", "must be a JSON object of non-negative integers", path)
     for label, amount in resources.items():

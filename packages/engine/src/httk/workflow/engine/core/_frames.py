@@ -167,12 +167,13 @@ def previous_link(frame: Mapping[str, Any]) -> tuple[object, range]:
     previous, generation = frame.get("previous_record_ref"), frame.get("state_generation")
     if not _is_generation(generation):
         return previous, range(0)
-    if _repaired_from(frame, previous):
+    if repaired_from(frame, previous):
         return previous, range(1, generation - 1)
     return previous, range(max(generation - 1, 1), generation)
 
 
-def _repaired_from(frame: Mapping[str, Any], previous: object) -> bool:
+def repaired_from(frame: Mapping[str, Any], previous: object) -> bool:
+    """Whether ``frame`` is an ``fsck_repair`` frame whose record names ``previous`` as what it recovered."""
     record = frame.get("fsck_repair")
     return (
         frame.get("reason") == REPAIR_REASON

@@ -73,7 +73,7 @@ _NONTERMINAL = [kind for kind in CORE_KINDS if kind not in TERMINAL_KINDS]
 # plus the two rows recovery needs (takeover of claimed/running to a new claim), fsck repair, which
 # keeps the kind, and waiting -> waiting by join_observation: DECISIONS D7 persists the instant a join
 # first found a child unresolvable (and clears it once every child resolves) in the waiting frame, so a
-# restarted manager keeps the join grace instead of restarting it. tests/engine/test_states.py compares
+# restarted manager keeps the join grace instead of restarting it. tests/engine/core/test_states.py compares
 # it row by row.
 TRANSITIONS: frozenset[tuple[Kind, Kind, Trigger]] = frozenset(
     {

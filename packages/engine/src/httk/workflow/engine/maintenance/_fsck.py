@@ -1,200 +1,332 @@
-"""``workspace fsck``: every marker of every state kind checked against the frame it names. Read-only.
+"""``workspace fsck --repair``: re-point a damaged marker at the last good frame of its job, or set it aside.
 
-What it guarantees. :func:`check` opens nothing for writing, creates no journal writer and works on a
-workspace attached read-only. It walks every state kind (``_scan.walk_markers``, exhaustive, no budget)
-and checks each marker that stays put during the walk exactly once:
+What it guarantees.
 
-* its record reference resolves — within the visibility deadline — to a frame whose checksum verifies
-  (the reader's problem codes: missing_segment, short_read, checksum_mismatch, length_mismatch,
-  trailer_mismatch, reference_mismatch, invalid_header, undecodable_frame, invalid_record_ref);
-* that frame is a state frame whose workspace_id, job_id, job_key, placement, kind and state_generation
-  agree with the marker's path and name (identity_mismatch); a ``g0.init`` reference resolves to nothing
-  by definition and is accepted only in ``submitted`` (elsewhere it is an identity_mismatch);
-* a marker of a kind that has live work attached (claimed, running, committing, cancelling, waiting,
-  paused) has its payload directory (payload_missing). A submitted, ready or terminal marker without a
-  payload is what ``workspace gc`` collects, not damage;
-* no job has two markers (duplicate_marker, one problem naming them all). A job seen twice during the
-  walk is probed again at its placement afterwards, the way a manager probes, because a job that moved
-  from a kind not yet walked into one walked later is seen twice without being damaged. Which marker is
-  true cannot be told from the names, so a duplicate is reported and never repaired;
-* ``state/`` holds only the state kinds (unknown_state_kind for anything else, never entered).
+* History is added, never rewritten. A repair adopts the newest readable state frame of the same job
+  (workspace, job, key and placement agreeing) whose generation is *strictly* older than the marker's,
+  appends one state frame with reason ``fsck_repair`` chained to it (``previous_record_ref``) that carries
+  its members forward and records ``fsck_repair.recovered_record_ref``, and renames the marker onto it at
+  the next generation by the one verified transition (:func:`~._transition.move_marker`, the
+  kind-keeping ``fsck_repair`` row of the table). The marker keeps its kind, placement and priority.
+  A frame at or beyond the marker's generation is never adopted: it is the damaged frame itself or a
+  transition no rename ever committed.
+* Nothing a live manager owns is touched: a claimed, running, committing or cancelling marker whose
+  owning manager still heartbeats within its lease is reported (``live_owner``) and left as it is. The
+  owners are the managers its readable frames name (from the adopted generation on) and the writer of
+  the reference the marker names, which is the manager that moved it there even when that frame is gone.
+* A marker with no readable older frame, or a marker-shaped file whose name identifies no job, is
+  ``unrepairable``; with ``quarantine_unrepairable`` it is moved into ``.httk-workflow/quarantine/``
+  beside an audit record naming its original path and why. ``payload_missing`` is never acted on, and
+  neither is a frame problem of a marker whose payload is missing.
+* Crash safety: every mutation is one of the seam's (journal append, marker rename, record write,
+  quarantine rename). A repair interrupted before its rename leaves the damaged marker and an orphan
+  frame at the marker's next generation, which the strictly-older rule can never adopt, so running the
+  repair again converges on the same result; interrupted after it, the marker is already repaired.
 
-Entries of the state tree that are not markers are reported with the walker's reason
-(unparseable_name, no_placement, symlink, ...), except a marker-shaped name whose only defect is its
-reference, which is an invalid_record_ref of an identifiable job, so that repair can still restore it.
+Why a forward journal scan. The backward link of the job is in exactly the frame that cannot be read, so
+the chain cannot be followed; ``spec/01`` allows this one forward read, bounded as above.
 
-Why late frames are waited out together. A frame read that finds the segment absent or short is retried
-until the workspace's visibility deadline (``spec/01``: never declare a merely slow network filesystem
-damaged). Waiting per marker would cost one deadline per late frame; instead every late frame is set
-aside during the walk and retried together afterwards on one backoff schedule, so the whole check waits
-at most one deadline however many frames are late.
-
-Cost: one walk of every state directory (O(jobs), listed in DESIGN's complexity budget), one frame read
-per marker (an open, two ``pread`` calls, a SHA-256 and a JSON parse), one ``lstat`` per payload of a
-kind that needs one, and one integer per job held in memory to notice a second marker (about 70 bytes a
-job: 70 MB at a million jobs).
+Cost: one forward scan of every journal segment (every frame read and decoded), once per repair however
+many markers are damaged, and one listing of ``managers/``. Nothing is scanned when nothing is damaged.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-import stat
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._clock import backoff_schedule
-from httk.workflow.engine.core._frames import FRAME_FORMAT
-from httk.workflow.engine.core._scan import Anomaly, AnomalyReason, walk_markers
-from httk.workflow.engine.core._segments import JournalReader
-from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, duplicate_markers
-from httk.workflow.protocol import (
-    InvalidNameError,
-    JobKey,
-    JournalDamageError,
-    JournalError,
-    MarkerName,
-    RecordRef,
-    decode_base36,
-)
+from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._frames import FRAME_FORMAT, REPAIR_REASON
+from httk.workflow.engine.core._journal import scan_segment
+from httk.workflow.engine.core._liveness import ManagerView, list_managers
+from httk.workflow.engine.core._segments import SEGMENT_SUFFIX
+from httk.workflow.engine.core._states import OWNED_KINDS, Trigger
+from httk.workflow.engine.core._transition import move_marker
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
+from httk.workflow.engine.requests._documents import kept_members
+from httk.workflow.engine.requests._requests import QUARANTINE_FORMAT
+from httk.workflow.protocol import JournalError, MarkerName, RecordRef, WorkspaceUnavailableError
+from httk.workflow.protocol._jsonio import dump_pretty
 
-LATE_CODES = frozenset({"missing_segment", "short_read"})
-"""Reader codes that may only mean "not visible yet": retried until the visibility deadline."""
+from ._fsck_check import FRAME_CODES, MARKER_SHAPED, FsckReport, MarkerSubject, Problem, check, printable
+from ._gc import always_safe_census
 
-FRAME_CODES = JournalDamageError.CODES | {"identity_mismatch", "io_error"}
-"""Problems of a marker whose job is known: what ``--repair`` re-points at an older frame."""
+NOT_CARRIED = frozenset({"fsck_repair", "operator_key"})
+"""Members of the adopted frame a repair does not copy (besides what ``kept_members`` drops): they record
+an earlier repair or who asked for an earlier transition, not the job's state."""
 
-PAYLOAD_KINDS = frozenset(
-    {Kind.CLAIMED, Kind.RUNNING, Kind.COMMITTING, Kind.CANCELLING, Kind.WAITING, Kind.PAUSED}
-)
-"""Kinds whose marker without a payload is payload_missing (never repaired, never quarantined)."""
-
-MARKER_SHAPED = frozenset({AnomalyReason.UNPARSEABLE_NAME, AnomalyReason.NO_PLACEMENT})
-"""Anomalies that are regular files where markers live: the ones ``--quarantine-unrepairable`` moves."""
+Adopted = tuple[RecordRef, dict[str, Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class MarkerSubject:
-    """A marker as fsck identifies it: its real path and what its name says, reference text included.
+def repair_problems(workspace: Workspace, report: FsckReport, *, quarantine_unrepairable: bool) -> None:
+    """Act on every problem of ``report`` (a fresh check of ``workspace``) and record what was done."""
+    workspace.require_writable()
+    report.repair = True
+    wanted = {p.subject.job_id for p in report.problems if p.subject is not None and p.code in FRAME_CODES}
+    repairer = _Repairer(workspace, job_frames(workspace, wanted), quarantine_unrepairable)
+    repairer.payload_missing = {p.location for p in report.problems if p.code == "payload_missing"}
+    repairer.duplicated = {
+        p.subject.job_id for p in report.problems if p.code == "duplicate_marker" and p.subject is not None
+    }
+    for problem in report.problems:
+        repairer.settle(problem)
 
-    Unlike :class:`MarkerLocation` it also describes a marker whose reference does not parse, which is
-    still a known job at a known generation.
-    """
 
-    path: Path
-    kind: Kind
-    placement: str
-    key: JobKey
-    priority: int
-    generation: int
-    ref_text: str
-
-    @classmethod
-    def of(cls, workspace: Workspace, marker: MarkerLocation) -> MarkerSubject:
-        name, where = marker.name, (marker.path(workspace), marker.kind, marker.placement)
-        return cls(*where, name.key, name.priority, name.generation, name.ref_text)
-
-    @property
-    def job_id(self) -> str:
-        return self.key.job_id
-
-    @property
-    def writer(self) -> str | None:
-        """The writer UUID the reference names, when it parses."""
+# -- the journal, read forwards ----------------------------------------------------------------------
+def job_frames(workspace: Workspace, job_ids: set[str]) -> dict[str, list[Adopted]]:
+    """Every readable state frame naming one of ``job_ids``, by job id (empty when none is wanted)."""
+    found: dict[str, list[Adopted]] = {job_id: [] for job_id in job_ids}
+    if not found:
+        return found
+    for segment in _segments(workspace.journal_dir):
         try:
-            return RecordRef.parse(self.ref_text).writer
-        except InvalidNameError:
+            for scanned in scan_segment(segment):
+                record, ref = scanned.record, scanned.ref
+                if record is None or ref is None or record.get("format") != FRAME_FORMAT:
+                    continue
+                job_id = record.get("job_id")
+                if isinstance(job_id, str) and job_id in found:
+                    found[job_id].append((ref, record))
+        except JournalError:
+            continue  # an unreadable segment or header: nothing more in it can be adopted
+    return found
+
+
+def _segments(journal_dir: Path) -> Iterator[Path]:
+    for writer in _sorted_entries(journal_dir):
+        if writer.is_dir(follow_symlinks=False):
+            for segment in _sorted_entries(Path(writer.path)):
+                if segment.name.endswith(SEGMENT_SUFFIX) and segment.is_file(follow_symlinks=False):
+                    yield Path(segment.path)
+
+
+def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as listing:
+            return sorted(listing, key=lambda entry: entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def same_job(workspace: Workspace, subject: MarkerSubject, frame: Mapping[str, Any]) -> bool:
+    """Whether ``frame`` is a frame of the marker's job in this workspace (any kind, any generation)."""
+    generation = frame.get("state_generation")
+    return (
+        frame.get("workspace_id") == workspace.workspace_id
+        and frame.get("job_key") == str(subject.key)
+        and frame.get("placement") == subject.placement
+        and isinstance(generation, int)
+        and not isinstance(generation, bool)
+    )
+
+
+def adopt(frames: list[Adopted], generation: int) -> Adopted | None:
+    """The newest frame strictly older than ``generation``; ties go to a frame a later one chains to.
+
+    Several frames share a generation only when transitions raced and all but one lost; the winner is the
+    one some readable frame names as its predecessor, when that frame survived.
+    """
+    chained = {frame.get("previous_record_ref") for _ref, frame in frames}
+    older = [(ref, frame) for ref, frame in frames if frame["state_generation"] < generation]
+    if not older:
+        return None
+    return max(
+        older,
+        key=lambda item: (
+            item[1]["state_generation"],
+            str(item[0]) in chained,
+            str(item[1].get("created_at")),
+            str(item[0]),
+        ),
+    )
+
+
+# -- who owns a marker -------------------------------------------------------------------------------
+class _Managers:
+    """The registered managers by id and by writer id, read once per repair."""
+
+    def __init__(self, views: list[ManagerView]) -> None:
+        self.by_id = {view.manager_id: view for view in views}
+        self.by_writer = {str(view.member("writer_id")): view for view in views if view.member("writer_id")}
+
+    def live_owner(
+        self, subject: MarkerSubject, frames: list[Adopted], adopted: Adopted | None
+    ) -> ManagerView | None:
+        """A live manager that owns the marker's next transition, or ``None``."""
+        if subject.kind not in OWNED_KINDS:
             return None
+        floor = -1 if adopted is None else adopted[1]["state_generation"]
+        views = [self.by_writer.get(subject.writer or ""), self.by_id.get(subject.writer or "")]
+        for _ref, frame in frames:
+            if frame["state_generation"] >= floor and frame.get("kind") in OWNED_KINDS:
+                views.extend(self.by_id.get(name) for name in _owners(frame))
+        return next((view for view in views if view is not None and view.live), None)
 
 
-@dataclass
-class Problem:
-    """One finding: a stable ``code``, where it is, and what fsck did about it (``action``).
+def _owners(frame: Mapping[str, Any]) -> Iterator[str]:
+    cancellation = frame.get("cancellation")
+    names = [frame.get("manager_id")]
+    if isinstance(cancellation, Mapping):
+        names += [cancellation.get("fenced_by"), cancellation.get("previous_manager_id")]
+    yield from (name for name in names if isinstance(name, str))
 
-    ``action`` is ``reported`` by a check; a repair sets ``repaired``, ``quarantined``, ``unrepairable``
-    (no readable older frame), ``live_owner`` (its manager heartbeats), ``moved`` (another actor moved the
-    marker meanwhile) or ``left`` (never repaired: see ``note``).
+
+# -- acting on one problem ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _RepairSource(MarkerLocation):
+    """The damaged marker as :func:`move_marker` sees it: its real path, and the name a healthy marker of
+    this generation would carry — one naming the adopted frame, so that the repair frame's
+    ``previous_record_ref`` and the successor name are derived from it. Its real name may not even parse.
     """
 
-    code: str
-    path: str  # relative to the workspace root, printable (an undecodable byte is shown escaped)
-    detail: str
-    location: Path = field(repr=False)  # the entry itself
-    subject: MarkerSubject | None = field(default=None, repr=False)
-    action: str = "reported"
-    note: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    source: Path = Path()
 
-    def as_dict(self) -> dict[str, Any]:
-        subject = self.subject
-        return {
-            "code": self.code,
-            "path": self.path,
-            "kind": None if subject is None else subject.kind.value,
-            "placement": None if subject is None else subject.placement,
-            "job_key": None if subject is None else str(subject.key),
-            "generation": None if subject is None else subject.generation,
-            "record_ref": None if subject is None else subject.ref_text,
-            "detail": self.detail,
-            "action": self.action,
-            "note": self.note,
-            **self.details,
+    def path(self, workspace: Workspace) -> Path:
+        del workspace
+        return self.source
+
+
+class _Repairer:
+    def __init__(self, workspace: Workspace, frames: dict[str, list[Adopted]], quarantine: bool) -> None:
+        self.workspace = workspace
+        self.frames = frames
+        self.quarantine = quarantine
+        self.managers = _Managers(list_managers(workspace))
+        self.payload_missing: set[Path] = set()
+        self.duplicated: set[str] = set()  # jobs with two markers: none of their markers is touched
+
+    def settle(self, problem: Problem) -> None:
+        subject = problem.subject
+        if problem.code == "payload_missing":
+            _leave(problem, "never repaired: restore the payload directory, or delete the job")
+        elif problem.code == "duplicate_marker":
+            _leave(
+                problem, "never repaired: `job log` on each shows its history; remove the stale one by hand"
+            )
+        elif subject is None:
+            if problem.code in MARKER_SHAPED:
+                self._unrepairable(problem, "its name identifies no job")
+            else:
+                _leave(problem, "not a marker: look at it by hand")
+        elif problem.code == "io_error":
+            _leave(problem, "the segment could not be read; run fsck again")
+        elif problem.location in self.payload_missing:
+            _leave(problem, "its payload is missing, so it is not repaired")
+        elif subject.job_id in self.duplicated:
+            _leave(problem, "its job has two markers, so none of them is repaired")
+        else:
+            self._repair(problem, subject)
+
+    def _repair(self, problem: Problem, subject: MarkerSubject) -> None:
+        frames = [f for f in self.frames.get(subject.job_id, []) if same_job(self.workspace, subject, f[1])]
+        adopted = adopt(frames, subject.generation)
+        owner = self.managers.live_owner(subject, frames, adopted)
+        if owner is not None:
+            problem.action = "live_owner"
+            problem.note = f"manager {owner.manager_id} still heartbeats within its lease and owns it"
+            problem.details["owner"] = owner.manager_id
+        elif adopted is None:
+            self._unrepairable(problem, "no readable frame of this job is older than the marker")
+        else:
+            self._re_point(problem, subject, adopted)
+
+    def _re_point(self, problem: Problem, subject: MarkerSubject, adopted: Adopted) -> None:
+        ref, frame = adopted
+        members = {key: value for key, value in kept_members(frame).items() if key not in NOT_CARRIED}
+        if subject.kind in OWNED_KINDS and frame.get("kind") not in OWNED_KINDS:
+            # The adopted frame's manager only moved the job (say, registered it); it never owned this
+            # kind. Carrying its id would make it look like the owner, and recovery would wait on it for
+            # as long as it lives; without one, recovery treats the marker as abandoned, which it is.
+            members.pop("manager_id", None)
+        members["reason"] = REPAIR_REASON
+        members["fsck_repair"] = {
+            "recovered_record_ref": str(ref),
+            "damaged_record_ref": subject.ref_text,
+            "problem": problem.code,
         }
+        name = MarkerName(subject.key, subject.priority, subject.generation, ref)
+        source = _RepairSource(subject.kind, subject.placement, name, subject.path)
+        problem.details["recovered_record_ref"] = str(ref)
+        try:
+            result = move_marker(self.workspace, source, subject.kind, Trigger.FSCK_REPAIR, members)
+        except WorkspaceUnavailableError as exc:
+            problem.action, problem.note = "moved", f"the marker vanished meanwhile: {exc}"
+            return
+        if not result.won or result.current is None:
+            problem.action, problem.note = "moved", "another actor moved the marker meanwhile; run fsck again"
+            return
+        problem.action = "repaired"
+        problem.note = f"re-pointed at the frame of generation {frame['state_generation']}"
+        problem.details["repaired_marker"] = _relative(self.workspace, result.current.path(self.workspace))
+
+    def _unrepairable(self, problem: Problem, why: str) -> None:
+        if not self.quarantine:
+            problem.action, problem.note = "unrepairable", f"{why}; --quarantine-unrepairable sets it aside"
+            return
+        entry = quarantine_entry(self.workspace, problem, why)
+        if entry is None:
+            problem.action, problem.note = "moved", "the entry vanished meanwhile; run fsck again"
+            return
+        problem.action, problem.note = "quarantined", why
+        problem.details["quarantine_entry"] = _relative(self.workspace, self.workspace.quarantine_dir / entry)
 
 
-@dataclass
-class FsckReport:
-    """Everything one fsck found and did; ``clean`` is what the exit status reports."""
+def _leave(problem: Problem, note: str) -> None:
+    problem.action, problem.note = "left", note
 
-    root: str
-    workspace_id: str
-    markers: dict[str, int] = field(default_factory=dict)  # markers checked per state kind
-    problems: list[Problem] = field(default_factory=list)
-    repair: bool = False
-    leftovers: dict[str, int] | None = None  # gc's dry-run census of always-safe leftovers
 
-    @property
-    def left(self) -> list[Problem]:
-        """The problems still waiting for an operator: everything not repaired."""
-        return [problem for problem in self.problems if problem.action != "repaired"]
+def _relative(workspace: Workspace, path: Path) -> str:
+    return printable(Path(os.path.relpath(path, workspace.root)).as_posix())
 
-    @property
-    def clean(self) -> bool:
-        return not self.left
 
-    def counts(self) -> dict[str, int]:
-        """Problems per action."""
-        counts: dict[str, int] = {}
-        for problem in self.problems:
-            counts[problem.action] = counts.get(problem.action, 0) + 1
-        return counts
+def quarantine_entry(workspace: Workspace, problem: Problem, why: str) -> str | None:
+    """Move the problem's entry into ``quarantine/`` beside an audit record; the entry name, or ``None``.
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "workspace": self.root,
-            "workspace_id": self.workspace_id,
-            "repair": self.repair,
-            "markers_checked": sum(self.markers.values()),
-            "markers": dict(self.markers),
-            "problems": [problem.as_dict() for problem in self.problems],
-            "actions": self.counts(),
-            "left": len(self.left),
-            "clean": self.clean,
-            "leftovers": self.leftovers,
-        }
+    The entry's name is derived from the file (path, inode, size), never from what its name claims, so it
+    cannot traverse or collide, and a crash between the record and the move repeats the same names.
+    """
+    durable = workspace.durable
+    try:
+        info = os.lstat(problem.location)
+    except FileNotFoundError:
+        return None
+    seed = f"{problem.path}\0{info.st_ino}\0{info.st_size}".encode()
+    entry = f"marker-{hashlib.sha256(seed).hexdigest()[:32]}"
+    subject = problem.subject
+    record = {
+        "format": QUARANTINE_FORMAT,
+        "format_version": 1,
+        "entry": entry,
+        "original_path": problem.path,
+        "reason": f"{problem.code}: {problem.detail}; {why}",
+        "problem": problem.code,
+        "job_key": None if subject is None else str(subject.key),
+        "quarantined_by": "workspace fsck",
+        "quarantined_at": utc_timestamp(workspace.clock.now()),
+    }
+    directory = workspace.quarantine_dir
+    _fsops.make_dirs(directory, durable=durable)
+    _fsops.write_file_atomic(directory / f"{entry}.quarantine", dump_pretty(record), durable=durable)
+    try:
+        _fsops.rename(problem.location, directory / entry, durable=durable)
+    except FileNotFoundError:
+        return None
+    return entry
 
 
 def fsck(workspace: Workspace, *, repair: bool = False, quarantine_unrepairable: bool = False) -> FsckReport:
-    """Check the workspace, repair what ``repair`` may (``_fsck_repair``), and count always-safe leftovers.
+    """Check the workspace (:mod:`._fsck_check`), repair what ``repair`` may, and count always-safe
+    leftovers.
 
     Without ``repair`` nothing is written; with it the workspace must be attached writable.
     """
     report = check(workspace)
     if repair:
-        from ._fsck_repair import repair_problems
-
         repair_problems(workspace, report, quarantine_unrepairable=quarantine_unrepairable)
     report.leftovers = leftover_census(workspace)
     return report
@@ -203,205 +335,4 @@ def fsck(workspace: Workspace, *, repair: bool = False, quarantine_unrepairable:
 def leftover_census(workspace: Workspace) -> dict[str, int]:
     """gc's dry-run count of always-safe leftovers (``total``, ``removed_jobs``, ``tmp_entries``,
     ``retired_requests``, ``placement_directories``), reported for information only; writes nothing."""
-    from ._gc import always_safe_census
-
     return always_safe_census(workspace)
-
-
-def check(workspace: Workspace) -> FsckReport:
-    """Check every marker of every state kind (see the module docstring); writes nothing."""
-    checker = _Checker(workspace)
-    checker.unknown_kinds()
-    for kind in Kind:
-        checker.report.markers[kind.value] = 0
-        for item in walk_markers(workspace, kind):
-            if isinstance(item, Anomaly):
-                checker.anomaly(kind, item)
-            else:
-                checker.marker(item)
-    checker.settle_late()
-    checker.settle_duplicates()
-    return checker.report
-
-
-def printable(text: str) -> str:
-    """``text`` with any byte that is not UTF-8 (kept by ``surrogateescape``) shown as an escape."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def identity_problem(workspace_id: str, marker: MarkerLocation, frame: Mapping[str, Any]) -> str | None:
-    """Why ``frame`` is not the frame ``marker`` names, or ``None`` when every identity member agrees."""
-    name = marker.name
-    expected = (
-        ("format", FRAME_FORMAT),
-        ("workspace_id", workspace_id),
-        ("job_id", name.key.job_id),
-        ("job_key", marker.job_key),
-        ("placement", marker.placement),
-        ("kind", marker.kind.value),
-        ("state_generation", name.generation),
-    )
-    for member, value in expected:
-        found = frame.get(member)
-        if found != value or isinstance(found, bool):
-            return f"the frame's {member} is {found!r}, the marker says {value!r}"
-    return None
-
-
-class _Checker:
-    """One check's walk: the report so far and the frame reads still waiting to become visible.
-
-    A healthy marker costs its frame read and nothing else: paths and the problem's subject are built
-    only for a marker that has a problem.
-    """
-
-    def __init__(self, workspace: Workspace) -> None:
-        self.workspace = workspace
-        self.root = str(workspace.root)
-        # One attempt per read: waiting is done for all late frames together (see the module docstring).
-        self.reader = JournalReader(workspace.journal_dir, visibility_deadline=0.0, clock=workspace.clock)
-        self.report = FsckReport(self.root, workspace.workspace_id)
-        self.late: list[tuple[MarkerLocation, RecordRef]] = []
-        self.seen: set[int] = set()  # the job ids met so far, as integers (the smallest thing to hold)
-        self.seen_twice: dict[int, MarkerLocation] = {}
-
-    def add(self, code: str, subject: MarkerSubject | None, detail: str, path: Path) -> None:
-        relative = printable(Path(os.path.relpath(path, self.root)).as_posix())
-        self.report.problems.append(Problem(code, relative, detail, path, subject))
-
-    def add_marker(self, code: str, marker: MarkerLocation, detail: str) -> None:
-        subject = MarkerSubject.of(self.workspace, marker)
-        self.add(code, subject, detail, subject.path)
-
-    def marker(self, marker: MarkerLocation) -> None:
-        self.report.markers[marker.kind.value] += 1
-        job = int(marker.job_id.replace("-", ""), 16)
-        if job in self.seen:
-            self.seen_twice.setdefault(job, marker)
-        else:
-            self.seen.add(job)
-        if marker.kind in PAYLOAD_KINDS:
-            self._check_payload(marker)
-        ref = marker.name.ref
-        if ref is not None:
-            self._verify(marker, ref, late_ok=True)
-        elif marker.kind is not Kind.SUBMITTED:
-            detail = "a generation 0 'init' marker names no frame and belongs only in submitted"
-            self.add_marker("identity_mismatch", marker, detail)
-
-    def unknown_kinds(self) -> None:
-        """Report what ``state/`` holds besides the state kinds (walks never enter it)."""
-        kinds = {kind.value for kind in Kind}
-        state = self.workspace.control / "state"
-        try:
-            names = sorted(os.listdir(state))
-        except OSError:
-            return  # no state tree: every walk below finds nothing, which is what it is
-        for name in names:
-            if name not in kinds:
-                detail = (
-                    f"state/ holds only the state kinds ({', '.join(sorted(kinds))}); nothing reads {name!r}"
-                )
-                self.add("unknown_state_kind", None, detail, state / name)
-
-    def settle_duplicates(self) -> None:
-        """Report each job whose second marker survives a fresh probe of its placement."""
-        for marker in self.seen_twice.values():
-            found = duplicate_markers(self.workspace, marker.placement, marker.job_key)
-            if not found:
-                continue  # it moved between kinds during the walk: one marker now
-            paths = [
-                printable(Path(os.path.relpath(m.path(self.workspace), self.root)).as_posix()) for m in found
-            ]
-            detail = (
-                f"the job has {len(found)} markers; exactly one is current and the names cannot tell which"
-            )
-            subject = MarkerSubject.of(self.workspace, found[0])
-            self.add("duplicate_marker", subject, detail, subject.path)
-            self.report.problems[-1].details["markers"] = paths
-
-    def anomaly(self, kind: Kind, anomaly: Anomaly) -> None:
-        if anomaly.reason is AnomalyReason.UNPARSEABLE_NAME:
-            subject, rule = _subject_with_bad_ref(self.workspace, kind, anomaly.path)
-            if subject is not None:
-                self.report.markers[kind.value] += 1
-                self.add("invalid_record_ref", subject, rule, anomaly.path)
-                return
-        self.add(anomaly.reason.value, None, _ANOMALY_DETAILS[anomaly.reason], anomaly.path)
-
-    def _check_payload(self, marker: MarkerLocation) -> None:
-        payload = os.path.join(self.root, marker.placement, marker.job_key)
-        try:
-            info = os.lstat(payload)
-        except FileNotFoundError:
-            self.add_marker("payload_missing", marker, f"no payload directory at {payload}")
-            return
-        if not stat.S_ISDIR(info.st_mode):
-            self.add_marker("payload_missing", marker, f"{payload} is not a directory (a symlink or a file)")
-
-    def _verify(self, marker: MarkerLocation, ref: RecordRef, *, late_ok: bool) -> None:
-        try:
-            frame = self.reader.read(ref)
-        except JournalDamageError as exc:
-            if late_ok and exc.code in LATE_CODES:
-                self.late.append((marker, ref))
-            else:
-                self.add_marker(exc.code, marker, exc.detail)
-            return
-        except JournalError as exc:
-            self.add_marker("io_error", marker, str(exc))
-            return
-        mismatch = identity_problem(self.report.workspace_id, marker, frame)
-        if mismatch is not None:
-            self.add_marker("identity_mismatch", marker, mismatch)
-
-    def settle_late(self) -> None:
-        """Retry every late frame on one backoff schedule; report what is still absent at the deadline."""
-        for delay in backoff_schedule(self.workspace.policy.visibility_deadline_seconds):
-            if not self.late:
-                return
-            self.workspace.clock.sleep(delay)
-            self._recheck(late_ok=True)
-        self._recheck(late_ok=False)
-
-    def _recheck(self, *, late_ok: bool) -> None:
-        pending, self.late = self.late, []
-        for marker, ref in pending:
-            self._verify(marker, ref, late_ok=late_ok)
-
-
-_ANOMALY_DETAILS = {
-    AnomalyReason.UNPARSEABLE_NAME: "a file where markers live whose name is not a marker name",
-    AnomalyReason.NO_PLACEMENT: "a file directly below the state kind, where no placement is",
-    AnomalyReason.SYMLINK: "a symbolic link in the state tree (markers are regular files)",
-    AnomalyReason.NOT_A_REGULAR_FILE: "neither a regular file nor a directory",
-    AnomalyReason.RESERVED_PLACEMENT: "a directory named like the control directory",
-    AnomalyReason.UNREADABLE_DIRECTORY: "a state directory that cannot be listed",
-}
-
-
-def _subject_with_bad_ref(workspace: Workspace, kind: Kind, path: Path) -> tuple[MarkerSubject | None, str]:
-    """A marker name whose job key, priority and generation parse and whose reference alone does not.
-
-    Returns the subject and why its reference is invalid, or ``(None, "")`` when the name cannot be
-    interpreted at all.
-    """
-    relative = path.relative_to(workspace.state_dir(kind))
-    placement = relative.parent.as_posix()
-    stem, dot, ref_text = path.name.rpartition(".")
-    stem, g, generation_text = stem.rpartition(".g")
-    key_text, p, priority_text = stem.rpartition(".p")
-    if not (dot and g and p and placement != ".") or len(priority_text) != 3 or not priority_text.isdigit():
-        return None, ""
-    try:
-        key = JobKey.parse(key_text)
-        generation = decode_base36(generation_text, bits=64, what="marker generation")
-    except InvalidNameError:
-        return None, ""
-    try:
-        ref = None if ref_text == "init" else RecordRef.parse(ref_text)
-        MarkerName(key, int(priority_text), generation, ref)
-    except InvalidNameError as exc:
-        subject = MarkerSubject(path, kind, placement, key, int(priority_text), generation, ref_text)
-        return subject, exc.rule
-    return None, ""  # every part parses, so the name as a whole is what is wrong (its length)

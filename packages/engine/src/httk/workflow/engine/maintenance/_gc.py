@@ -21,8 +21,8 @@ What a collection guarantees:
   walks follow ``previous_record_ref`` and never meet it); one that removed nothing, and every dry run,
   writes nothing at all — not even a journal writer directory.
 
-The categories live in ``_gc_tree`` (state tree and payloads), ``_gc_scratch`` (tmp and requests),
-``_gc_journal`` (segments) and ``_gc_managers`` (manager directories); ``_gc_sweep`` counts and removes.
+The categories live in ``_gc_tree`` (state tree and payloads, and the sweep that counts and removes) and
+``_gc_control`` (journal segments, manager directories, tmp and requests).
 
 Cost: one exhaustive walk of the state tree, listings of the control directories, and — only when a
 segment is a candidate — one frame read per generation of every non-terminal job. O(workspace), which
@@ -40,7 +40,8 @@ from typing import Any
 from httk.workflow.engine.core._clock import Clock, utc_timestamp
 from httk.workflow.engine.core._workspace import Workspace
 
-from ._gc_sweep import DAY_SECONDS, CategoryCount, Sweep
+from ._gc_control import sweep_journal, sweep_manager_dirs, sweep_scratch
+from ._gc_tree import DAY_SECONDS, CategoryCount, PayloadGates, Sweep, sweep_state
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -122,11 +123,6 @@ def collect(
     retention limits. ``heartbeat`` is called every few hundred entries (a manager's lease);
     ``protect_writers`` are journal writers of the calling process, kept whatever their managers say.
     """
-    from ._gc_journal import sweep_journal
-    from ._gc_managers import sweep_manager_dirs
-    from ._gc_scratch import sweep_scratch
-    from ._gc_tree import PayloadGates, sweep_state
-
     if not dry_run:
         workspace.require_writable()
     moment = workspace.clock.now() if now is None else now

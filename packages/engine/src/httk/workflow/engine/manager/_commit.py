@@ -32,25 +32,19 @@ from httk.workflow.engine.core._jobs import LoadedJob
 from httk.workflow.engine.core._liveness import PROCESS_FILE
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation
-from httk.workflow.engine.publish._children import (
-    ChildRegistrationError,
-    ParentIdentity,
-    SpawnedChild,
-    read_spawn_set,
-    register_children,
-    spawned_of,
-)
 from httk.workflow.engine.publish._joins import JoinError, validate_wait
 from httk.workflow.engine.publish._outcome import (
     OUTCOME_DIR,
     OUTCOME_FILE,
     TRANSACTION_DIR,
-    Decision,
+    ChildRegistrationError,
+    ParentIdentity,
+    SpawnedChild,
     UnusableOutcomeError,
-    decide,
-    failed,
     read_outcome,
-    retry_or_fail,
+    read_spawn_set,
+    register_children,
+    spawned_of,
     validate_outcome,
 )
 from httk.workflow.engine.publish._runners import STAGED_RUNNER
@@ -59,6 +53,7 @@ from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 from httk.workflow.protocol._jsonio import dump_pretty
 
 from ._attempt import CONTEXT_FILE, STDERR_FILE, STDIO_LOG, STDOUT_FILE
+from ._rules import Decision, decide, failed, retry_or_fail
 from ._state import LiveAttempt, ManagerState
 
 log = logging.getLogger("httk.workflow.manager")

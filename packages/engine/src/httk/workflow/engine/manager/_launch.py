@@ -19,7 +19,7 @@ import functools
 import importlib.util
 import logging
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,8 @@ from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._runners import RunnerFailure
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError
 
-from . import _resources
-from ._attempt import AttemptPlan, prepare_attempt
-from ._executor import spawn_gated
+from ._attempt import AttemptPlan, prepare_attempt, spawn_gated
+from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, unmet
 from ._state import LiveAttempt, ManagerState
 
 log = logging.getLogger("httk.workflow.manager")
@@ -83,41 +82,6 @@ def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
     return job
 
 
-SERVED_EXECUTORS = ("path",)
-"""The runner backends this implementation's managers execute (recorded as ``executors``)."""
-
-
-def claim_mismatches(
-    document: Mapping[str, Any],
-    pools: Collection[str],
-    capabilities: Collection[str],
-    executors: Collection[str] = SERVED_EXECUTORS,
-    *,
-    requirement: Mapping[str, int] | None = None,
-    capacities: Mapping[str, int] | None = None,
-) -> tuple[str, ...]:
-    """Which of ``pool``, ``capabilities``, ``executor``, ``resources`` a manager serving these lacks.
-
-    The one claim predicate: a manager claims only when it is empty, and ``job why``, ``precheck`` and
-    the census name what it returns, so a diagnosis cannot drift from what a manager does. ``resources``
-    is checked only given capacities (``None``: the manager schedules none); ``requirement`` is the
-    current frame's. The manager applies the two halves where it has their inputs: :func:`claimable`
-    the definition's before it reads a frame, :func:`_place` the requirement's (:func:`._resources.unmet`)
-    after.
-    """
-    claim = document["claim"]
-    unmet: tuple[str, ...] = ()
-    if claim["pool"] not in pools:
-        unmet += ("pool",)
-    if not set(claim.get("required_capabilities", ())) <= set(capabilities):
-        unmet += ("capabilities",)
-    if document["runner"].get("backend", "path") not in executors:
-        unmet += ("executor",)
-    if capacities is not None and requirement and _resources.unmet(requirement, capacities):
-        unmet += ("resources",)
-    return unmet
-
-
 class Claim(enum.Enum):
     """What trying one ready candidate came to."""
 
@@ -158,7 +122,7 @@ def claim_ready(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> 
         marker.job_key,
         claim["attempt_id"],
         claim.get("step"),
-        "" if allocation is None else f" allocating {_resources.describe(allocation)}",
+        "" if allocation is None else f" allocating {describe(allocation)}",
     )
     launch(state, result.current, claim, job, allocation)
     return Claim.CLAIMED
@@ -168,11 +132,11 @@ def _place(
     state: ManagerState, frame: Mapping[str, Any], capacities: Mapping[str, int]
 ) -> dict[str, int] | Claim:
     """The allocation of the frame's requirement when it fits now; otherwise whether it ever can here."""
-    requirement = _resources.requirement_of(frame.get("resources"))
-    if _resources.unmet(requirement, capacities):
+    requirement = requirement_of(frame.get("resources"))
+    if unmet(requirement, capacities):
         return Claim.NOT_HERE
-    allocated = _resources.allocation(requirement, capacities, state.config.workers)
-    if not _resources.fits(allocated, capacities, state.reserved()):
+    allocated = allocation(requirement, capacities, state.config.workers)
+    if not fits(allocated, capacities, state.reserved()):
         return Claim.LATER
     return allocated
 

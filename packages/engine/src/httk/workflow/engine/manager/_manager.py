@@ -1,4 +1,5 @@
-"""The task manager: one loop of small passes that turns submitted jobs into finished ones.
+"""The task manager: one loop of small passes that turns submitted jobs into finished ones, and the
+record it publishes in the workspace.
 
 Each tick takes a heartbeat opportunity, reaps its own attempts, and then runs one bounded pass per
 active kind in the order startup recovery needs them: committing (finish what a dead manager fenced),
@@ -13,6 +14,14 @@ first. Nothing here holds a lock: the marker rename is the only compare-and-swap
 Idleness: the manager is quiet once every active kind has completed a full discovery cycle with nothing
 to act on. Without ``idle`` it then stops (what it cannot progress is reported in the census, not waited
 for); with ``idle`` it keeps serving, and ``idle_timeout`` bounds how long it stays quiet.
+
+**The record.** ``managers/<manager-id>/manager.json`` is written once at start (exclusively: a manager
+id is never reused) and says what this manager serves — pools, capabilities, executors, placement
+prefixes, runner modules and search paths — so that diagnosis reads deployment policy from the manager
+that holds it. ``heartbeat.json`` beside it is replaced atomically at every heartbeat opportunity; its
+``sequence`` grows by one each time, so a reader can tell a live heartbeat from a stale copy without
+trusting clocks, and its ``updated_at`` is the lease evidence other managers compare with their own
+clock (:mod:`httk.workflow.engine.core._liveness` reads it).
 """
 
 from __future__ import annotations
@@ -20,25 +29,109 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._clock import SYSTEM_CLOCK, Clock, SystemClock
+from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._clock import SYSTEM_CLOCK, Clock, SystemClock, utc_timestamp
 from httk.workflow.engine.core._scan import Anomaly, MarkerStream
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.engine.maintenance._gc import PeriodicCollection
-from httk.workflow.engine.requests import _requests
+from httk.workflow.protocol._jsonio import dump_compact, dump_pretty
 
-from . import _cancel, _commit, _launch, _recovery, _waiting
-from ._census import Census, take_census
-from ._config import ManagerConfig
-from ._executor import wait_for_exit
-from ._record import ManagerIdentity, ManagerRecord
-from ._state import LiveAttempt, ManagerState
+from . import _cancel, _commit, _launch, _recovery, _request_apply, _waiting
+from ._attempt import wait_for_exit
+from ._state import Census, LiveAttempt, ManagerConfig, ManagerState, take_census
+
+SOFTWARE_VERSION = "0.1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerIdentity:
+    """What a manager advertises; recorded in its manifest."""
+
+    manager_id: str
+    pools: tuple[str, ...]
+    capabilities: tuple[str, ...]
+    executors: tuple[str, ...] = ("path",)
+    placement_prefixes: tuple[str, ...] = ()
+    runner_modules: tuple[str, ...] = ("httk.workflow",)
+    runner_search_paths: tuple[str, ...] = ()
+    resources: Mapping[str, int] | None = None  # None: it schedules no resources (the manifest omits them)
+    only_jobs: tuple[str, ...] | None = None  # job keys: a manager that serves nothing else (job debug)
+    workers: int = 1
+    lease_seconds: float = 900.0
+    label: str | None = None
+
+
+class ManagerRecord:
+    """Creates and maintains one manager's directory in one workspace."""
+
+    def __init__(self, workspace: Workspace, identity: ManagerIdentity, writer_id: str) -> None:
+        self.workspace = workspace
+        self.identity = identity
+        self.writer_id = writer_id
+        self.directory = workspace.managers_dir / identity.manager_id
+        self.sequence = 0
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+
+    def create(self) -> None:
+        """Publish the manifest and the first heartbeat."""
+        durable = self.workspace.durable
+        _fsops.make_dirs(self.workspace.managers_dir, durable=durable)
+        _fsops.make_dir(self.directory, durable=durable)
+        manifest: dict[str, Any] = {
+            "format": "httk-workflow-manager",
+            "format_version": 1,
+            "workspace_id": self.workspace.workspace_id,
+            "manager_id": self.identity.manager_id,
+            "writer_id": self.writer_id,
+            "manager_label": self.identity.label,
+            "host": self.host,
+            "pid": self.pid,
+            "started_at": utc_timestamp(self.workspace.clock.now()),
+            "lease_seconds": self.identity.lease_seconds,
+            "pools": list(self.identity.pools),
+            "capabilities": list(self.identity.capabilities),
+            "executors": list(self.identity.executors),
+            "placement_prefixes": list(self.identity.placement_prefixes),
+            "runner_modules": list(self.identity.runner_modules),
+            "runner_search_paths": list(self.identity.runner_search_paths),
+            "workers": self.identity.workers,
+            "software_version": SOFTWARE_VERSION,
+        }
+        if self.identity.resources is not None:
+            manifest["resources"] = dict(self.identity.resources)
+        if self.identity.only_jobs is not None:
+            manifest["only_jobs"] = list(self.identity.only_jobs)
+        _fsops.create_file(self.directory / "manager.json", dump_pretty(manifest), durable=durable)
+        self.beat()
+
+    def beat(self) -> None:
+        """Replace heartbeat.json atomically (never torn for a reader)."""
+        self.sequence += 1
+        heartbeat = {
+            "format": "httk-workflow-heartbeat",
+            "format_version": 1,
+            "workspace_id": self.workspace.workspace_id,
+            "manager_id": self.identity.manager_id,
+            "writer_id": self.writer_id,
+            "host": self.host,
+            "pid": self.pid,
+            "updated_at": utc_timestamp(self.workspace.clock.now()),
+            "lease_seconds": self.identity.lease_seconds,
+            "sequence": self.sequence,
+        }
+        # A heartbeat is evidence, not committed state: losing the newest one to a power cut only makes
+        # this manager look older, which is the safe direction. It is never synchronized.
+        _fsops.write_file_atomic(self.directory / "heartbeat.json", dump_compact(heartbeat), durable=False)
+
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -215,7 +308,7 @@ class Manager:
                 self._last_join_pass = self.state.clock.monotonic()
                 acted |= self._pass(Kind.WAITING, _waiting.on_waiting)
             acted |= self._pass(Kind.SUBMITTED, _launch.register)
-            acted |= _requests.handle_requests(self.state, budget=self.config.maximum_pass_markers)
+            acted |= _request_apply.handle_requests(self.state, budget=self.config.maximum_pass_markers)
             self.heartbeat_opportunity()
             acted |= self._claim_pass()
         elif reaped:

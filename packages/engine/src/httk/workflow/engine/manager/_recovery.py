@@ -30,10 +30,11 @@ from httk.workflow.engine.core._jobs import LoadedJob
 from httk.workflow.engine.core._liveness import group_alive, process_alive
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation
-from httk.workflow.engine.publish._outcome import UnusableOutcomeError, read_outcome, retry_or_fail
+from httk.workflow.engine.publish._outcome import UnusableOutcomeError, read_outcome
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError
 
 from ._commit import commit, finish_committing
+from ._rules import retry_or_fail
 from ._state import ManagerState
 
 log = logging.getLogger("httk.workflow.manager")

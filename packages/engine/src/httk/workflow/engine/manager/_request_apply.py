@@ -1,4 +1,5 @@
-"""Deciding one claimed request against its job, and applying it by one verified transition.
+"""The manager's request pass: deciding one claimed request against its job, and applying it by one
+verified transition (the life of the request file is :mod:`httk.workflow.engine.requests._requests`).
 
 The checks run in this order, each one final (``spec/01``, "Manual continuation and control requests"):
 
@@ -14,7 +15,7 @@ The checks run in this order, each one final (``spec/01``, "Manual continuation 
    of the claimed file never applies a request twice;
 3. the exact expected generation and record reference, else retire: a delayed request never applies to
    a newer state;
-4. the narrow action validity of :func:`._request_doc.refusal`, else retire;
+4. the narrow action validity of :func:`~httk.workflow.engine.requests._documents.refusal`, else retire;
 5. for continue and override_step, the decided-join revival guard and then the job's budgets, else
    retire (an unreadable parent frame holds the request for a later pass instead).
 
@@ -28,7 +29,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from httk.workflow.engine.core._frames import Counters, carried, new_activation_base
@@ -36,7 +36,22 @@ from httk.workflow.engine.core._jobs import LoadedJob, check_identity
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation, probe_marker
-from httk.workflow.engine.requests._documents import Request, kept_members, refusal
+from httk.workflow.engine.requests._documents import (
+    APPLIED,
+    HOLD,
+    QUARANTINE,
+    RETIRE,
+    Request,
+    Verdict,
+    kept_members,
+    refusal,
+)
+from httk.workflow.engine.requests._requests import (
+    DEFAULT_BUDGET,
+    RequestMemory,
+    RequestStatistics,
+)
+from httk.workflow.engine.requests._requests import handle_requests as serve_requests
 from httk.workflow.protocol import (
     InvalidDocumentError,
     TransitionError,
@@ -45,13 +60,12 @@ from httk.workflow.protocol import (
 )
 
 from . import _cancel
-from ._budgets import check_advance, check_retry
 from ._launch import first_activation
-from ._state import ManagerState
+from ._rules import check_advance, check_retry
+from ._state import ManagerState, PerManager
 
 log = logging.getLogger("httk.workflow.manager")
 
-APPLIED, RETIRE, QUARANTINE, HOLD = "applied", "retire", "quarantine", "hold"
 JOB_NOT_FOUND = "job_not_found"
 """How a retirement's reason starts when the job was deleted after the request was published."""
 
@@ -59,15 +73,26 @@ APPLIED_LOOKBACK = 16
 """How many generations past the expected one a re-claimed request is still recognized as applied."""
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What becomes of a claimed request: applied (remove it), retire, quarantine, or hold (retry later)."""
-
-    what: str
-    reason: str = ""
-
-
 Frame = dict[str, Any] | None
+
+_MEMORY = PerManager(RequestMemory)
+
+
+def handle_requests(state: ManagerState, *, budget: int = DEFAULT_BUDGET) -> bool:
+    """The manager's request pass, deciding each request by :func:`apply_request`; whether any was
+    applied, retired, quarantined or re-claimed (the pass itself is the requests layer's)."""
+    return serve_requests(
+        state,
+        _MEMORY.of(state),
+        lambda request: apply_request(state, request),
+        budget=budget,
+        only_jobs=state.config.only_jobs,
+    )
+
+
+def statistics(state: ManagerState) -> RequestStatistics:
+    """What this manager did with requests so far."""
+    return _MEMORY.of(state).statistics()
 
 
 def apply_request(state: ManagerState, request: Request) -> Verdict:

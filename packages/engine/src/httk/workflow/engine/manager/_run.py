@@ -1,26 +1,57 @@
-"""Running a manager for the command line: validate its labels, its capacities, log, banner, run, summary.
+"""Running a manager for the command line: its labels and capacities checked, its log routed, a summary.
 
 A manager started here always schedules resources: its capacities are the SLURM allocation's (only
-inside one, :mod:`._slurm_resources`) overridden by ``--worker-resource``, possibly none at all.
+inside one) overridden by ``--worker-resource``, possibly none at all.
+
+**SLURM capacities** (``spec/03``, "Resources"), only when ``SLURM_JOB_ID`` is set; then, each rule on
+its own:
+
+- ``procs`` = ``SLURM_NTASKS``
+- ``gpus`` = ``SLURM_GPUS`` (a count, optionally ``TYPE:COUNT``)
+- ``nodes`` = ``SLURM_JOB_NUM_NODES``
+- ``mem`` = ``SLURM_MEM_PER_CPU * SLURM_CPUS_PER_TASK * SLURM_NTASKS`` (``SLURM_CPUS_PER_TASK`` 1 when
+  absent); without ``SLURM_MEM_PER_CPU``, ``SLURM_MEM_PER_NODE * SLURM_JOB_NUM_NODES``
+
+Memory is in MB: a plain integer or one with a trailing ``M``; ``G`` is multiplied by 1024 and ``K``
+divided by 1024 (rounded down). A missing variable omits only the capacity that needs it; an invalid one
+(not a non-negative integer) omits it too and is reported in one warning per variable. The command
+line's ``--worker-resource`` values override same-named derived ones (:func:`merged`).
+
+The capacities are a pure function of the environment mapping given; the caller logs the warnings.
+
+**Logging.** The complete record goes to a file, warnings to the console, optionally as JSON lines.
+Every record carries the manager id, so the logs of several managers sharing a file or a collector can
+be told apart. The file receives everything at ``level`` (info by default); the console receives
+warnings and errors; an explicit ``--log-level`` sets both.
+
+A run routes its log with :func:`routed`, which removes and closes what it installed when the run ends,
+however it ends: a manager run in a process that lives on (a test, a library caller, ``job debug``)
+must not keep its log file open, nor send the next run's records to it or to a stream that is gone.
+
+The file is bounded as spec/03 bounds the managers' log: when the manager starts, and every 1,000
+records after that, a file past 16 MiB is renamed to ``<log>.1`` (replacing an older backup) and a new
+one begun, so a manager serving for months keeps at most about 32 MiB of log. Checking the size every
+1,000 records instead of on each one keeps the cost off the records a manager writes per job.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from httk.workflow.protocol import InvalidNameError, validate_capability, validate_placement, validate_pool
 from httk.workflow.protocol._job_rules import MAX_COUNT
 
-from . import _logging
-from ._config import ManagerConfig
 from ._manager import Manager, RunSummary
-from ._resources import describe
-from ._slurm_resources import merged, slurm_capacities
+from ._rules import describe
+from ._state import ManagerConfig
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -75,12 +106,12 @@ def run_manager(
     environ: Mapping[str, str] | None = None,
 ) -> RunSummary:
     check_config(config)
-    _logging.level_number(log_level)  # refused before the manager writes anything
+    level_number(log_level)  # refused before the manager writes anything
     config, warnings = with_capacities(config, os.environ if environ is None else environ)
     manager = Manager(workspace, config)
     manager.start()
     path = log_file or manager.workspace.managers_dir / manager.manager_id / "log"
-    with _logging.routed(manager.manager_id, path, level=log_level, json_logs=json_logs):
+    with routed(manager.manager_id, path, level=log_level, json_logs=json_logs):
         for warning in warnings:
             log.warning("SLURM capacities: %s", warning)
         echo(banner(manager, path))
@@ -104,3 +135,203 @@ def run_manager(
             for line in summary.census.advice():
                 echo(f"advice: {line}")
     return summary
+
+
+_INTEGER = re.compile(r"[0-9]+\Z")
+_MEMORY = re.compile(r"([0-9]+)([MGK]?)\Z", re.IGNORECASE)
+_GPUS = re.compile(r"(?:[^:\s]+:)?([0-9]+)\Z")
+
+
+def _count(raw: str) -> int | None:
+    return int(raw) if _INTEGER.match(raw) else None
+
+
+def _gpus(raw: str) -> int | None:
+    match = _GPUS.match(raw)
+    return None if match is None else int(match.group(1))
+
+
+def _megabytes(raw: str) -> int | None:
+    match = _MEMORY.match(raw)
+    if match is None:
+        return None
+    amount, unit = int(match.group(1)), match.group(2).upper()
+    return amount * 1024 if unit == "G" else amount // 1024 if unit == "K" else amount
+
+
+Kind = tuple[Callable[[str], int | None], str]
+"""How to read one kind of variable, and what a valid value is (for the warning)."""
+COUNT: Kind = (_count, "a non-negative integer")
+GPUS: Kind = (_gpus, "a GPU count (optionally TYPE:COUNT)")
+MEMORY: Kind = (_megabytes, "an amount of memory in MB (optionally with a K, M or G suffix)")
+
+
+class _Reader:
+    """Reads SLURM variables from one environment, warning about each invalid one once."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
+        self.warnings: list[str] = []
+        self._read: dict[str, int | None] = {}
+
+    def present(self, name: str) -> bool:
+        return name in self.environ
+
+    def get(self, name: str, kind: Kind = COUNT) -> int | None:
+        """The variable's value, or ``None`` when it is absent or invalid."""
+        if name not in self._read:
+            raw = self.environ.get(name)
+            value = None if raw is None else kind[0](raw.strip())
+            if raw is not None and value is None:
+                self.warnings.append(f"ignoring {name}={raw!r}: not {kind[1]}")
+            self._read[name] = value
+        return self._read[name]
+
+
+def slurm_capacities(environ: Mapping[str, str]) -> tuple[dict[str, int], list[str]]:
+    """The capacities the SLURM allocation in ``environ`` describes, and warnings about invalid input."""
+    if "SLURM_JOB_ID" not in environ:
+        return {}, []
+    reader = _Reader(environ)
+    derived: dict[str, int | None] = {
+        "procs": reader.get("SLURM_NTASKS"),
+        "gpus": reader.get("SLURM_GPUS", GPUS),
+        "nodes": reader.get("SLURM_JOB_NUM_NODES"),
+        "mem": _memory(reader),
+    }
+    return {label: amount for label, amount in derived.items() if amount is not None}, reader.warnings
+
+
+def _memory(reader: _Reader) -> int | None:
+    if reader.present("SLURM_MEM_PER_CPU"):
+        per_cpu = reader.get("SLURM_MEM_PER_CPU", MEMORY)
+        cpus = reader.get("SLURM_CPUS_PER_TASK") if reader.present("SLURM_CPUS_PER_TASK") else 1
+        tasks = reader.get("SLURM_NTASKS")
+        return None if per_cpu is None or cpus is None or tasks is None else per_cpu * cpus * tasks
+    per_node = reader.get("SLURM_MEM_PER_NODE", MEMORY)
+    nodes = reader.get("SLURM_JOB_NUM_NODES")
+    return None if per_node is None or nodes is None else per_node * nodes
+
+
+def merged(derived: Mapping[str, int], given: Mapping[str, int]) -> dict[str, int]:
+    """The derived capacities with the command line's values replacing same-named ones."""
+    return {**derived, **given}
+
+
+LOGGER = "httk.workflow"
+
+
+class _ManagerFilter(logging.Filter):
+    def __init__(self, manager_id: str) -> None:
+        super().__init__()
+        self.manager_id = manager_id
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.manager_id = self.manager_id
+        return True
+
+
+class BoundedFileHandler(logging.FileHandler):
+    """A log file replaced by a fresh one past :attr:`max_bytes`, keeping one backup ``<name>.1``."""
+
+    max_bytes = 16 << 20
+    check_every = 1000
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self._records = 0
+        self._rotate_if_large()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        self._records += 1
+        if self._records >= self.check_every:
+            self._records = 0
+            self._rotate_if_large()  # emit runs under the handler's lock (Handler.handle)
+
+    def _rotate_if_large(self) -> None:
+        stream = self.stream
+        if stream is None:
+            return
+        try:
+            if os.fstat(stream.fileno()).st_size <= self.max_bytes:
+                return
+            stream.close()
+            os.replace(self.baseFilename, self.baseFilename + ".1")
+        except OSError:
+            return  # a log that cannot be rotated keeps growing rather than stopping the manager
+        finally:
+            if stream.closed:
+                self.stream = self._open()
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, manager id, message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        document = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "manager_id": getattr(record, "manager_id", None),
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            document["exception"] = self.formatException(record.exc_info)
+        return json.dumps(document, ensure_ascii=False)
+
+
+def level_number(level: str | None) -> int:
+    """The numeric level of a ``--log-level`` name (info when absent); an unknown name is bad input."""
+    numeric = logging.getLevelName((level or "info").upper())
+    if not isinstance(numeric, int):
+        raise InvalidNameError("log level", level, "use debug, info, warning or error")
+    return numeric
+
+
+def configure(
+    manager_id: str, log_file: Path, *, level: str | None = None, json_logs: bool = False
+) -> list[logging.Handler]:
+    """Route the ``httk.workflow`` loggers to ``log_file`` and standard error; return the new handlers.
+
+    Without ``level`` the file gets info and the console warnings; a given level sets both. The caller
+    owns the returned handlers (:func:`routed` closes them).
+    """
+    numeric = level_number(level)
+    logger = logging.getLogger(LOGGER)
+    logger.handlers.clear()
+    logger.setLevel(numeric)
+    logger.propagate = False
+    text = logging.Formatter("%(asctime)s %(levelname)s [%(manager_id)s] %(message)s")
+    formatter: logging.Formatter = JsonFormatter() if json_logs else text
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    file_handler = BoundedFileHandler(log_file)
+    file_handler.setFormatter(formatter)
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(numeric if level is not None else logging.WARNING)
+    console.setFormatter(formatter if json_logs else logging.Formatter("%(levelname)s: %(message)s"))
+    handlers: list[logging.Handler] = [file_handler, console]
+    for handler in handlers:
+        handler.addFilter(_ManagerFilter(manager_id))
+        logger.addHandler(handler)
+    return handlers
+
+
+@contextlib.contextmanager
+def routed(
+    manager_id: str, log_file: Path, *, level: str | None = None, json_logs: bool = False
+) -> Iterator[None]:
+    """:func:`configure` for the duration of the block; then close its handlers and restore the routing
+    the ``httk.workflow`` logger had before, also when the block raises."""
+    logger = logging.getLogger(LOGGER)
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    installed = configure(manager_id, log_file, level=level, json_logs=json_logs)
+    try:
+        yield
+    finally:
+        for handler in installed:
+            logger.removeHandler(handler)
+            handler.close()
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])
+        logger.propagate = saved[2]

@@ -1,7 +1,18 @@
-"""What every part of a running manager shares: its identity, its workspace, its live attempts.
+"""A manager's configuration, what every part of a running manager shares, and the census it ends with.
 
-The passes (:mod:`._launch`, :mod:`._commit`, :mod:`._recovery`) are functions of this state, so each
+:class:`ManagerConfig` is the deployment policy of one manager process; every member has the command
+line's default.
+
+:class:`ManagerState` is what the passes share: identity, workspace, live attempts, bookkeeping. The
+passes (:mod:`._launch`, :mod:`._commit`, :mod:`._recovery`, ...) are functions of this state, so each
 can be read and tested on its own; :class:`~._manager.Manager` only drives them.
+
+:class:`Census` is what a manager prints when it stops: every job left, classified by what would
+progress it. :func:`take_census` is the one exhaustive walk a manager makes, once, at exit; it reads
+job.json only for ready jobs, to say why this manager could not claim them, and the state frame of a
+ready job only when the manager schedules resources and nothing else already excludes the job (its
+requirement lives there). Whether it could is :func:`._rules.claim_mismatches`, the predicate the claim
+pass, ``job why`` and ``precheck`` apply, so the census cannot drift from them.
 """
 
 from __future__ import annotations
@@ -9,23 +20,86 @@ from __future__ import annotations
 import logging
 import uuid
 import weakref
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from httk.workflow.engine.core._clock import Clock, age_seconds
-from httk.workflow.engine.core._jobs import JobCache, LoadedJob, read_frame
+from httk.workflow.engine.core._jobs import JobCache, LoadedJob, load_job, read_frame
 from httk.workflow.engine.core._liveness import read_heartbeat
-from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._scan import walk_markers
+from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult, move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
-from httk.workflow.engine.publish._outcome import Decision
 from httk.workflow.protocol import WorkflowError
 
-from . import _resources
-from ._attempt import PreparedAttempt
-from ._config import ManagerConfig
-from ._executor import GatedProcess
+from . import _rules
+from ._attempt import GatedProcess, PreparedAttempt
+from ._rules import (
+    DEFAULT_JOIN_GRACE_SECONDS,
+    DEFAULT_TAKEOVER_GRACE_FACTOR,
+    DEFAULT_WINDOW_SECONDS,
+    Decision,
+    claim_mismatches,
+    requirement_of,
+    unmet,
+)
+
+DEFAULT_POLL_INTERVAL = 0.005
+DEFAULT_IDLE_POLL_INTERVAL = 0.25
+DEFAULT_SCAN_INTERVAL = 0.25
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    """Deployment policy of one manager process.
+
+    ``lease_seconds`` ``None`` follows the workspace policy. ``idle`` keeps serving when there is nothing
+    to do; without it the manager exits once nothing it can progress remains (jobs it can never claim are
+    reported, not waited for), or after ``idle_timeout`` seconds of waiting on work other managers hold.
+    ``only_jobs`` (job keys) restricts every discovery — the marker streams and the request pass — to
+    those jobs; ``job debug`` runs such a private manager, which claims no unrelated work.
+
+    ``resources`` are the capacities the manager schedules against (``--worker-resource`` and SLURM's;
+    :mod:`._resources`). ``None``, the library default and ``job debug``'s, schedules no resources at
+    all: requirements are neither checked nor reserved. A manager started from the command line always
+    has a mapping, so one with no capacities never claims a job that declares a positive amount.
+    """
+
+    workers: int = 1
+    pools: tuple[str, ...] = ("default",)
+    capabilities: tuple[str, ...] = ()
+    resources: Mapping[str, int] | None = None
+    lease_seconds: float | None = None
+    idle: bool = False
+    idle_timeout: float | None = None
+    placement_prefixes: tuple[str, ...] = ()
+    runner_search_path: tuple[Path, ...] = ()
+    runner_modules: tuple[str, ...] = ("httk.workflow",)
+    takeover_grace_factor: float = DEFAULT_TAKEOVER_GRACE_FACTOR
+    unsafe_persistent_takeover: bool = False
+    unsafe_isolated_takeover: bool = False
+    join_grace_seconds: float = DEFAULT_JOIN_GRACE_SECONDS
+    cancel_grace_seconds: float = 10.0  # SIGTERM to SIGKILL of a cancelled attempt's process group
+    drain_timeout: float = 60.0
+    label: str | None = None
+    durable: bool | None = None
+    bash_api: Path | None = None
+    discovery_budget: int = 4096
+    maximum_pass_markers: int = 256
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    scan_interval: float = DEFAULT_SCAN_INTERVAL
+    window_seconds: float = DEFAULT_WINDOW_SECONDS
+    idle_poll_interval: float = DEFAULT_IDLE_POLL_INTERVAL
+    only_jobs: frozenset[str] | None = None
+    gc_interval: float | None = None  # seconds between garbage collections at the end of a tick; None: never
+
+    def heartbeat_interval(self, lease_seconds: float) -> float:
+        """Beat often enough that two missed beats still leave most of the lease."""
+        return min(lease_seconds / 4.0, 30.0)
+
 
 log = logging.getLogger("httk.workflow.manager")
 M = TypeVar("M")
@@ -126,7 +200,7 @@ class ManagerState:
 
     def reserved(self) -> dict[str, int]:
         """What the attempts this manager runs reserve of its capacities, by label."""
-        return _resources.reserved(live.allocation for live in self.live.values())
+        return _rules.reserved(live.allocation for live in self.live.values())
 
     def defer_commit(self, job_key: str) -> float:
         """Note a commit of ours that must be tried again; return the seconds until the next try."""
@@ -182,3 +256,142 @@ class PerManager(Generic[M]):
         if found is None:
             found = self._by_state[state] = self._make()
         return found
+
+
+BLOCKED_GROUPS = {"capability": "capabilities", "resource": "resources"}
+"""``ready_blocked`` groups reasons by the requirement's name in :func:`claim_mismatches`."""
+
+
+@dataclass
+class Census:
+    kinds: Counter[str] = field(default_factory=Counter)
+    not_claimable: Counter[str] = field(default_factory=Counter)
+    unreadable: int = 0
+    anomalies: int = 0
+    # The largest amount of each resource label a job not claimable here asked for (for the advice).
+    resource_needs: dict[str, int] = field(default_factory=dict)
+
+    def line(self) -> str:
+        reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(self.not_claimable.items()))
+        blocked = sum(self.not_claimable.values())
+        parts = [
+            f"{self.kinds['succeeded']} succeeded",
+            f"{self.kinds['failed']} failed",
+            f"{blocked} not claimable here" + (f" ({reasons})" if reasons else ""),
+            f"{self.kinds['waiting']} waiting",
+            f"{self.kinds['paused']} paused",
+            f"{self.unreadable} unreadable",
+        ]
+        others = {
+            k: v
+            for k, v in self.kinds.items()
+            if k in ("submitted", "claimed", "running", "committing", "cancelling", "cancelled") and v
+        }
+        if others:
+            parts.append(", ".join(f"{v} {k}" for k, v in sorted(others.items())))
+        if self.anomalies:
+            parts.append(f"{self.anomalies} unparseable entries (run workspace fsck)")
+        return "summary: " + ", ".join(parts)
+
+    def advice(self) -> list[str]:
+        """What would let a manager claim the jobs this one could not (flags for pools and capabilities)."""
+        lines: list[str] = []
+        for reason, count in sorted(self.not_claimable.items()):
+            what, _, label = reason.partition(" ")
+            if what == "pool":
+                lines.append(f"{count} ready job(s) need pool {label}: run a manager with --pool {label}")
+            elif what == "capability":
+                lines.append(f"{count} ready job(s) need capability {label}: add --capability {label}")
+            elif what == "resource":
+                need = self.resource_needs.get(label, 1)
+                lines.append(
+                    f"{count} ready job(s) need resource {label} (up to {need}): "
+                    f"add --worker-resource {label} {need}"
+                )
+            else:
+                lines.append(f"{count} ready job(s) need {reason}, which this manager does not serve")
+        if self.unreadable:
+            lines.append(f"{self.unreadable} job(s) have an unreadable definition: run workspace fsck")
+        return lines
+
+    def ready_blocked(self) -> dict[str, dict[str, int]]:
+        """The jobs not claimable here by requirement, then label: ``{"resources": {"gpus": 2}}``."""
+        blocked: dict[str, dict[str, int]] = {}
+        for reason, count in sorted(self.not_claimable.items()):
+            what, _, label = reason.partition(" ")
+            blocked.setdefault(BLOCKED_GROUPS.get(what, what), {})[label] = count
+        return blocked
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "kinds": dict(self.kinds),
+            "not_claimable": dict(self.not_claimable),
+            "ready_blocked": self.ready_blocked(),
+            "unreadable": self.unreadable,
+            "anomalies": self.anomalies,
+        }
+
+
+def _why_not(
+    workspace: Workspace, marker: MarkerLocation, config: ManagerConfig, census: Census
+) -> str | None:
+    """The first requirement the claim predicate finds unmet (``pool gpu``), ``unreadable``, or ``None``."""
+    try:
+        job = load_job(workspace, marker.placement, marker.job_key).document
+    except WorkflowError:
+        return "unreadable"
+    unmet_here = claim_mismatches(job, config.pools, config.capabilities)
+    requirement: dict[str, int] = {}
+    if not unmet_here and config.resources is not None:
+        requirement = _requirement(workspace, marker)
+        unmet_here = claim_mismatches(
+            job, config.pools, config.capabilities, requirement=requirement, capacities=config.resources
+        )
+    if not unmet_here:
+        return None
+    if unmet_here[0] == "pool":
+        return f"pool {job['claim']['pool']}"
+    if unmet_here[0] == "capabilities":
+        missing = sorted(set(job["claim"].get("required_capabilities", ())) - set(config.capabilities))
+        return f"capability {missing[0]}"
+    if unmet_here[0] == "resources":
+        label = unmet(requirement, config.resources or {})[0]
+        census.resource_needs[label] = max(census.resource_needs.get(label, 0), requirement[label])
+        return f"resource {label}"
+    return f"executor {job['runner'].get('backend', 'path')}"
+
+
+def _requirement(workspace: Workspace, marker: MarkerLocation) -> dict[str, int]:
+    """The ready frame's requirement; none when the frame cannot be read (fsck's business, as in a claim)."""
+    try:
+        frame = read_frame(workspace, marker) or {}
+    except WorkflowError:
+        return {}
+    return requirement_of(frame.get("resources"))
+
+
+def _readable(workspace: Workspace, marker: MarkerLocation) -> bool:
+    try:
+        load_job(workspace, marker.placement, marker.job_key)
+    except WorkflowError:
+        return False
+    return True
+
+
+def take_census(workspace: Workspace, config: ManagerConfig) -> Census:
+    census = Census()
+    for kind in CORE_KINDS:
+        for item in walk_markers(workspace, kind, placement_prefixes=config.placement_prefixes):
+            if not isinstance(item, MarkerLocation):
+                census.anomalies += 1
+                continue
+            census.kinds[kind.value] += 1
+            if kind is Kind.READY:
+                reason = _why_not(workspace, item, config, census)
+                if reason == "unreadable":
+                    census.unreadable += 1
+                elif reason is not None:
+                    census.not_claimable[reason] += 1
+            elif kind in (Kind.COMMITTING, Kind.CANCELLING) and not _readable(workspace, item):
+                census.unreadable += 1
+    return census

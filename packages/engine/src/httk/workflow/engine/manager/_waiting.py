@@ -198,7 +198,7 @@ def _next_activation(waiting: _Waiting, step: str, decided: dict[str, Any], reas
     """waiting → ready: a new activation at ``step`` that carries the decided join."""
     counters = Counters.of(waiting.frame)
     # Invariant: these counters passed check_advance when the wait was committed, and nothing changes
-    # them while the job waits (tests/engine/test_children.py:
+    # them while the job waits (tests/engine/publish/test_outcome_children.py:
     # test_a_wait_beyond_the_activation_budget_fails_but_keeps_its_children).
     members = new_activation_base(waiting.frame)
     members.update(

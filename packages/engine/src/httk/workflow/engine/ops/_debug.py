@@ -42,9 +42,9 @@ from typing import Any
 from httk.workflow.engine.core._jobs import JOB_FILE, LoadedJob, load_job, read_frame
 from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
-from httk.workflow.engine.manager import _logging
-from httk.workflow.engine.manager._config import ManagerConfig
+from httk.workflow.engine.manager import _run
 from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.publish._joins import JoinError, parse_join
 from httk.workflow.engine.publish._submit import Submitter
 from httk.workflow.protocol import (
@@ -118,7 +118,7 @@ def debug_job(
     0
     """
     options = options or DebugOptions()
-    _logging.level_number(options.log_level)  # a bad level is refused before anything is written
+    _run.level_number(options.log_level)  # a bad level is refused before anything is written
     validate_placement(options.placement)
     if options.step is not None:
         validate_step(options.step)
@@ -278,9 +278,9 @@ def _route_logging(manager: Manager, level: str | None) -> Callable[[], None]:
 
     Returns what restores the previous routing (and closes the file).
     """
-    logger = logging.getLogger(_logging.LOGGER)
+    logger = logging.getLogger(_run.LOGGER)
     saved = (list(logger.handlers), logger.level, logger.propagate)
-    _logging.configure(
+    _run.configure(
         manager.manager_id, manager.workspace.managers_dir / manager.manager_id / "log", level=level
     )
     if level is None:

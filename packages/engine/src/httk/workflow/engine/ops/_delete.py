@@ -62,7 +62,7 @@ from httk.workflow.engine.core._jobs import JOB_FILE, read_frame
 from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
-from httk.workflow.engine.manager._config import DEFAULT_WINDOW_SECONDS
+from httk.workflow.engine.manager._rules import DEFAULT_WINDOW_SECONDS
 from httk.workflow.protocol import (
     InvalidDocumentError,
     InvalidNameError,

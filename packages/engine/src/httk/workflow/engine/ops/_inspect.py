@@ -35,7 +35,7 @@ from httk.workflow.protocol import (
     validate_placement,
 )
 
-from ._inspect_walk import Position, walk_sorted
+from ._select import Position, walk_sorted
 
 
 # -- status -------------------------------------------------------------------------------------------

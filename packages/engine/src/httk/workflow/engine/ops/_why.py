@@ -1,5 +1,6 @@
 """``job why``: why is this job where it is, and what would move it? Read-only, for every state kind.
 
+
 :func:`diagnose` reads a job the way ``job show`` does — its marker, the frame the marker names, its
 job.json — plus the managers' manifests and heartbeats and the operator requests, and answers per kind:
 
@@ -7,12 +8,12 @@ job.json — plus the managers' manifests and heartbeats and the operator reques
 submitted       whether it is registered (and whether registration will accept its job.json), and
                 which live managers serve its executor and scan its placement (:func:`_submitted`)
 ready           every claim precondition, one line each, and which live manager would claim it
-                (``_why_claim``); whether its runner can be reached (``_why_runner``)
+                (``_precheck``); whether its runner can be reached (``publish._runners``)
 claimed,        the owner, its heartbeat age against the recorded lease, and what recovery does
 running,        once the lease has expired; a wedged commit (``_why_owned``)
 committing,
 cancelling
-waiting         the join, every child's state, which block, which cannot be resolved (``_why_join``)
+waiting         the join, every child's state, which block, which cannot be resolved (below)
 failed          the failure, whether a ``continue`` (or an ``override_step``) fits the budgets, and
                 the last attempt's breadcrumb (``error.json``, else the end of its stderr)
 paused,         the state and how to proceed
@@ -26,32 +27,60 @@ the flapping flag (``_why_history``); every kind gets its pending requests and t
 The job side of every precondition comes from job.json; the manager side from the manifests of managers
 that are live now, read once per :class:`WhyContext` however many jobs it diagnoses. Nothing here
 writes: no journal writer, no heartbeat, no file.
+
+**A waiting job**: its join, every child's state, which block, which cannot be resolved.
+
+The children are located exactly as the waiting pass locates them (``_joins.locate``: each state-kind
+directory at each placement hint listed once, never a scan) and the condition is judged by the same
+``_joins.judge``, so the verdict shown is the one the next waiting pass will reach. A child that is
+still open (not succeeded, failed or cancelled) while the join is undecided *blocks* it. A child with no
+marker at its placement hint *cannot be resolved*: the waiting pass records the first instant it saw
+that (DECISIONS D7) and fails the job with ``dependency_failure`` once the managers' join grace has
+passed since then.
+
+Cost: the listings of one join evaluation; no frame is read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from httk.workflow.engine.core._clock import parse_time
 from httk.workflow.engine.core._frames import Counters
 from httk.workflow.engine.core._liveness import ManagerView, list_managers
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
-from httk.workflow.engine.manager._budgets import check_advance, check_retry
-from httk.workflow.engine.manager._resources import requirement_of
+from httk.workflow.engine.manager._rules import (
+    DEFAULT_JOIN_GRACE_SECONDS,
+    check_advance,
+    check_retry,
+    requirement_of,
+)
+from httk.workflow.engine.publish._joins import Join, JoinError, Verdict, judge, locate, parse_join
 from httk.workflow.engine.publish._runners import RunnerReach
 from httk.workflow.protocol import InvalidDocumentError
 from httk.workflow.protocol._jsonio import read_json_object
 
-from ._inspect_job import _read_job, read_marker_frame
-from ._why_claim import budget_usage, claim_findings, closest, fits
-from ._why_history import RequestIndex, attempt_history
-from ._why_join import diagnose_waiting
+from ._precheck import budget_usage, claim_findings, closest, fits
+from ._show import read_job, read_marker_frame
 from ._why_owned import OWNED, in_scope, names
-from ._why_report import BLOCKED, INFO, OK, WARNING, Answer, Case, Diagnosis, Finding, runner_finding
+from ._why_report import (
+    BLOCKED,
+    INFO,
+    OK,
+    WARNING,
+    Answer,
+    Case,
+    Diagnosis,
+    Finding,
+    RequestIndex,
+    attempt_history,
+    runner_finding,
+)
 
 HISTORY_KINDS = frozenset({Kind.READY, Kind.RUNNING, Kind.FAILED})
 BREADCRUMB = "error.json"
@@ -86,7 +115,7 @@ def diagnose(workspace: Workspace, marker: MarkerLocation, context: WhyContext |
     context = WhyContext.read(workspace) if context is None else context
     read = read_marker_frame(workspace, marker)
     payload = workspace.payload_path(marker.placement, marker.job_key)
-    document, job_problem, _digest = _read_job(payload)
+    document, job_problem, _digest = read_job(payload)
     case = Case(
         workspace=workspace,
         marker=marker,
@@ -302,3 +331,90 @@ _HANDLERS: dict[Kind, Callable[[Case, WhyContext], Answer]] = {
     Kind.SUCCEEDED: _succeeded,
     Kind.CANCELLED: _cancelled,
 }
+
+
+"""The managers' default ``--join-grace-seconds`` (a manifest does not record it)."""
+_ENDED = {Kind.SUCCEEDED: OK, Kind.FAILED: WARNING, Kind.CANCELLED: WARNING}
+
+
+def diagnose_waiting(case: Case) -> Answer:
+    try:
+        join = parse_join(case.frame.get("join"), workspace_id=case.workspace.workspace_id)
+    except JoinError as exc:
+        finding = Finding("join", BLOCKED, f"the join cannot be read: {exc}")
+        return Answer(
+            "its join is unreadable: the next waiting pass fails it with protocol_error", False, [finding]
+        )
+    sightings = locate(case.workspace, join.children)
+    kinds = [None if sighting is None else sighting.kind for sighting in sightings]
+    found = [Finding("join", INFO, _describe(join, str(case.frame.get("next_step"))))]
+    for child, kind in zip(join.children, kinds, strict=True):
+        found.append(_child_finding(child.label, child.job_key, child.placement_hint, kind))
+    scope = in_scope(case)
+    found.append(_evaluators(scope))
+    unresolved = [child.name for child, kind in zip(join.children, kinds, strict=True) if kind is None]
+    if unresolved:
+        return _unresolved(case, found, unresolved, not scope)
+    resolved = [kind for kind in kinds if kind is not None]
+    verdict = judge(join.condition, join.count, resolved)
+    if verdict is Verdict.PENDING:
+        blocking = [
+            child.name for child, kind in zip(join.children, kinds, strict=True) if kind not in _ENDED
+        ]
+        found.append(Finding("blocking", INFO, f"{len(blocking)} open children: {', '.join(blocking[:20])}"))
+        return Answer(f"waiting for {len(blocking)} of {len(kinds)} children to finish", not scope, found)
+    return Answer(_decided(join, verdict, str(case.frame.get("next_step"))), not scope, found)
+
+
+def _describe(join: Join, next_step: str) -> str:
+    condition = join.condition + (f" {join.count}" if join.count is not None else "")
+    text = f"{condition} of {len(join.children)} children, then step {next_step!r}"
+    step = join.impossible_step
+    if step is not None:
+        return text + f"; if it becomes impossible, step {step!r}"
+    return text + "; if it becomes impossible, fails with dependency_failure"
+
+
+def _child_finding(label: str | None, key: str, hint: str, kind: Kind | None) -> Finding:
+    name = f"{label or '(no label)'} {key}"
+    if kind is None:
+        return Finding("child", WARNING, f"{name}: cannot be resolved at its placement hint {hint!r}")
+    status = _ENDED.get(kind, INFO)
+    return Finding(
+        "child", status, f"{name}: {kind.value}", {"label": label, "job_key": key, "kind": kind.value}
+    )
+
+
+def _evaluators(scope: Sequence[ManagerView]) -> Finding:
+    if scope:
+        return Finding("evaluated by", OK, f"{names(scope)} (at every scan)")
+    return Finding("evaluated by", BLOCKED, "no live manager scans its placement: nothing evaluates the join")
+
+
+def _unresolved(case: Case, found: list[Finding], unresolved: list[str], unserved: bool) -> Answer:
+    first = case.frame.get("first_unresolved_at")
+    shown = ", ".join(unresolved[:20])
+    if isinstance(first, str):
+        since = parse_time(first)
+        deadline = (
+            ""
+            if since is None
+            else f", at {since + timedelta(seconds=DEFAULT_JOIN_GRACE_SECONDS):%Y-%m-%dT%H:%M:%SZ}"
+        )
+        text = (
+            f"first recorded unresolvable at {first}; the job fails with dependency_failure after the join "
+            f"grace (default {DEFAULT_JOIN_GRACE_SECONDS:g} s){deadline} unless they appear"
+        )
+    else:
+        text = "the next waiting pass records when this began; the join grace runs from then"
+    found.append(Finding("unresolvable", WARNING, f"{len(unresolved)} children: {shown}; {text}"))
+    return Answer(f"{len(unresolved)} join children cannot be resolved in this workspace", unserved, found)
+
+
+def _decided(join: Join, verdict: Verdict, next_step: str) -> str:
+    if verdict is Verdict.SATISFIED:
+        return f"the join is satisfied: the next waiting pass moves it to ready at step {next_step!r}"
+    step = join.impossible_step
+    if step is not None:
+        return f"the join can no longer succeed: the next waiting pass moves it to ready at step {step!r}"
+    return "the join can no longer succeed: the next waiting pass fails it with dependency_failure"

@@ -37,15 +37,15 @@ from typing import Any
 from httk.workflow.engine.core._clock import age_seconds, parse_time
 from httk.workflow.engine.core._liveness import ManagerView, process_alive
 from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.manager._rules import DEFAULT_TAKEOVER_GRACE_FACTOR
 from httk.workflow.engine.publish._outcome import OUTCOME_DIR
 
-from ._why_claim import fit, manager_name
+from ._precheck import fit, manager_name
 from ._why_report import BLOCKED, INFO, OK, WARNING, Answer, Case, Finding
 
 WEDGE_ANOMALIES = 2
 """How often a commit must have gone wrong for the same attempt before it is called wedged."""
 LOG_TAIL_BYTES = 64 * 1024
-TAKEOVER_GRACE_FACTOR = 2.0
 """The managers' default ``--takeover-grace-factor`` (the manifest does not record it)."""
 _ANOMALY_LEVELS = ("WARNING", "ERROR", "CRITICAL")
 
@@ -171,7 +171,7 @@ def diagnose_running(case: Case) -> Answer:
 
 
 def _isolated_takeover(owner: Owner, found: list[Finding], scope: Sequence[ManagerView]) -> Answer:
-    grace = TAKEOVER_GRACE_FACTOR * owner.lease
+    grace = DEFAULT_TAKEOVER_GRACE_FACTOR * owner.lease
     silent = owner.age if owner.age is not None else grace
     if silent >= grace:
         text = f"the heartbeat has been silent {silent:.0f} s, past the takeover grace of {grace:g} s"

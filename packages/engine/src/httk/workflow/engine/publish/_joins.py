@@ -51,7 +51,7 @@ from httk.workflow.protocol import (
     validate_uuid,
 )
 
-from ._children import MAX_CHILDREN, SpawnedChild
+from ._outcome import MAX_CHILDREN, SpawnedChild
 
 log = logging.getLogger("httk.workflow.manager")
 

@@ -1,4 +1,4 @@
-"""Published outcomes: reading one, validating it against the current attempt, and deciding its effect.
+"""Published outcomes: reading one, validating it against the current attempt, and its child bundles.
 
 An outcome is the directory ``.httk-attempt.<attempt-id>/outcome.ready/`` a step renamed into place; its
 ``outcome.json`` is authoritative over the process exit status. Validation is the first step of the
@@ -6,37 +6,68 @@ specification's processing order: the job, activation and attempt must be the cu
 must be one of the six with its required members, a failure must be exactly the one failure shape. An
 outcome that fails validation is *unusable*: the attempt is still fenced through committing and the job
 fails with ``protocol_error`` naming the defect, so a broken runner can never make its failure invisible.
-A ``wait``'s join and any child bundles are validated beside it (:mod:`._joins`, :mod:`._children`),
-because that needs the workspace; the committing frame then holds the normalized join (labels attached)
-in its outcome and the validated spawn set as ``spawned``.
+A ``wait``'s join (:mod:`._joins`) and any child bundles are validated beside it, because that needs the
+workspace; the committing frame then holds the normalized join (labels attached) in its outcome and the
+validated spawn set as ``spawned``. Where the outcome takes the job is the manager's
+(:func:`httk.workflow.engine.manager._rules.decide`).
 
-:func:`decide` is pure: given the job, the committing frame and the outcome it returns the destination
-kind and the members of the destination frame, budgets included. Replay after a crash calls it again
-with the same inputs and gets the same answer.
+**Child bundles.** A step publishes children inside its outcome (``outcome.ready/children/spawn.json`` and
+one bundle per child below ``children/jobs/<job-key>/``). What this module guarantees:
+
+- :func:`read_spawn_set` is part of outcome validation (step 1 of the processing order). It accepts the
+  spawn set only when *everything* in it is usable: spawn.json has the D13 shape, every entry is in
+  this workspace with a unique UUID, a unique tag-syntax label and spawn id, a valid placement outside
+  the parent's own payload; the bundle directories are exactly the entries' job keys; every bundle is a
+  tree of regular files and directories whose job.json passes the submission rules, names the entry's
+  UUID and tag, and whose ``parent`` is exactly this parent, activation and spawn entry; no different job
+  already holds the destination. Any defect raises :class:`UnusableOutcomeError` before anything is
+  registered, so the parent fails with ``protocol_error`` and no child of the set exists.
+- :func:`register_children` is step 5: each bundle is renamed into ``<placement>/<job-key>`` and gets its
+  one ``g0.init`` marker through the submission code (:meth:`Submitter.submit_bundle`), synchronized when
+  durable, before the parent's destination frame is written. It is idempotent: a child already placed
+  with the identical job digest only gets a missing marker, so a replay after a crash registers exactly
+  the missing set. Registration is never rolled back. A bundle that vanished without its child being
+  placed, or a different job under the same UUID, is :class:`ChildRegistrationError`.
+
+Children are published only with ``advance``, ``succeed`` (detached children) and ``wait``; a fail,
+retry or pause carrying children is unusable, because it would register jobs for a step that did not
+finish. The committing frame records the validated set (:class:`SpawnedChild`, with each job digest),
+which is what a replay registers; a set is at most :data:`MAX_CHILDREN` children, so every frame that
+names them stays far below the journal's frame limit.
+
+Cost: validation reads spawn.json and each child's job.json once and walks each bundle (normally one
+or two files); registration is one rename and one marker per child (plus their directory fsyncs when
+durable); a replay costs one job.json digest and one marker probe per child already registered.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._frames import (
-    ACTIVATION_ONLY,
-    Counters,
-    attempt_evidence,
-    carried,
-    next_data_generation,
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.protocol import (
+    InvalidDocumentError,
+    InvalidNameError,
+    JobKey,
+    SubmissionError,
+    UnsafePathError,
+    placement_prefix_matches,
+    validate_child_label,
+    validate_placement,
+    validate_priority,
+    validate_step,
+    validate_uuid,
 )
-from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.manager._budgets import check_advance, check_retry, is_retried
-from httk.workflow.protocol import InvalidDocumentError, InvalidNameError, validate_priority, validate_step
-from httk.workflow.protocol._job_rules import _check_resources, validate_failure
-from httk.workflow.protocol._jsonio import read_json_object
+from httk.workflow.protocol._digest import job_digest
+from httk.workflow.protocol._job_rules import PARENT_MEMBERS, check_resources, validate_failure, validate_job
+from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes, read_json_object
+
+from ._submit import JOB_FILE, SubmitResult, Submitter, refuse_unsafe_tree
 
 OUTCOME_DIR = "outcome.ready"
 OUTCOME_FILE = "outcome.json"
@@ -130,7 +161,7 @@ def validate_outcome(
         raise UnusableOutcomeError("outcome member 'message' must be a string")
     if "resources" in outcome:
         try:
-            _check_resources(outcome["resources"], None)  # job.json's rule: labels, non-negative integers
+            check_resources(outcome["resources"], None)  # job.json's rule: labels, non-negative integers
         except InvalidDocumentError as exc:
             raise UnusableOutcomeError(f"outcome member {exc.member!r}: {exc.rule}") from None
     cleaned = dict(outcome)
@@ -151,172 +182,272 @@ def _valid_steps(value: object) -> bool:
     return True
 
 
+CHILDREN_DIR = "children"
+SPAWN_FILE = "spawn.json"
+JOBS_DIR = "jobs"
+SPAWN_FORMAT = "httk-workflow-spawn"
+MAX_CHILDREN = 10_000
+"""Children of one spawn set (and of one join): keeps the frames naming them below the 16 MiB limit."""
+MAX_SPAWN_BYTES = 8 << 20
+SPAWNING_ACTIONS = frozenset({"advance", "succeed", "wait"})
+ENTRY_MEMBERS = ("workspace_id", "job_id", "job_key", "label", "placement", "spawn_id")
+
+
+class ChildRegistrationError(Exception):
+    """A validated child could not be registered while its parent committed; the message names it."""
+
+
 @dataclass(frozen=True, slots=True)
-class Decision:
-    """Where a committed outcome (or an attempt's end) takes the job."""
+class ParentIdentity:
+    """The parent as its children's job.json must name it (D13), less the per-child spawn id."""
 
-    kind: Kind
-    members: dict[str, Any] = field(default_factory=dict)
-    priority: int | None = None
+    workspace_id: str
+    job_id: str
+    job_key: str
+    placement: str
+    activation_id: str
 
-
-def failed(frame: Mapping[str, Any], failure: Mapping[str, Any], reason: str) -> Decision:
-    return Decision(
-        Kind.FAILED,
-        {
-            **carried(frame),
-            **Counters.of(frame).as_members(),
-            **attempt_evidence(frame),
-            "failure": dict(failure),
-            "reason": reason,
-        },
-    )
-
-
-def retry_or_fail(
-    job: Mapping[str, Any],
-    frame: Mapping[str, Any],
-    failure: Mapping[str, Any],
-    *,
-    declared: bool,
-    unclean: bool,
-    attempt_reason: str,
-    extra: Mapping[str, Any] | None = None,
-) -> Decision:
-    """Retry the current activation when policy and budgets allow; otherwise fail with the right code."""
-    counters = Counters.of(frame)
-    extra = dict(extra or {})
-    if not is_retried(job, failure, declared=declared):
-        return failed(frame, failure, "failure")
-    verdict = check_retry(job, counters)
-    if verdict.code is not None:
-        exhausted = {
-            "code": verdict.code,
-            "message": verdict.message,
-            "details": {"last_failure": dict(failure)},
+    def reference(self, spawn_id: str) -> dict[str, str]:
+        """The ``parent`` member of a child's job.json, in D13 order."""
+        return {
+            "workspace_id": self.workspace_id,
+            "job_id": self.job_id,
+            "job_key": self.job_key,
+            "placement": self.placement,
+            "activation_id": self.activation_id,
+            "spawn_id": spawn_id,
         }
-        return Decision(Kind.FAILED, {**failed(frame, exhausted, "failure").members, **extra})
-    return Decision(
-        Kind.READY,
-        {
-            **carried(frame),
-            **counters.as_members(),
-            "attempt_reason": attempt_reason,
-            "previous_attempt_id": frame.get("attempt_id"),
-            "unclean_restart": unclean,
-            "last_failure": dict(failure),
-            "reason": "retry",
-            **extra,
-        },
-    )
+
+    @property
+    def payload_placement(self) -> str:
+        """The parent's payload as a placement: no child may be placed at or below it."""
+        return f"{self.placement}/{self.job_key}"
 
 
-def decide(
-    job: Mapping[str, Any],
-    frame: Mapping[str, Any],
-    outcome: Mapping[str, Any],
-    *,
-    data_changed: bool = False,
-) -> Decision:
-    """The destination of a committed, valid outcome; ``frame`` is the committing frame.
+@dataclass(frozen=True, slots=True)
+class SpawnedChild:
+    """One validated child of a spawn set, as the committing frame records it for registration."""
 
-    ``data_changed`` says whether the outcome's replayed transaction changed ``data/``; a transactional
-    job's destination frame then carries the next data generation (:func:`next_data_generation`).
+    job_id: str
+    job_key: str
+    label: str
+    placement: str
+    spawn_id: str
+    priority: int
+    job_digest: str
+
+    def as_member(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "job_key": self.job_key,
+            "label": self.label,
+            "placement": self.placement,
+            "spawn_id": self.spawn_id,
+            "priority": self.priority,
+            "job_digest": self.job_digest,
+        }
+
+    @classmethod
+    def from_member(cls, member: Mapping[str, Any]) -> SpawnedChild:
+        """Read back an entry of a committing frame's ``spawned`` (``ValueError`` when malformed)."""
+        try:
+            child = cls(
+                str(member["job_id"]),
+                str(member["job_key"]),
+                str(member["label"]),
+                validate_placement(member["placement"]),
+                str(member["spawn_id"]),
+                int(member["priority"]),
+                str(member["job_digest"]),
+            )
+            JobKey.parse(child.job_key)
+        except (KeyError, TypeError, InvalidNameError) as exc:
+            raise ValueError(f"malformed spawned child {member!r}: {exc}") from None
+        return child
+
+
+def children_dir(control_dir: Path) -> Path:
+    """Where an attempt's published outcome keeps its child bundles."""
+    return control_dir / OUTCOME_DIR / CHILDREN_DIR
+
+
+# -- validation ------------------------------------------------------------------------------------
+def read_spawn_set(
+    workspace: Workspace, control_dir: Path, parent: ParentIdentity, action: str
+) -> list[SpawnedChild]:
+    """The validated spawn set of a published outcome; ``[]`` when it publishes no children.
+
+    Raises :class:`UnusableOutcomeError` naming the first defect (see the module header).
     """
-    decision = _decide(job, frame, outcome)
-    if frame.get("data_generation") is None:
-        return decision
-    generation = next_data_generation(frame["data_generation"], data_changed)
-    return Decision(decision.kind, {**decision.members, "data_generation": generation}, decision.priority)
-
-
-def _decide(job: Mapping[str, Any], frame: Mapping[str, Any], outcome: Mapping[str, Any]) -> Decision:
-    action = outcome["action"]
-    priority = outcome.get("priority")
-    counters = Counters.of(frame)
-    base = {**carried(frame), **counters.as_members()}
-    if "runner_steps" in outcome:
-        base["runner_steps"] = outcome["runner_steps"]
-    if action == "succeed":
-        return Decision(Kind.SUCCEEDED, {**base, **attempt_evidence(frame), "reason": "succeed"}, priority)
-    if action == "pause":
-        return Decision(Kind.PAUSED, {**base, "pause": dict(outcome["pause"]), "reason": "pause"}, priority)
-    if action in ("advance", "wait"):
-        # Both start a new activation (the wait's once its join decides), so both are budgeted here.
-        verdict = check_advance(job, counters)
-        if verdict.code is not None:
-            failure = {"code": verdict.code, "message": verdict.message}
-            members = {**base, **attempt_evidence(frame), "failure": failure, "reason": "failure"}
-            return Decision(Kind.FAILED, members, priority)
-        if "resources" in outcome:  # the next activation's requirement, carried across its retries
-            base["resources"] = dict(outcome["resources"])
-    if action == "wait":
-        waiting = {
-            **base,
-            "join": dict(outcome["join"]),
-            "next_step": outcome["next_step"],
-            "first_unresolved_at": None,
-            "reason": "wait",
-        }
-        return Decision(Kind.WAITING, waiting, priority)
-    if action == "advance":
-        return Decision(
-            Kind.READY,
-            {
-                **{key: value for key, value in base.items() if key not in ACTIVATION_ONLY},
-                **counters.advanced().as_members(),
-                "step": outcome["next_step"],
-                "activation_id": str(uuid.uuid4()),
-                "activation_reason": "advance",
-                "attempt_reason": "advance",
-                "previous_attempt_id": None,
-                "unclean_restart": False,
-                "reason": "advance",
-            },
-            priority,
+    root = children_dir(control_dir)
+    try:
+        mode = os.lstat(root).st_mode
+    except FileNotFoundError:
+        return []
+    if not stat.S_ISDIR(mode):
+        raise UnusableOutcomeError(f"{CHILDREN_DIR}/ must be a directory (not a symlink or a file)")
+    if action not in SPAWNING_ACTIONS:
+        raise UnusableOutcomeError(
+            f"children are published only with advance, succeed or wait, not with {action!r}"
         )
-    if action == "retry":
-        failure = {"code": "requested_retry", "message": outcome["retry"]["reason"]}
-        decision = _retry_requested(job, frame, failure)
-        return Decision(decision.kind, {**decision.members, **_steps(base)}, priority)
-    if action == "fail":
-        decision = retry_or_fail(
-            job,
-            frame,
-            outcome["failure"],
-            declared=True,
-            unclean=False,
-            attempt_reason=outcome["failure"]["code"],
+    entries = _spawn_entries(root / SPAWN_FILE)
+    seen: dict[str, set[str]] = {"job_id": {parent.job_id}, "label": set(), "spawn_id": set()}
+    checked = [_entry(index, entry, parent, seen) for index, entry in enumerate(entries)]
+    _check_bundle_names(root / JOBS_DIR, [entry["job_key"] for entry in checked])
+    return [_bundle(workspace, root / JOBS_DIR, entry, parent) for entry in checked]
+
+
+def _spawn_entries(path: Path) -> list[Any]:
+    try:
+        spawn = read_json_object(path, document="spawn.json", max_bytes=MAX_SPAWN_BYTES)
+    except (InvalidDocumentError, UnsafePathError) as exc:
+        raise UnusableOutcomeError(f"{CHILDREN_DIR}/{SPAWN_FILE}: {exc}") from None
+    if spawn.get("format") != SPAWN_FORMAT or spawn.get("format_version") != 1:
+        raise UnusableOutcomeError(f"spawn.json must have format {SPAWN_FORMAT!r} and format_version 1")
+    entries = spawn.get("children")
+    if not isinstance(entries, list):
+        raise UnusableOutcomeError("spawn.json children must be an array")
+    if len(entries) > MAX_CHILDREN:
+        raise UnusableOutcomeError(
+            f"spawn.json names {len(entries)} children, over the limit of {MAX_CHILDREN} per outcome"
         )
-        return Decision(decision.kind, {**decision.members, **_steps(base)}, priority)
-    raise UnusableOutcomeError(f"outcome action {action!r} cannot be committed by this version")
+    return entries
 
 
-def _steps(base: Mapping[str, Any]) -> dict[str, Any]:
-    return {"runner_steps": base["runner_steps"]} if "runner_steps" in base else {}
-
-
-def _retry_requested(
-    job: Mapping[str, Any], frame: Mapping[str, Any], failure: Mapping[str, Any]
-) -> Decision:
-    """A step's own ``retry``: always wanted, bounded only by the budgets."""
-    counters = Counters.of(frame)
-    verdict = check_retry(job, counters)
-    if verdict.code is not None:
-        return failed(
-            frame,
-            {"code": verdict.code, "message": verdict.message, "details": {"retry": dict(failure)}},
-            "failure",
+def _entry(index: int, entry: object, parent: ParentIdentity, seen: dict[str, set[str]]) -> dict[str, str]:
+    where = f"spawn.json children[{index}]"
+    if not isinstance(entry, dict):
+        raise UnusableOutcomeError(f"{where} must be an object")
+    for member in ENTRY_MEMBERS:
+        if not isinstance(entry.get(member), str):
+            raise UnusableOutcomeError(f"{where}.{member} is required and must be a string")
+    try:
+        validate_uuid(entry["workspace_id"], "workspace id")
+        validate_uuid(entry["job_id"])
+        key = JobKey.parse(entry["job_key"])
+        validate_child_label(entry["label"])
+        validate_placement(entry["placement"])
+        validate_uuid(entry["spawn_id"], "spawn id")
+    except InvalidNameError as exc:
+        raise UnusableOutcomeError(f"{where}: {exc}") from None
+    if entry["workspace_id"] != parent.workspace_id:
+        raise UnusableOutcomeError(
+            f"{where}.workspace_id {entry['workspace_id']} is not this workspace; cross-workspace children "
+            "need multiworkspace-v1"
         )
-    return Decision(
-        Kind.READY,
-        {
-            **carried(frame),
-            **counters.as_members(),
-            "attempt_reason": "requested_retry",
-            "previous_attempt_id": frame.get("attempt_id"),
-            "unclean_restart": False,
-            "retry": {"reason": failure["message"]},
-            "reason": "retry",
-        },
+    if key.job_id != entry["job_id"]:
+        raise UnusableOutcomeError(f"{where}.job_key {entry['job_key']} does not end in its job_id")
+    if placement_prefix_matches(entry["placement"], parent.payload_placement):
+        raise UnusableOutcomeError(
+            f"{where}.placement {entry['placement']!r} lies inside the parent's payload"
+        )
+    for member in ("job_id", "label", "spawn_id"):
+        if entry[member] in seen[member]:
+            what = "is the parent's own" if entry[member] == parent.job_id else "appears twice in the set"
+            raise UnusableOutcomeError(f"{where}.{member} {entry[member]!r} {what}")
+        seen[member].add(entry[member])
+    return {member: entry[member] for member in ENTRY_MEMBERS}
+
+
+def _check_bundle_names(jobs: Path, keys: list[str]) -> None:
+    try:
+        if not keys and not os.path.lexists(jobs):
+            return
+        if not stat.S_ISDIR(os.lstat(jobs).st_mode):
+            raise UnusableOutcomeError(f"{CHILDREN_DIR}/{JOBS_DIR}/ must be a directory")
+        names = set(os.listdir(jobs))
+    except FileNotFoundError:
+        names = set()
+    missing = [key for key in keys if key not in names]
+    if missing:
+        raise UnusableOutcomeError(f"spawn.json names {missing[0]} but {JOBS_DIR}/ has no bundle of it")
+    extra = sorted(names - set(keys))
+    if extra:
+        raise UnusableOutcomeError(f"{JOBS_DIR}/{extra[0]} is a bundle that spawn.json does not name")
+
+
+def _bundle(
+    workspace: Workspace, jobs: Path, entry: Mapping[str, str], parent: ParentIdentity
+) -> SpawnedChild:
+    key = entry["job_key"]
+    bundle = jobs / key
+    where = f"child {entry['label']} ({key})"
+    try:
+        if not stat.S_ISDIR(os.lstat(bundle).st_mode):
+            raise UnusableOutcomeError(f"{where}: its bundle must be a directory (not a symlink)")
+        refuse_unsafe_tree(bundle)
+        data = read_document_bytes(bundle / JOB_FILE, "job.json")
+        document = validate_job(parse_json_object(data, document="job.json", path=bundle / JOB_FILE))
+    except (InvalidDocumentError, UnsafePathError, OSError) as exc:
+        raise UnusableOutcomeError(f"{where}: {exc}") from None
+    if str(JobKey(document["id"], document.get("tag"))) != key:
+        raise UnusableOutcomeError(
+            f"{where}: job.json id {document['id']} and tag {document.get('tag')!r} do not make the job key "
+            "of its bundle"
+        )
+    expected = parent.reference(entry["spawn_id"])
+    named = document.get("parent")
+    actual = {m: named.get(m) for m in PARENT_MEMBERS} if isinstance(named, dict) else named
+    if actual != expected:
+        raise UnusableOutcomeError(f"{where}: job.json parent must be {expected}, not {named}")
+    digest = job_digest(data)
+    _check_destination(workspace, entry["placement"], key, digest, where)
+    return SpawnedChild(
+        entry["job_id"],
+        key,
+        entry["label"],
+        entry["placement"],
+        entry["spawn_id"],
+        document["priority"],
+        digest,
     )
+
+
+def _check_destination(workspace: Workspace, placement: str, key: str, digest: str, where: str) -> None:
+    """A different job already placed under this key makes the set unusable; the identical one is fine."""
+    destination = workspace.payload_path(placement, key)
+    if not os.path.lexists(destination):
+        return
+    try:
+        placed = job_digest((destination / JOB_FILE).read_bytes())
+    except OSError:
+        placed = None
+    if placed != digest:
+        raise UnusableOutcomeError(
+            f"{where}: {destination} already holds a different job under this UUID; a UUID names one "
+            "immutable definition"
+        )
+
+
+# -- registration ----------------------------------------------------------------------------------
+def register_children(
+    workspace: Workspace, control_dir: Path, spawned: list[SpawnedChild]
+) -> list[SubmitResult]:
+    """Register every child of a validated spawn set (idempotent; see the module header)."""
+    submitter = Submitter(workspace)
+    jobs = children_dir(control_dir) / JOBS_DIR
+    results: list[SubmitResult] = []
+    for child in spawned:
+        where = f"child {child.label} ({child.job_key}) at {child.placement}"
+        try:
+            key = JobKey.parse(child.job_key)
+            results.append(
+                submitter.submit_bundle(
+                    jobs / child.job_key, key, child.priority, child.job_digest, child.placement
+                )
+            )
+        except SubmissionError as exc:
+            raise ChildRegistrationError(f"{where} cannot be registered: {exc}") from None
+        except FileNotFoundError:
+            raise ChildRegistrationError(
+                f"{where} cannot be registered: its bundle vanished and no identical child is placed there"
+            ) from None
+    return results
+
+
+def spawned_of(frame: Mapping[str, Any]) -> list[SpawnedChild]:
+    """The spawn set a committing frame records (``ValueError`` when the member is malformed)."""
+    members = frame.get("spawned") or []
+    if not isinstance(members, list):
+        raise ValueError("the committing frame's spawned member must be an array")
+    return [SpawnedChild.from_member(member) for member in members]

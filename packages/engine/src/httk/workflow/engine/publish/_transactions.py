@@ -70,7 +70,6 @@ from pathlib import Path
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import Clock, backoff_schedule
-from httk.workflow.engine.manager._isolated_workdir import populate_isolated_workdir
 from httk.workflow.protocol import InvalidDocumentError
 
 from ._transaction_manifest import (
@@ -100,7 +99,6 @@ __all__ = [
     "check_preconditions",
     "check_staged_payload",
     "load_manifest",
-    "populate_isolated_workdir",
     "replay",
     "trash_path",
     "validate_manifest",

@@ -249,3 +249,14 @@ def kept_members(frame: Mapping[str, Any] | None) -> dict[str, Any]:
     if frame is None:
         return {}
     return {key: value for key, value in frame.items() if key not in FRAME_COMMON_MEMBERS | REQUEST_MEMBERS}
+
+
+APPLIED, RETIRE, QUARANTINE, HOLD = "applied", "retire", "quarantine", "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What becomes of a claimed request: applied (remove it), retire, quarantine, or hold (retry later)."""
+
+    what: str
+    reason: str = ""

@@ -40,33 +40,30 @@ import hashlib
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from httk.workflow.engine.core import _fsops
-from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._clock import Clock, utc_timestamp
 from httk.workflow.engine.core._liveness import read_heartbeat
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._transition import verified_rename
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
-from httk.workflow.engine.manager._request_apply import (
-    APPLIED,
-    HOLD,
-    QUARANTINE,
-    RETIRE,
-    Verdict,
-    apply_request,
-)
-from httk.workflow.engine.manager._state import ManagerState, PerManager
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError, validate_priority, validate_step
 from httk.workflow.protocol._jsonio import dump_pretty, read_document_bytes, read_json_object
 
 from ._documents import (
     ACTIONS,
+    APPLIED,
+    HOLD,
     MAX_REQUEST_BYTES,
+    QUARANTINE,
+    RETIRE,
     MalformedRequestError,
     Request,
+    Verdict,
     parse_request,
     refusal,
     request_document,
@@ -245,8 +242,23 @@ class RequestStatistics:
     unserved: int = 0  # currently remembered as another backend's
 
 
+class RequestHolder(Protocol):
+    """Who claims and decides requests: a manager's identity, its workspace and its clock."""
+
+    @property
+    def manager_id(self) -> str: ...
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+
 @dataclass
-class _Memory:
+class RequestMemory:
+    """What one manager incarnation remembers between its request passes."""
+
     # Invariant: a name is in ``held`` exactly while its file sits in this manager's claimed directory
     # waiting for a later pass; ``unserved`` names sit in ready/ for another manager.
     held: set[str] = field(default_factory=set)
@@ -254,48 +266,69 @@ class _Memory:
     last_reclaim: float | None = None
     counts: RequestStatistics = field(default_factory=RequestStatistics)
 
-
-_MEMORY = PerManager(_Memory)
-
-
-def statistics(state: ManagerState) -> RequestStatistics:
-    memory = _MEMORY.of(state)
-    counts = memory.counts
-    return RequestStatistics(
-        counts.applied,
-        counts.retired,
-        counts.quarantined,
-        counts.reclaimed,
-        len(memory.held),
-        len(memory.unserved),
-    )
+    def statistics(self) -> RequestStatistics:
+        counts = self.counts
+        return RequestStatistics(
+            counts.applied,
+            counts.retired,
+            counts.quarantined,
+            counts.reclaimed,
+            len(self.held),
+            len(self.unserved),
+        )
 
 
-def handle_requests(state: ManagerState, *, budget: int = DEFAULT_BUDGET) -> bool:
-    """Decide at most ``budget`` requests; whether any was applied, retired, quarantined or re-claimed."""
-    memory = _MEMORY.of(state)
-    acted = _reclaim(state, memory)
+Apply = Callable[[Request], Verdict]
+"""Decides one well-formed claimed request against its job (the manager's ``apply_request``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Desk:
+    """One pass: the holder, what it remembers, how it decides, and the jobs it is restricted to."""
+
+    holder: RequestHolder
+    memory: RequestMemory
+    apply: Apply
+    only_jobs: frozenset[str] | None
+
+
+def handle_requests(
+    holder: RequestHolder,
+    memory: RequestMemory,
+    apply: Apply,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    only_jobs: frozenset[str] | None = None,
+) -> bool:
+    """Decide at most ``budget`` requests; whether any was applied, retired, quarantined or re-claimed.
+
+    ``apply`` decides a well-formed request; a manager restricted to ``only_jobs`` (job keys) decides
+    only requests naming one of them and re-claims nothing from other managers.
+    """
+    desk = _Desk(holder, memory, apply, only_jobs)
+    acted = _reclaim(desk)
     decided = 0
     for name in sorted(memory.held):
         if decided >= budget:
             return acted
         decided += 1
-        acted |= _decide_held(state, memory, name)
-    for name in _ready_names(state, memory):
+        acted |= _decide_held(desk, name)
+    for name in _ready_names(desk):
         if decided >= budget:
             break
         decided += 1
-        acted |= _take(state, memory, name)
+        acted |= _take(desk, name)
     return acted
 
 
-def _requests(state: ManagerState, *parts: str) -> Path:
-    return state.workspace.requests_dir.joinpath(*parts)
+def _requests(holder: RequestHolder, *parts: str) -> Path:
+    return holder.workspace.requests_dir.joinpath(*parts)
 
 
-def _ready_names(state: ManagerState, memory: _Memory) -> list[str]:
+def _ready_names(desk: _Desk) -> list[str]:
+    memory = desk.memory
     try:
-        names = os.listdir(_requests(state, "ready"))
+        names = os.listdir(_requests(desk.holder, "ready"))
     except FileNotFoundError:
         return []
     memory.unserved &= set(names)  # forget what another manager has taken since
@@ -316,10 +349,10 @@ def _load(path: Path, name: str) -> Request | MalformedRequestError | None:
         return exc
 
 
-def _served(state: ManagerState, request: Request) -> bool:
+def _served(holder: RequestHolder, request: Request) -> bool:
     """Whether this manager serves the job's runner backend (only ``path``). No readable job.json says
     nothing about another backend, so such a request is decided here."""
-    path = state.workspace.payload_path(request.placement, request.job_key) / "job.json"
+    path = holder.workspace.payload_path(request.placement, request.job_key) / "job.json"
     try:
         runner = read_json_object(path, document="job.json").get("runner")
     except InvalidDocumentError:
@@ -327,38 +360,39 @@ def _served(state: ManagerState, request: Request) -> bool:
     return not isinstance(runner, dict) or runner.get("backend", "path") == "path"
 
 
-def _restricted_to(state: ManagerState, loaded: Request | MalformedRequestError) -> bool:
+def _restricted_to(desk: _Desk, loaded: Request | MalformedRequestError) -> bool:
     """Whether this manager may decide ``loaded``: a manager restricted to some jobs (``only_jobs``, the
     private manager of ``job debug``) decides only well-formed requests naming one of them."""
-    only = state.config.only_jobs
+    only = desk.only_jobs
     return only is None or (isinstance(loaded, Request) and loaded.job_key in only)
 
 
-def _take(state: ManagerState, memory: _Memory, name: str) -> bool:
-    ready = _requests(state, "ready", name)
+def _take(desk: _Desk, name: str) -> bool:
+    memory = desk.memory
+    ready = _requests(desk.holder, "ready", name)
     loaded = _load(ready, name)
     if loaded is None:
         return False
-    if not _restricted_to(state, loaded):
+    if not _restricted_to(desk, loaded):
         memory.unserved.add(name)  # another job's request, left to the managers that serve it
         return False
-    if isinstance(loaded, Request) and not _served(state, loaded):
+    if isinstance(loaded, Request) and not _served(desk.holder, loaded):
         memory.unserved.add(name)
         log.info("leaving request %s for a manager serving the job's runner backend", name)
         return False
-    claimed = _claim(state, ready, name)
-    return claimed is not None and _decide(state, memory, claimed, loaded)
+    claimed = _claim(desk.holder, ready, name)
+    return claimed is not None and _decide(desk, claimed, loaded)
 
 
-def _mine(state: ManagerState) -> Path:
-    return _requests(state, "claimed", state.manager_id)
+def _mine(holder: RequestHolder) -> Path:
+    return _requests(holder, "claimed", holder.manager_id)
 
 
-def _claim(state: ManagerState, source: Path, name: str) -> Path | None:
+def _claim(holder: RequestHolder, source: Path, name: str) -> Path | None:
     """Rename ``source`` into this manager's claimed directory; ``None`` when another manager won."""
-    durable = state.workspace.durable
-    _fsops.make_dirs(_mine(state), durable=durable)
-    target = _mine(state) / name
+    durable = holder.workspace.durable
+    _fsops.make_dirs(_mine(holder), durable=durable)
+    target = _mine(holder) / name
     try:
         _fsops.rename(source, target, durable=durable)
     except FileNotFoundError:
@@ -369,28 +403,27 @@ def _claim(state: ManagerState, source: Path, name: str) -> Path | None:
     return target
 
 
-def _decide_held(state: ManagerState, memory: _Memory, name: str) -> bool:
-    path = _mine(state) / name
+def _decide_held(desk: _Desk, name: str) -> bool:
+    holder, memory = desk.holder, desk.memory
+    path = _mine(holder) / name
     loaded = _load(path, name)
     if loaded is None:
         memory.held.discard(name)
         return False
-    if isinstance(loaded, Request) and not _served(state, loaded):  # re-claimed from a dead manager
+    if isinstance(loaded, Request) and not _served(holder, loaded):  # re-claimed from a dead manager
         memory.held.discard(name)
         with contextlib.suppress(FileNotFoundError):
-            _fsops.rename(path, _requests(state, "ready", name), durable=state.workspace.durable)
+            _fsops.rename(path, _requests(holder, "ready", name), durable=holder.workspace.durable)
         return True
-    return _decide(state, memory, path, loaded)
+    return _decide(desk, path, loaded)
 
 
-def _decide(
-    state: ManagerState, memory: _Memory, claimed: Path, loaded: Request | MalformedRequestError
-) -> bool:
-    name = claimed.name
+def _decide(desk: _Desk, claimed: Path, loaded: Request | MalformedRequestError) -> bool:
+    holder, memory, name = desk.holder, desk.memory, claimed.name
     verdict = Verdict(QUARANTINE, str(loaded)) if isinstance(loaded, MalformedRequestError) else None
     if verdict is None:
         assert isinstance(loaded, Request)
-        verdict = apply_request(state, loaded)
+        verdict = desk.apply(loaded)
     if verdict.what == HOLD:
         if name not in memory.held:
             log.warning("request %s cannot be applied now; retrying later: %s", name, verdict.reason)
@@ -398,30 +431,30 @@ def _decide(
         return False
     memory.held.discard(name)
     if verdict.what == APPLIED:
-        _fsops.unlink(claimed, durable=state.workspace.durable, missing_ok=True)
+        _fsops.unlink(claimed, durable=holder.workspace.durable, missing_ok=True)
         memory.counts.applied += 1
         assert isinstance(loaded, Request)
         log.info("applied request %s: %s %s by %s", name, loaded.action, loaded.job_key, loaded.operator)
     elif verdict.what == RETIRE:
-        retire(state, claimed, verdict.reason)
+        retire(holder, claimed, verdict.reason)
         memory.counts.retired += 1
     else:
-        quarantine(state, claimed, verdict.reason)
+        quarantine(holder, claimed, verdict.reason)
         memory.counts.quarantined += 1
     return True
 
 
-def retire(state: ManagerState, claimed: Path, reason: str) -> None:
+def retire(holder: RequestHolder, claimed: Path, reason: str) -> None:
     """Write the retirement record, then move the claimed request beside it (never rescanned)."""
-    durable, name = state.workspace.durable, claimed.name
-    retired = _requests(state, "retired")
+    durable, name = holder.workspace.durable, claimed.name
+    retired = _requests(holder, "retired")
     record = {
         "format": RETIRED_FORMAT,
         "format_version": 1,
         "request": name,
-        "manager_id": state.manager_id,
+        "manager_id": holder.manager_id,
         "reason": reason,
-        "retired_at": utc_timestamp(state.clock.now()),
+        "retired_at": utc_timestamp(holder.clock.now()),
     }
     _fsops.make_dirs(retired, durable=durable)
     _fsops.write_file_atomic(retired / f"{name}.retirement", dump_pretty(record), durable=durable)
@@ -430,28 +463,28 @@ def retire(state: ManagerState, claimed: Path, reason: str) -> None:
     log.warning("retired request %s: %s", name, reason)
 
 
-def quarantine(state: ManagerState, claimed: Path, reason: str) -> None:
+def quarantine(holder: RequestHolder, claimed: Path, reason: str) -> None:
     """Move a malformed request into ``quarantine/`` beside a record naming where it came from and why.
 
     The entry's name is derived from the file (name, inode, size), never from its contents' claims, so
     it cannot traverse or collide, and a crash between the record and the move repeats the same names.
     """
-    durable, name = state.workspace.durable, claimed.name
+    durable, name = holder.workspace.durable, claimed.name
     try:
         info = os.lstat(claimed)
     except FileNotFoundError:
         return
     digest = hashlib.sha256(f"{name}\0{info.st_ino}\0{info.st_size}".encode("utf-8", "surrogateescape"))
     entry = f"request-{digest.hexdigest()[:32]}"
-    directory = state.workspace.quarantine_dir
+    directory = holder.workspace.quarantine_dir
     record = {
         "format": QUARANTINE_FORMAT,
         "format_version": 1,
         "entry": entry,
         "original_path": f".httk-workflow/requests/ready/{_printable(name)}",
         "reason": reason,
-        "manager_id": state.manager_id,
-        "quarantined_at": utc_timestamp(state.clock.now()),
+        "manager_id": holder.manager_id,
+        "quarantined_at": utc_timestamp(holder.clock.now()),
     }
     _fsops.make_dirs(directory, durable=durable)
     _fsops.write_file_atomic(directory / f"{entry}.quarantine", dump_pretty(record), durable=durable)
@@ -465,29 +498,30 @@ def _printable(name: str) -> str:
 
 
 # -- re-claiming what dead managers claimed --------------------------------------------------------
-def _reclaim(state: ManagerState, memory: _Memory) -> bool:
-    if state.config.only_jobs is not None:
+def _reclaim(desk: _Desk) -> bool:
+    holder, memory = desk.holder, desk.memory
+    if desk.only_jobs is not None:
         return False  # a restricted manager leaves what other managers claimed alone
-    now = state.clock.monotonic()
+    now = holder.clock.monotonic()
     if memory.last_reclaim is not None and now - memory.last_reclaim < RECLAIM_INTERVAL_SECONDS:
         return False
     memory.last_reclaim = now
     acted = False
     try:
-        with os.scandir(_requests(state, "claimed")) as listing:
+        with os.scandir(_requests(holder, "claimed")) as listing:
             entries = [entry for entry in listing if entry.is_dir(follow_symlinks=False)]
     except FileNotFoundError:
         return False
     for entry in entries:
-        if entry.name != state.manager_id and _silent(state, entry.name, Path(entry.path)):
-            acted |= _reclaim_from(state, memory, Path(entry.path))
+        if entry.name != holder.manager_id and _silent(holder, entry.name, Path(entry.path)):
+            acted |= _reclaim_from(holder, memory, Path(entry.path))
     return acted
 
 
-def _silent(state: ManagerState, manager_id: str, directory: Path) -> bool:
+def _silent(holder: RequestHolder, manager_id: str, directory: Path) -> bool:
     """Whether the manager owning ``directory`` has been silent for longer than its lease."""
-    heartbeat = read_heartbeat(state.workspace, manager_id)
-    now = state.clock.now()
+    heartbeat = read_heartbeat(holder.workspace, manager_id)
+    now = holder.clock.now()
     age = heartbeat.age(now)
     lease = heartbeat.lease_seconds
     if age is None:
@@ -495,21 +529,21 @@ def _silent(state: ManagerState, manager_id: str, directory: Path) -> bool:
             age = now.timestamp() - os.lstat(directory).st_mtime
         except FileNotFoundError:
             return False
-        lease = state.workspace.policy.lease_seconds
+        lease = holder.workspace.policy.lease_seconds
     return age > lease
 
 
-def _reclaim_from(state: ManagerState, memory: _Memory, directory: Path) -> bool:
+def _reclaim_from(holder: RequestHolder, memory: RequestMemory, directory: Path) -> bool:
     acted = False
     try:
         names = sorted(os.listdir(directory))
     except FileNotFoundError:
         return False
     for name in names:
-        if _claim(state, directory / name, name) is not None:
+        if _claim(holder, directory / name, name) is not None:
             memory.held.add(name)
             memory.counts.reclaimed += 1
             acted = True
             log.info("re-claimed request %s from the silent manager %s", name, directory.name)
-    _fsops.remove_dir(directory, durable=state.workspace.durable)
+    _fsops.remove_dir(directory, durable=holder.workspace.durable)
     return acted

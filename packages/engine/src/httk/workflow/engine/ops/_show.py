@@ -1,0 +1,531 @@
+"""One job, read: job show, job log and their --output and --follow. Read-only.
+
+**Show and output** (``job show``, ``job log --output``): one job read the way a manager reads it.
+
+A job is its authoritative marker, the journal frame that marker names and the immutable job.json.
+:func:`show_job` reports all three side by side and keeps going when one of them cannot be read: a
+damaged frame becomes ``frame_problem`` (with the reader's problem code), a broken job.json becomes
+``job_problem``, and whatever else is readable is still shown. Unlike a manager, inspection does not
+refuse a job.json owned by another account: reading it is not running it. :func:`job_output` finds the
+attempt-control directories a payload still holds and what they captured. The frame chain (``job log``)
+is walked as below.
+
+Cost: ``show`` one probe, one frame, one job.json and at most one heartbeat.
+
+**The log** (``job log``, ``job log --follow``): a job's frame chain, walked backwards from its marker.
+
+:func:`job_history` walks the frame chain backwards from the marker through ``previous_record_ref`` and
+returns it oldest first. It never scans the journal forwards (an orphan frame is on nobody's chain). A
+frame that cannot be read — or that belongs to another job, or breaks the generation sequence — is
+reported in place as an entry carrying ``problem``, and the walk stops there, because the link to
+everything older was in that frame. Reading a frame waits out network-filesystem lag up to the
+workspace's visibility deadline before calling it damaged, exactly as the manager does.
+
+Generations fall by one along a chain except behind an ``fsck_repair`` frame (:func:`previous_link`): a
+repair chains to the newest readable frame strictly older than the damaged marker, so the generations in
+between were lost. That jump is accepted exactly when the repair record names the frame it links to, and
+the repair's entry says which generations were lost (``lost_generations`` and a one-line ``note``).
+
+:func:`follow_history` polls the job's marker at its placement (one listing per state kind there, never a
+scan) with a bounded back-off and yields the frames of every new generation, until the job reaches a
+permanent kind (succeeded, cancelled), its marker vanishes, or a time limit passes.
+
+Cost: ``log`` one frame read per generation shown (``limit`` bounds it), plus one for a repair whose
+recovered frame is not shown; ``follow`` one placement probe per poll.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine.core._frames import REPAIR_REASON, fits_link, previous_link, repaired_from
+from httk.workflow.engine.core._liveness import read_heartbeat
+from httk.workflow.engine.core._states import OWNED_KINDS, PERMANENT_KINDS, Kind
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
+from httk.workflow.protocol import (
+    InvalidDocumentError,
+    InvalidNameError,
+    JobKey,
+    JournalDamageError,
+    JournalError,
+    TransitionError,
+    validate_placement,
+)
+from httk.workflow.protocol._digest import job_digest
+from httk.workflow.protocol._job_rules import validate_job
+from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes, read_json_object
+
+from ._inspect import marker_identity
+
+ATTEMPT_PREFIX = ".httk-attempt."
+
+FRAME_SUMMARY = (
+    "step",
+    "activation_id",
+    "activation_ordinal",
+    "attempt_ordinal",
+    "total_attempts",
+    "attempt_id",
+    "attempt_reason",
+    "created_at",
+    "reason",
+    "data_generation",
+    "runner_steps",
+    "job_digest",
+)
+BUDGETS = (
+    ("maximum_attempts_per_activation", "attempt_ordinal"),
+    ("maximum_total_attempts", "total_attempts"),
+    ("maximum_activations", "activation_ordinal"),
+)
+DETAILS = (
+    "failure",
+    "last_failure",
+    "pause",
+    "retry",
+    "takeover",
+    "join",
+    "first_unresolved_at",
+    "operator",
+    "operator_key",
+    "operator_reason",
+    "request_id",
+    "cancellation",
+)
+
+
+# -- job show -----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FrameRead:
+    """The frame a marker names: the record, or the problem that kept it from being read."""
+
+    frame: dict[str, Any] | None
+    problem: dict[str, str] | None
+
+
+def read_marker_frame(workspace: Workspace, marker: MarkerLocation) -> FrameRead:
+    """The marker's frame (``None`` for a ``g0.init`` submission), checked against the marker's name."""
+    if marker.name.ref is None:
+        return FrameRead(None, None)
+    generation = marker.name.generation
+    expected = range(generation, generation + 1)
+    entry = read_entry(workspace, marker.name.ref_text, marker.job_id, expected)
+    if "problem" in entry:
+        return FrameRead(None, entry["problem"])
+    frame = entry["frame"]
+    if frame.get("kind") != marker.kind.value:
+        problem = {"code": "identity_mismatch", "detail": f"the frame says kind {frame.get('kind')!r}"}
+        return FrameRead(frame, problem)
+    return FrameRead(frame, None)
+
+
+def show_job(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
+    """Everything ``job show`` reports about one job, as one JSON-ready object."""
+    read = read_marker_frame(workspace, marker)
+    frame = read.frame or {}
+    payload = workspace.payload_path(marker.placement, marker.job_key)
+    job, job_problem, digest = read_job(payload)
+    report: dict[str, Any] = {
+        **marker_identity(marker),
+        "record_ref": marker.name.ref_text,
+        "marker": marker.path(workspace).relative_to(workspace.root).as_posix(),
+        "payload_path": str(payload),
+        "payload_exists": payload.is_dir(),
+        "frame_problem": read.problem,
+        "job_problem": job_problem,
+        "state": {member: frame[member] for member in FRAME_SUMMARY if member in frame},
+        "job": _job_summary(job, digest),
+    }
+    report["initial_step"] = None if job is None else job.get("initial_step")
+    report["budgets"] = _budgets(job, frame, marker)
+    report["workdir_path"] = _workdir(payload, job, frame)
+    report["data_path"] = str(payload / "data") if _data_mode(job) == "transactional" else None
+    for member in DETAILS:
+        if member in frame:
+            report[member] = frame[member]
+    if marker.kind in OWNED_KINDS:
+        report["owner"] = _owner(workspace, frame)
+    if isinstance(frame.get("join"), Mapping):
+        report["join_children"] = _join_children(workspace, frame["join"])
+    return report
+
+
+def _join_children(workspace: Workspace, join: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each child a join names, with the kind its marker has now (a bounded probe at its placement hint)."""
+    children = join.get("children")
+    found: list[dict[str, Any]] = []
+    for child in children if isinstance(children, list) else []:
+        if not isinstance(child, Mapping):
+            continue
+        key, placement = child.get("job_key"), child.get("placement_hint")
+        kind: str | None = None
+        if isinstance(key, str) and isinstance(placement, str):
+            try:
+                marker = probe_marker(workspace, validate_placement(placement), str(JobKey.parse(key)))
+                kind = None if marker is None else marker.kind.value
+            except (InvalidNameError, TransitionError):
+                kind = None
+        found.append({"job_key": key, "placement": placement, "label": child.get("label"), "kind": kind})
+    return found
+
+
+def read_job(payload: Path) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """job.json, a problem message, and its digest; a document that parses is kept even if invalid."""
+    path = payload / "job.json"
+    try:
+        data = read_document_bytes(path, "job.json")
+        document = parse_json_object(data, document="job.json", path=path)
+    except InvalidDocumentError as exc:
+        return None, str(exc), None
+    try:
+        validate_job(document, path=path)
+    except InvalidDocumentError as exc:
+        return document, str(exc), job_digest(data)
+    return document, None, job_digest(data)
+
+
+def _job_summary(job: Mapping[str, Any] | None, digest: str | None) -> dict[str, Any] | None:
+    if job is None:
+        return None
+    summary = {
+        member: job[member]
+        for member in (
+            "name",
+            "workflow",
+            "initial_step",
+            "runner",
+            "claim",
+            "workdir",
+            "data",
+            "retry_policy",
+            "resources",
+            "parent",
+        )
+        if member in job
+    }
+    summary["digest"] = digest
+    return summary
+
+
+def _budgets(
+    job: Mapping[str, Any] | None, frame: Mapping[str, Any], marker: MarkerLocation
+) -> dict[str, dict[str, Any]]:
+    policy = (job or {}).get("retry_policy") or {}
+    used_default = {"activation_ordinal": 1 if marker.name.generation else 0}
+    return {
+        limit: {"limit": policy.get(limit), "used": int(frame.get(counter, used_default.get(counter, 0)))}
+        for limit, counter in BUDGETS
+    }
+
+
+def _data_mode(job: Mapping[str, Any] | None) -> str | None:
+    data = (job or {}).get("data")
+    return data.get("mode") if isinstance(data, Mapping) else None
+
+
+def _workdir(payload: Path, job: Mapping[str, Any] | None, frame: Mapping[str, Any]) -> str | None:
+    if isinstance(frame.get("workdir"), str):
+        return str(frame["workdir"])
+    workdir = (job or {}).get("workdir")
+    if not isinstance(workdir, Mapping):
+        return None
+    if workdir.get("mode") == "isolated":
+        attempt = frame.get("attempt_id")
+        return str(payload / f"run.{attempt}") if attempt else None
+    return str(payload / str(workdir.get("path", "")))
+
+
+def _owner(workspace: Workspace, frame: Mapping[str, Any]) -> dict[str, Any]:
+    manager_id = frame.get("manager_id")
+    owner: dict[str, Any] = {
+        "manager_id": manager_id,
+        "lease_seconds": frame.get("lease_seconds"),
+        "lease_started_at": frame.get("lease_started_at"),
+        "process": frame.get("process"),
+        "heartbeat_age_seconds": None,
+        "manager_live": False,
+    }
+    if isinstance(manager_id, str) and "/" not in manager_id and manager_id not in ("", ".", ".."):
+        heartbeat = read_heartbeat(workspace, manager_id)
+        age = heartbeat.age(workspace.clock.now())
+        lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
+        owner["heartbeat_age_seconds"] = None if age is None else round(age, 3)
+        owner["manager_live"] = age is not None and age <= lease
+    return owner
+
+
+# -- job log --output -------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class RetainedAttempt:
+    """An attempt-control directory still in the payload, with what it captured."""
+
+    attempt_id: str
+    directory: Path
+    step: str | None
+    attempt_ordinal: int | None
+    total_attempts: int | None
+    stdout: Path | None
+    stderr: Path | None
+
+
+def job_output(workspace: Workspace, marker: MarkerLocation) -> tuple[Path | None, list[RetainedAttempt]]:
+    """The payload's ``logs/stdio.log`` (when present) and every retained attempt's captured streams.
+
+    Retained attempts come in attempt order (``total_attempts`` from their context.json, then name).
+    """
+    payload = workspace.payload_path(marker.placement, marker.job_key)
+    stdio = payload / "logs" / "stdio.log"
+    log = stdio if stdio.is_file() and not stdio.is_symlink() else None
+    attempts: list[RetainedAttempt] = []
+    try:
+        names = [name for name in os.listdir(payload) if name.startswith(ATTEMPT_PREFIX)]
+    except (FileNotFoundError, NotADirectoryError):
+        return log, attempts
+    for name in names:
+        directory = payload / name
+        if directory.is_symlink() or not directory.is_dir():
+            continue
+        context: dict[str, Any] = {}
+        with suppress(InvalidDocumentError):
+            context = read_json_object(directory / "context.json", document="context.json")
+        attempts.append(
+            RetainedAttempt(
+                attempt_id=name[len(ATTEMPT_PREFIX) :],
+                directory=directory,
+                step=_text(context.get("step")),
+                attempt_ordinal=_number(context.get("attempt_ordinal")),
+                total_attempts=_number(context.get("total_attempts")),
+                stdout=_regular(directory / "stdout.log"),
+                stderr=_regular(directory / "stderr.log"),
+            )
+        )
+    attempts.sort(key=lambda a: (a.total_attempts is None, a.total_attempts or 0, a.attempt_id))
+    return log, attempts
+
+
+def _regular(path: Path) -> Path | None:
+    return path if path.is_file() and not path.is_symlink() else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+LOG_DETAILS = (
+    "fsck_repair",
+    "failure",
+    "last_failure",
+    "takeover",
+    "retry",
+    "pause",
+    "operator",
+    "operator_reason",
+    "cancellation",
+)
+
+
+def job_history(
+    workspace: Workspace,
+    marker: MarkerLocation,
+    *,
+    limit: int | None = None,
+    after_generation: int = 0,
+    previous_kind: str | None = None,
+) -> list[dict[str, Any]]:
+    """The marker's frame chain, oldest first: at most ``limit`` frames, none at ``after_generation`` or
+    below.
+
+    ``previous_kind`` is the kind before the oldest returned frame when the caller knows it (``follow``).
+    """
+    entries: list[dict[str, Any]] = []
+    ref: Any = None if marker.name.ref is None else marker.name.ref_text
+    expected = range(marker.name.generation, marker.name.generation + 1)
+    wanted = None if limit is None else limit + 1  # one more, to know the kind the oldest came from
+    while ref is not None and expected and expected[-1] > after_generation:
+        if wanted is not None and len(entries) >= wanted:
+            break
+        entry = read_entry(workspace, ref, marker.job_id, expected)
+        if "frame" in entry and entry["frame"]["state_generation"] <= after_generation:
+            break  # a repair adopted a frame the caller has already seen
+        entries.append(entry)
+        if "problem" in entry:
+            break
+        ref, expected = previous_link(entry["frame"])
+    entries.reverse()
+    extra: dict[str, Any] | None = None
+    if wanted is not None and len(entries) == wanted and "problem" not in entries[0]:
+        extra = entries.pop(0)
+        previous_kind = extra["frame"].get("kind")
+    elif entries and "problem" not in entries[0] and entries[0]["frame"].get("previous_record_ref") is None:
+        previous_kind = Kind.SUBMITTED.value  # generation 1 always leaves the g0 submission marker
+    gaps = _lost_generations(workspace, marker.job_id, entries, extra)
+    return [
+        _log_entry(entry, before, gaps.get(index))
+        for index, (entry, before) in enumerate(_with_previous(entries, previous_kind))
+    ]
+
+
+def _lost_generations(
+    workspace: Workspace, job_id: str, entries: list[dict[str, Any]], older: dict[str, Any] | None
+) -> dict[int, tuple[int | None, int]]:
+    """For each repair entry (by index): the first and last generation it jumped over.
+
+    The first is one above the recovered frame's generation, the frame before the repair's on the chain:
+    the previous entry, ``older`` (read but not shown) for the first one, or else (a ``follow`` starting
+    right at the repair) read once here; ``None`` when it cannot be read.
+    """
+    gaps: dict[int, tuple[int | None, int]] = {}
+    for index, entry in enumerate(entries):
+        frame = entry.get("frame")
+        previous, expected = previous_link(frame) if frame is not None else (None, range(0))
+        if frame is None or not repaired_from(frame, previous):
+            continue
+        if index:
+            before = entries[index - 1]
+        else:
+            before = older if older is not None else read_entry(workspace, str(previous), job_id, expected)
+        recovered = before.get("frame")
+        first = None if recovered is None else recovered["state_generation"] + 1
+        gaps[index] = (first, frame["state_generation"] - 1)
+    return gaps
+
+
+def _with_previous(
+    entries: list[dict[str, Any]], first: str | None
+) -> Iterator[tuple[dict[str, Any], str | None]]:
+    before = first
+    for entry in entries:
+        frame = entry.get("frame")
+        if frame is not None and frame.get("reason") == REPAIR_REASON:
+            before = frame.get("kind")  # a repair keeps the marker's kind: it came from its own kind
+        yield entry, before
+        before = None if frame is None else frame.get("kind")
+
+
+def read_entry(workspace: Workspace, ref: str, job_id: str, expected: range) -> dict[str, Any]:
+    """``{"ref", "frame"}`` or ``{"ref", "generation", "problem": {"code", "detail"}}``.
+
+    The frame must be of ``job_id`` at a generation in ``expected``; the problem's generation is the one
+    expected, or ``None`` when a repair leaves it open.
+    """
+    generation = expected[0] if len(expected) == 1 else None
+    try:
+        frame = workspace.reader.read(ref)
+    except JournalDamageError as exc:
+        return _problem(ref, generation, exc.code, exc.detail)
+    except JournalError as exc:
+        return _problem(ref, generation, "io_error", str(exc))
+    if frame.get("job_id") != job_id:
+        return _problem(ref, generation, "identity_mismatch", f"the frame is of job {frame.get('job_id')!r}")
+    if not fits_link(frame, expected):
+        wants = f"{generation}" if generation is not None else f"one of {_span(expected)} (behind a repair)"
+        detail = f"the frame has generation {frame.get('state_generation')!r}, its successor expects {wants}"
+        return _problem(ref, generation, "identity_mismatch", detail)
+    return {"ref": ref, "frame": frame}
+
+
+def _span(generations: range) -> str:
+    return f"{generations.start}..{generations.stop - 1}" if generations else "none"
+
+
+def _problem(ref: str, generation: int | None, code: str, detail: str) -> dict[str, Any]:
+    return {"ref": ref, "generation": generation, "problem": _code(code, detail)}
+
+
+def _code(code: str, detail: str) -> dict[str, str]:
+    return {"code": code, "detail": detail}
+
+
+def repair_note(first: int | None, last: int, problem: object) -> str:
+    """The one line ``job log`` shows for generations a repair jumped over."""
+    if first is None:
+        lost = f"generations up to {last} were"
+    elif first == last:
+        lost = f"generation {last} was"
+    else:
+        lost = f"generations {first}..{last} were"
+    cause = f" ({problem})" if isinstance(problem, str) else ""
+    return f"{lost} lost to damage{cause} and repaired by workspace fsck"
+
+
+def _log_entry(
+    entry: Mapping[str, Any], previous_kind: str | None, lost: tuple[int | None, int] | None
+) -> dict[str, Any]:
+    if "problem" in entry:
+        return {
+            "generation": entry["generation"],
+            "record_ref": entry["ref"],
+            "problem": entry["problem"],
+        }
+    frame = entry["frame"]
+    line: dict[str, Any] = {
+        "generation": frame.get("state_generation"),
+        "record_ref": entry["ref"],
+        "created_at": frame.get("created_at"),
+        "from": previous_kind,
+        "kind": frame.get("kind"),
+        "reason": frame.get("reason"),
+        "step": frame.get("step"),
+        "activation_ordinal": frame.get("activation_ordinal"),
+        "attempt_ordinal": frame.get("attempt_ordinal"),
+        "total_attempts": frame.get("total_attempts"),
+        "attempt_id": frame.get("attempt_id"),
+        "manager_id": frame.get("manager_id"),
+        "priority": frame.get("priority"),
+    }
+    for member in LOG_DETAILS:
+        if member in frame:
+            line[member] = frame[member]
+    if lost is not None:
+        line["lost_generations"] = {"first": lost[0], "last": lost[1]}
+        line["note"] = repair_note(*lost, (frame.get("fsck_repair") or {}).get("problem"))
+    return line
+
+
+def follow_history(
+    workspace: Workspace,
+    marker: MarkerLocation,
+    *,
+    timeout: float | None = None,
+    min_interval: float = 0.05,
+    max_interval: float = 1.0,
+) -> Iterator[dict[str, Any]]:
+    """Yield the log entries of every generation after ``marker``'s, as the job moves.
+
+    Stops when the job is in a permanent kind, when its marker stays absent past the visibility deadline
+    (yielding one ``marker_vanished`` problem entry), or after ``timeout`` seconds.
+    """
+    clock = workspace.clock
+    started = clock.monotonic()
+    current = marker
+    interval = min_interval
+    missing_since: float | None = None
+    while current.kind not in PERMANENT_KINDS:
+        if timeout is not None and clock.monotonic() - started >= timeout:
+            return
+        clock.sleep(interval)
+        found = probe_marker(workspace, current.placement, current.job_key)
+        if found is None:
+            missing_since = clock.monotonic() if missing_since is None else missing_since
+            if clock.monotonic() - missing_since > workspace.policy.visibility_deadline_seconds:
+                detail = f"no marker of the job at placement {current.placement} any more"
+                yield {"generation": None, "record_ref": None, "problem": _code("marker_vanished", detail)}
+                return
+            continue
+        missing_since = None
+        if found.name == current.name:
+            interval = min(interval * 2, max_interval)
+            continue
+        yield from job_history(
+            workspace, found, after_generation=current.name.generation, previous_kind=current.kind.value
+        )
+        current, interval = found, min_interval
