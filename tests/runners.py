@@ -113,15 +113,16 @@ if ((${{#plan[@]}} != 14)); then
 fi
 mode=${{plan[0]}} status=${{plan[1]}} outcome=${{plan[2]}}
 record="$HTTK_WORKFLOW_WORKDIR/{RECORD_PREFIX}${{plan[13]}}"
+# The trap is set before the record is written: a test that saw the record may signal at once.
+if [[ -n ${{plan[10]}} ]]; then
+  terms=0
+  trap 'terms=$((terms + 1)); : >"$HTTK_WORKFLOW_WORKDIR/term.$terms"' TERM
+fi
 
 cp "$HTTK_WORKFLOW_CONTEXT" "$record.context.json.tmp"
 mv -T "$record.context.json.tmp" "$record.context.json"
 env | grep -E '^(HTTK_|PWD=)' | sort >"$record.env.tmp"
 mv -T "$record.env.tmp" "$record.env"  # last: a test that sees the .env file sees the whole record
-if [[ -n ${{plan[10]}} ]]; then
-  terms=0
-  trap 'terms=$((terms + 1)); : >"$HTTK_WORKFLOW_WORKDIR/term.$terms"' TERM
-fi
 printf '%s' "${{plan[3]}}"
 printf '%s' "${{plan[4]}}" >&2
 if [[ -n ${{plan[11]}} ]]; then
