@@ -4,7 +4,7 @@ Without ``--repair`` the workspace is attached read-only and nothing is written,
 writer directory, so the check also works on a workspace this version may not change. ``--repair``
 re-points each damaged marker at the last good frame of its job and ``--quarantine-unrepairable`` (only
 with ``--repair``) moves a marker that cannot be restored into ``.httk-workflow/quarantine/``
-(``engine/maintenance/_fsck.py``, ``engine/maintenance/_fsck_repair.py``).
+(``engine/maintenance/_fsck_check.py``, ``engine/maintenance/_fsck.py``).
 
 Exit status: 0 when the workspace is clean or everything found was repaired, 1 when something is left
 for an operator (a problem only reported, a live manager's marker, an unrepairable or quarantined

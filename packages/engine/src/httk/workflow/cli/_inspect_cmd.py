@@ -1,9 +1,9 @@
 """The read commands: ``workspace status``, ``workspace managers``, ``job list``, ``job show``, ``job log``.
 
 Every one attaches the workspace read-only (so an unsupported profile or extension can still be
-inspected), opens nothing for writing and creates no journal writer: see ``engine/ops/_inspect*.py``. Every
-one accepts ``--json`` and then prints one JSON value on standard output (``job log --follow --json``
-prints one JSON object per line instead, so that it can be read as it grows).
+inspected), opens nothing for writing and creates no journal writer: see ``engine/ops/_inspect.py`` and
+``engine/ops/_show.py``. Every one accepts ``--json`` and then prints one JSON value on standard output
+(``job log --follow --json`` prints one JSON object per line instead, so that it can be read as it grows).
 
 ``JOB`` is a selector (``engine/ops/_select.py``): a job UUID, a job key, a unique prefix of either, a payload
 path, a marker path, or a placement directory. ``job show`` and ``job log`` need one job and refuse a
