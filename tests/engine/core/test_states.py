@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from httk.workflow.engine.core import _states
 from httk.workflow.engine.core._states import (
     CORE_KINDS,
     TERMINAL_KINDS,
@@ -90,3 +91,46 @@ def test_failed_is_terminal_but_revivable() -> None:
 def test_illegal_moves_are_refused(source: Kind, destination: Kind, trigger: Trigger) -> None:
     with pytest.raises(TransitionError, match="illegal transition"):
         check_transition(source, destination, trigger)
+
+
+# Every fact about kinds, as the specification and DECISIONS state it. Most are derived from the table,
+# so a row added or removed there shows up here as a changed fact.
+FACTS = {
+    "TERMINAL_KINDS": {K.SUCCEEDED, K.FAILED, K.CANCELLED},
+    "NONTERMINAL_KINDS": {
+        K.SUBMITTED,
+        K.READY,
+        K.CLAIMED,
+        K.RUNNING,
+        K.COMMITTING,
+        K.CANCELLING,
+        K.WAITING,
+        K.PAUSED,
+    },
+    "ACTIVE_KINDS": {K.SUBMITTED, K.READY, K.CLAIMED, K.RUNNING, K.COMMITTING, K.CANCELLING, K.WAITING},
+    "AT_REST_KINDS": {K.PAUSED, K.SUCCEEDED, K.FAILED, K.CANCELLED},
+    "PERMANENT_KINDS": {K.SUCCEEDED, K.CANCELLED},
+    "QUEUED_KINDS": {K.SUBMITTED, K.READY},
+    "OWNED_KINDS": {K.CLAIMED, K.RUNNING, K.COMMITTING, K.CANCELLING},
+    "FENCED_KINDS": {K.COMMITTING, K.CANCELLING},
+    "IN_PROGRESS_KINDS": {K.CLAIMED, K.RUNNING, K.COMMITTING, K.CANCELLING, K.WAITING, K.PAUSED},
+    "QUIESCENT_KINDS": {K.READY, K.WAITING, K.PAUSED, K.SUCCEEDED, K.FAILED, K.CANCELLED},
+    "DISPOSABLE_KINDS": {K.SUBMITTED, K.READY, K.SUCCEEDED, K.FAILED, K.CANCELLED},
+    "UNSUCCESSFUL_KINDS": {K.FAILED, K.CANCELLED},
+    "RETIRES_ATTEMPT_CONTROL": {K.READY, K.WAITING, K.PAUSED, K.SUCCEEDED},  # D5
+}
+
+
+@pytest.mark.parametrize("name", sorted(FACTS))
+def test_every_fact_about_kinds_is_the_specification_s(name: str) -> None:
+    assert getattr(_states, name) == FACTS[name]
+
+
+def test_the_core_kinds_are_every_kind_but_the_reserved_extensions_in_the_table_s_order() -> None:
+    assert tuple(k for k in Kind if k not in (K.RELOCATING, K.TRANSFERRING)) == CORE_KINDS
+    assert {k for row in TRANSITIONS for k in row[:2]} == set(CORE_KINDS)
+
+
+def test_every_trigger_is_a_manager_s_an_operator_s_or_the_repair() -> None:
+    assert _states.MANAGER_TRIGGERS | _states.OPERATOR_TRIGGERS | {Trigger.FSCK_REPAIR} == set(Trigger)
+    assert _states.MANAGER_TRIGGERS.isdisjoint(_states.OPERATOR_TRIGGERS)

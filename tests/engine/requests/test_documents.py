@@ -94,6 +94,20 @@ def test_unknown_members_are_ignored() -> None:
     parse_request(json.dumps(built).encode(), f"{built['request_id']}.json")
 
 
+# The specification's "Action validity is deliberately narrow" list.
+SPEC_VALIDITY = {
+    "continue": {Kind.FAILED, Kind.PAUSED},
+    "override_step": {Kind.FAILED, Kind.PAUSED},
+    "set_priority": {Kind.SUBMITTED, Kind.READY, Kind.WAITING, Kind.PAUSED, Kind.FAILED},
+    "pause": {Kind.SUBMITTED, Kind.READY, Kind.WAITING},
+    "cancel": {k for k in CORE_KINDS if k not in (Kind.SUCCEEDED, Kind.FAILED, Kind.CANCELLED)},
+}
+
+
+def test_the_kinds_each_action_fits_are_the_specification_s() -> None:
+    assert {action: set(kinds) for action, kinds in VALID_KINDS.items()} == SPEC_VALIDITY
+
+
 _TRIGGERS = {
     "continue": Trigger.OPERATOR_CONTINUE,
     "override_step": Trigger.OPERATOR_CONTINUE,

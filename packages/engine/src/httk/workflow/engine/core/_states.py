@@ -1,7 +1,11 @@
-"""The state machine as data: every state kind and every legal marker move of the core profile.
+"""The state machine as data: every state kind, every legal marker move, and every fact about kinds.
 
 Each row of :data:`TRANSITIONS` is one verified rename of the same marker. :func:`check_transition` is
 consulted by the one function that moves markers, so an illegal transition cannot be written at all.
+
+Every other module asks this one what a kind is: terminal, active, owned, queued, fenced... Where a fact
+follows from the table it is derived from it (:func:`sources`, :func:`destinations`), so the table and
+the facts cannot disagree; ``tests/engine/core/test_states.py`` pins each set to the specification.
 """
 
 from __future__ import annotations
@@ -57,17 +61,12 @@ K = Kind
 T = Trigger
 
 TERMINAL_KINDS = frozenset({K.SUCCEEDED, K.FAILED, K.CANCELLED})
-"""Terminal for scheduling: no manager moves these markers on its own."""
-
-PERMANENT_KINDS = frozenset({K.SUCCEEDED, K.CANCELLED})
-"""Nothing moves these markers again at all."""
-
-ACTIVE_KINDS = (K.COMMITTING, K.CANCELLING, K.CLAIMED, K.RUNNING, K.WAITING, K.SUBMITTED, K.READY)
-"""The kinds a manager's passes stream, in the order startup recovery visits them."""
+"""Terminal for scheduling: no manager moves these markers on its own, and a cancel no longer applies."""
 
 CORE_KINDS = tuple(kind for kind in Kind if kind not in (K.RELOCATING, K.TRANSFERRING))
+"""The kinds of the core profile, in the state table's order (the listing order of ``job list``)."""
 
-_NONTERMINAL = [kind for kind in CORE_KINDS if kind not in TERMINAL_KINDS]
+NONTERMINAL_KINDS = frozenset(kind for kind in CORE_KINDS if kind not in TERMINAL_KINDS)
 
 # Invariant: this table is exactly the specification's "Every transition of the core profile" table,
 # plus the two rows recovery needs (takeover of claimed/running to a new claim), fsck repair, which
@@ -99,7 +98,7 @@ TRANSITIONS: frozenset[tuple[Kind, Kind, Trigger]] = frozenset(
         (K.FAILED, K.READY, T.OPERATOR_CONTINUE),
         (K.PAUSED, K.READY, T.OPERATOR_CONTINUE),
         (K.CANCELLING, K.CANCELLED, T.CANCEL_VERIFIED),
-        *((kind, K.CANCELLED, T.CANCEL) for kind in _NONTERMINAL if kind != K.CANCELLING),
+        *((kind, K.CANCELLED, T.CANCEL) for kind in NONTERMINAL_KINDS if kind != K.CANCELLING),
         *((kind, K.PAUSED, T.PAUSE) for kind in (K.SUBMITTED, K.READY, K.WAITING)),
         *((kind, kind, T.SET_PRIORITY) for kind in (K.SUBMITTED, K.READY, K.WAITING, K.PAUSED, K.FAILED)),
         (K.CLAIMED, K.CLAIMED, T.TAKEOVER),
@@ -118,5 +117,68 @@ def check_transition(source: Kind, destination: Kind, trigger: Trigger) -> None:
         )
 
 
-OWNED_KINDS = frozenset({Kind.CLAIMED, Kind.RUNNING, Kind.COMMITTING, Kind.CANCELLING})
-"""Kinds whose frame names the manager that owns the job's next transition."""
+def sources(*triggers: Trigger) -> frozenset[Kind]:
+    """The kinds a marker can leave by one of ``triggers``."""
+    return frozenset(source for source, _, trigger in TRANSITIONS if trigger in triggers)
+
+
+def destinations(source: Kind, *triggers: Trigger) -> frozenset[Kind]:
+    """The kinds a marker of ``source`` can reach by one of ``triggers``."""
+    return frozenset(dest for src, dest, trigger in TRANSITIONS if src is source and trigger in triggers)
+
+
+OPERATOR_TRIGGERS = frozenset({T.OPERATOR_CONTINUE, T.CANCEL, T.CANCEL_FENCE, T.PAUSE, T.SET_PRIORITY})
+"""The moves only an operator causes (a request, or ``job delete``'s cancel fence)."""
+
+MANAGER_TRIGGERS = frozenset(Trigger) - OPERATOR_TRIGGERS - {T.FSCK_REPAIR}
+"""The moves a manager makes on its own."""
+
+ACTIVE_KINDS = sources(*MANAGER_TRIGGERS)
+"""The kinds a manager moves on its own, so its passes stream them (``manager._manager.PASSES`` orders
+them); no pass ever opens another kind."""
+
+AT_REST_KINDS = frozenset(CORE_KINDS) - ACTIVE_KINDS
+"""Where a job stays until an operator acts: paused or terminal (``job debug`` stops there)."""
+
+PERMANENT_KINDS = frozenset(CORE_KINDS) - sources(*MANAGER_TRIGGERS, *OPERATOR_TRIGGERS)
+"""Nothing moves these markers again at all (but a repair, which keeps the kind)."""
+
+QUEUED_KINDS = sources(T.REGISTER, T.CLAIM)
+"""A job no attempt has started on yet: what ``job delete`` fences before it removes anything."""
+
+
+def _attempt_kinds() -> frozenset[Kind]:
+    """From the claim along the attempt's own moves (launch, the outcome fence, the cancel fence)."""
+    found, frontier = {K.CLAIMED}, [K.CLAIMED]
+    while frontier:
+        for kind in destinations(frontier.pop(), T.LAUNCH, T.OUTCOME, T.CANCEL_FENCE):
+            if kind not in found:
+                found.add(kind)
+                frontier.append(kind)
+    return frozenset(found)
+
+
+OWNED_KINDS = _attempt_kinds()
+"""An attempt's kinds, from its claim to its commit or cancellation: the frame names the manager that
+owns the job's next transition, and nothing else touches the job while that manager heartbeats."""
+
+FENCED_KINDS = destinations(K.RUNNING, T.OUTCOME, T.CANCEL_FENCE)
+"""An attempt fenced: no outcome of it can commit any more, and finishing it needs the job's definition."""
+
+IN_PROGRESS_KINDS = NONTERMINAL_KINDS - QUEUED_KINDS
+"""Work is under way (an attempt, a join, a pause): the job's payload must be there."""
+
+QUIESCENT_KINDS = frozenset(CORE_KINDS) - OWNED_KINDS - sources(T.REGISTER)
+"""A registered job with no attempt in flight: no replay consults a transaction's trash again (spec/01,
+"Relocation"), and no attempt adds a control directory."""
+
+DISPOSABLE_KINDS = QUEUED_KINDS | TERMINAL_KINDS
+"""No attempt, join or pause holds the job: its payload may go (``job delete``; collection removes the
+marker of such a job whose payload is gone)."""
+
+UNSUCCESSFUL_KINDS = TERMINAL_KINDS - {K.SUCCEEDED}
+"""A job that ended without succeeding."""
+
+RETIRES_ATTEMPT_CONTROL = destinations(K.COMMITTING, T.COMMIT) - {K.FAILED}
+"""Commit destinations after which the manager removes the attempt's control directory (DECISIONS D5);
+a failed attempt keeps it as evidence, and so does a cancelled one (never a commit destination)."""

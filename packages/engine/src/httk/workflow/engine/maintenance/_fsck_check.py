@@ -48,7 +48,7 @@ from httk.workflow.engine.core._clock import backoff_schedule
 from httk.workflow.engine.core._frames import FRAME_FORMAT
 from httk.workflow.engine.core._scan import Anomaly, AnomalyReason, walk_markers
 from httk.workflow.engine.core._segments import JournalReader
-from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._states import IN_PROGRESS_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, duplicate_markers
 from httk.workflow.protocol import (
     InvalidNameError,
@@ -65,11 +65,6 @@ LATE_CODES = frozenset({"missing_segment", "short_read"})
 
 FRAME_CODES = JournalDamageError.CODES | {"identity_mismatch", "io_error"}
 """Problems of a marker whose job is known: what ``--repair`` re-points at an older frame."""
-
-PAYLOAD_KINDS = frozenset(
-    {Kind.CLAIMED, Kind.RUNNING, Kind.COMMITTING, Kind.CANCELLING, Kind.WAITING, Kind.PAUSED}
-)
-"""Kinds whose marker without a payload is payload_missing (never repaired, never quarantined)."""
 
 MARKER_SHAPED = frozenset({AnomalyReason.UNPARSEABLE_NAME, AnomalyReason.NO_PLACEMENT})
 """Anomalies that are regular files where markers live: the ones ``--quarantine-unrepairable`` moves."""
@@ -258,7 +253,7 @@ class _Checker:
             self.seen_twice.setdefault(job, marker)
         else:
             self.seen.add(job)
-        if marker.kind in PAYLOAD_KINDS:
+        if marker.kind in IN_PROGRESS_KINDS:
             self._check_payload(marker)
         ref = marker.name.ref
         if ref is not None:

@@ -55,7 +55,7 @@ from datetime import datetime
 from pathlib import Path
 
 from httk.workflow.engine.core import _fsops
-from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
+from httk.workflow.engine.core._states import DISPOSABLE_KINDS, QUIESCENT_KINDS, TERMINAL_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, is_marker_name, marker_stem
 from httk.workflow.engine.publish._outcome import OUTCOME_DIR, TRANSACTION_DIR
 from httk.workflow.engine.publish._transaction_manifest import TRASH_DIR
@@ -265,14 +265,6 @@ def tree_bytes(path: Path | str) -> int:
     return total
 
 
-QUIESCENT_KINDS = frozenset(
-    {Kind.READY, Kind.WAITING, Kind.PAUSED, Kind.SUCCEEDED, Kind.FAILED, Kind.CANCELLED}
-)
-"""Kinds in which no replay consults a transaction's trash again (spec/01, "Relocation")."""
-UNOWNED_KINDS = frozenset({Kind.SUBMITTED, Kind.READY, *TERMINAL_KINDS})
-"""Kinds whose marker may go once its payload was removed: no manager owns the job's next move."""
-
-
 def segment_key(writer: str, number: int) -> str:
     """A segment as the ``w<hex>-s<base36>`` prefix its references start with (``writer`` hyphenated)."""
     return f"w{writer.replace('-', '')}-s{encode_base36(number)}"
@@ -390,10 +382,10 @@ class _StateWalk:
             self.findings.current_segments.add(_ref_segment_key(ref_text))
             if kind not in TERMINAL_KINDS:
                 self.findings.chains.append((kind, placement, name))
-        if kind not in UNOWNED_KINDS and kind not in QUIESCENT_KINDS:
+        if kind not in DISPOSABLE_KINDS and kind not in QUIESCENT_KINDS:
             return False
         payload = os.path.join(self._root, placement, marker_stem(name))
-        if kind in UNOWNED_KINDS and not os.path.lexists(payload):
+        if kind in DISPOSABLE_KINDS and not os.path.lexists(payload):
             return self._payload_removed(entry)
         if self.gates.attempt_control is not None or self.gates.trash is not None:
             self._payload_categories(kind, placement, name, payload, entry.path)

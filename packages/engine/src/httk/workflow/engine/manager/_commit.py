@@ -30,7 +30,7 @@ from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._frames import Counters, carried, next_data_generation, protocol_failure
 from httk.workflow.engine.core._jobs import LoadedJob
 from httk.workflow.engine.core._liveness import PROCESS_FILE
-from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._states import RETIRES_ATTEMPT_CONTROL, Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._joins import JoinError, validate_wait
 from httk.workflow.engine.publish._outcome import (
@@ -58,7 +58,6 @@ from ._state import LiveAttempt, ManagerState
 
 log = logging.getLogger("httk.workflow.manager")
 
-_RETIRE_CONTROL_ON = frozenset({Kind.READY, Kind.WAITING, Kind.PAUSED, Kind.SUCCEEDED})
 _COPY_CHUNK = 1 << 20
 TRANSACTIONAL_EXTENSION = "transactional-data-v1"
 
@@ -201,7 +200,7 @@ def finish_committing(
         )
     state.deferred_commits.pop(marker.job_key, None)
     won = state.apply(marker, decision, Trigger.COMMIT)
-    if won and live is not None and decision.kind in _RETIRE_CONTROL_ON:
+    if won and live is not None and decision.kind in RETIRES_ATTEMPT_CONTROL:
         state.retiring.append(live)  # after the freed slot is refilled: cleanup is off the hot path
     elif won and live is not None:
         leave_breadcrumb(state, live, decision)

@@ -30,7 +30,7 @@ from httk.workflow.engine.core._clock import Clock, age_seconds
 from httk.workflow.engine.core._jobs import JobCache, LoadedJob, load_job, read_frame
 from httk.workflow.engine.core._liveness import read_heartbeat
 from httk.workflow.engine.core._scan import walk_markers
-from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
+from httk.workflow.engine.core._states import CORE_KINDS, FENCED_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult, move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.protocol import WorkflowError
@@ -392,6 +392,6 @@ def take_census(workspace: Workspace, config: ManagerConfig) -> Census:
                     census.unreadable += 1
                 elif reason is not None:
                     census.not_claimable[reason] += 1
-            elif kind in (Kind.COMMITTING, Kind.CANCELLING) and not _readable(workspace, item):
+            elif kind in FENCED_KINDS and not _readable(workspace, item):
                 census.unreadable += 1
     return census

@@ -45,7 +45,7 @@ from httk.workflow.engine.core._frames import (
     new_activation_base,
     protocol_failure,
 )
-from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._states import UNSUCCESSFUL_KINDS, Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._joins import (
     NAMED_IN_DETAILS,
@@ -119,11 +119,7 @@ def on_waiting(state: ManagerState, marker: MarkerLocation) -> bool | None:
 def impossible_failure(join: Join, evaluation: Evaluation) -> dict[str, Any]:
     """The ``dependency_failure`` of a join whose success became impossible, naming a child."""
     kinds = [Kind(observation["kind"]) for observation in evaluation.observations or []]
-    losers = [
-        child
-        for child, kind in zip(join.children, kinds, strict=True)
-        if kind in (Kind.FAILED, Kind.CANCELLED)
-    ]
+    losers = [child for child, kind in zip(join.children, kinds, strict=True) if kind in UNSUCCESSFUL_KINDS]
     first = losers[0] if losers else join.children[0]
     ended = kinds[join.children.index(first)].value
     if join.condition == "all_succeeded":

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._jobs import JOB_FILE, LoadedJob, load_job, read_frame
-from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
+from httk.workflow.engine.core._states import AT_REST_KINDS, PERMANENT_KINDS, TERMINAL_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
 from httk.workflow.engine.manager import _run
 from httk.workflow.engine.manager._manager import Manager
@@ -62,7 +62,6 @@ from ._select import select_job
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 3
 EXIT_STOPPED = 4
-STOP_KINDS = TERMINAL_KINDS | {Kind.PAUSED}
 """Kinds no manager moves on its own: the driver stops at them without running one."""
 
 
@@ -195,7 +194,7 @@ class _Driver:
     def drive(self, marker: MarkerLocation) -> MarkerLocation | None:
         """Run the job until it stops, its children first whenever it waits (``follow_children``)."""
         current: MarkerLocation | None = marker
-        while current is not None and current.kind not in STOP_KINDS and not self.interrupted:
+        while current is not None and current.kind not in AT_REST_KINDS and not self.interrupted:
             before = current
             current = self._run(current)
             if current is None or current.kind is not Kind.WAITING or not self.options.follow_children:
@@ -314,7 +313,7 @@ def conclusion(
     if kind is Kind.FAILED:
         failure = _frame_or_empty(workspace, final).get("failure") or {}
         return f"[debug] {key} failed: {failure.get('code')}: {failure.get('message')} (exit {status})"
-    if kind in (Kind.SUCCEEDED, Kind.CANCELLED):
+    if kind in PERMANENT_KINDS:
         return f"[debug] {key} {kind.value} (exit {status})"
     if kind is Kind.PAUSED:
         advice = "continue it with 'httk job request continue'"

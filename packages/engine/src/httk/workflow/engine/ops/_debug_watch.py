@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._states import OWNED_KINDS
 from httk.workflow.engine.core._workspace import MarkerLocation, attach, probe_marker
 from httk.workflow.protocol import TransitionError, WorkflowError
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
@@ -43,7 +43,6 @@ POLL_INTERVAL = 0.05
 MAX_FRAMES_PER_POLL = 1000
 """How far back one poll walks the journal; a job that moved more often between two polls is summarized."""
 
-LIVE_KINDS = frozenset({Kind.CLAIMED, Kind.RUNNING, Kind.COMMITTING, Kind.CANCELLING})
 STDIO_LOG = Path("logs") / "stdio.log"
 HEADER = re.compile(r"^== attempt \S+ of step '[^']*' \((?P<attempt>[0-9a-f-]{36})\) ==$")
 """The header ``_commit.retire_attempt_control`` writes before each attempt's output in logs/stdio.log."""
@@ -130,7 +129,7 @@ class JobWatcher:
         self._last: MarkerLocation | None = self.marker
         self._missing_since: float | None = None
         self._payload = self._workspace.payload_path(self.marker.placement, self.marker.job_key)
-        if self.marker.kind in LIVE_KINDS:  # an attempt already under way when the watch begins
+        if self.marker.kind in OWNED_KINDS:  # an attempt already under way when the watch begins
             frame = self._read(self.marker.name.ref_text)
             if frame is not None:
                 self._note_attempt(frame)
@@ -220,7 +219,7 @@ class JobWatcher:
                 self._finish_attempts()
         if frames:  # else the frame could not be read: what is live stays as it was
             newest = frames[-1].get("attempt_id")
-            self._live = newest if current.kind in LIVE_KINDS and isinstance(newest, str) else None
+            self._live = newest if current.kind in OWNED_KINDS and isinstance(newest, str) else None
 
     def _frames_since(self, current: MarkerLocation) -> list[dict[str, Any]]:
         """The frames from the one after the generation seen last up to ``current``'s, oldest first."""

@@ -59,7 +59,7 @@ from typing import Any
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._frames import Counters, carried
 from httk.workflow.engine.core._jobs import JOB_FILE, read_frame
-from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind, Trigger
+from httk.workflow.engine.core._states import DISPOSABLE_KINDS, QUEUED_KINDS, TERMINAL_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.engine.manager._rules import DEFAULT_WINDOW_SECONDS
@@ -72,8 +72,6 @@ from httk.workflow.protocol import (
 )
 from httk.workflow.protocol._jsonio import read_json_object
 
-DELETABLE_KINDS = frozenset({Kind.SUCCEEDED, Kind.FAILED, Kind.CANCELLED, Kind.SUBMITTED, Kind.READY})
-FENCED_KINDS = frozenset({Kind.SUBMITTED, Kind.READY})
 """Kinds a manager may move at any instant: cancelled by a verified transition before anything is removed."""
 
 REASON = "operator_delete"
@@ -94,7 +92,7 @@ class DeletePlan:
 def plan_delete(workspace: Workspace, marker: MarkerLocation, *, force: bool = False) -> DeletePlan:
     """Check that ``marker``'s job may be deleted; nothing is written. Raises :class:`DeleteError`."""
     key = marker.job_key
-    if marker.kind not in DELETABLE_KINDS:
+    if marker.kind not in DISPOSABLE_KINDS:
         raise DeleteError(
             f"job {key} is {marker.kind.value}: only succeeded, failed, cancelled, submitted or ready jobs "
             f"can be deleted; cancel it first with 'httk job request cancel {key}' and delete it once it "
@@ -146,7 +144,7 @@ def delete_jobs(workspace: Workspace, plans: Sequence[DeletePlan], *, operator: 
     for plan in plans:
         try:
             marker = plan.marker
-            if marker.kind in FENCED_KINDS:
+            if marker.kind in QUEUED_KINDS:
                 marker = _fence(workspace, marker, operator)
                 fenced_at = clock.monotonic()
             _remove_payload(plan.payload, durable=workspace.durable)

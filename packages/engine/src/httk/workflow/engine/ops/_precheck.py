@@ -56,7 +56,7 @@ from httk.workflow.engine.core._frames import Counters
 from httk.workflow.engine.core._jobs import read_frame
 from httk.workflow.engine.core._liveness import ManagerView, list_managers
 from httk.workflow.engine.core._scan import walk_markers
-from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._states import CORE_KINDS, QUEUED_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.manager._rules import (
     check_retry,
@@ -284,7 +284,7 @@ def accepting_finding(measured: Sequence[ManagerFit]) -> Finding:
     return Finding("claimed by", BLOCKED, f"no live manager can claim it: {nearest.lacks()}")
 
 
-PENDING_KINDS = (Kind.SUBMITTED, Kind.READY)
+PENDING_KINDS = tuple(kind for kind in CORE_KINDS if kind in QUEUED_KINDS)  # in listing order
 NOT_APPLICABLE = (
     (
         "declared environment",

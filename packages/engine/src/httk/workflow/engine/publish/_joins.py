@@ -37,7 +37,7 @@ from typing import Any
 
 from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._jobs import JobCache
-from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._states import UNSUCCESSFUL_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, kind_entries, probe_marker
 from httk.workflow.protocol import (
     InvalidNameError,
@@ -300,7 +300,7 @@ def judge(condition: str, count: int | None, kinds: Sequence[Kind]) -> Verdict:
     continue it); ``all_terminal`` is never impossible.
     """
     succeeded = sum(kind is Kind.SUCCEEDED for kind in kinds)
-    unsuccessful = sum(kind in (Kind.FAILED, Kind.CANCELLED) for kind in kinds)
+    unsuccessful = sum(kind in UNSUCCESSFUL_KINDS for kind in kinds)
     still_open = len(kinds) - succeeded - unsuccessful
     if condition == "all_succeeded":
         satisfied, impossible = succeeded == len(kinds), unsuccessful > 0
@@ -329,9 +329,7 @@ def observe(
                 "join child %s: its frame cannot be read (%s); observed without it", child.job_key, exc
             )
     payload = f"{marker.placement}/{marker.job_key}"
-    failure = (
-        frame.get("failure") if frame is not None and marker.kind in (Kind.FAILED, Kind.CANCELLED) else None
-    )
+    failure = frame.get("failure") if frame is not None and marker.kind in UNSUCCESSFUL_KINDS else None
     return {
         "workspace_id": child.workspace_id,
         "label": child.label,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from httk.workflow.engine.core._frames import FRAME_COMMON_MEMBERS
-from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._states import OWNED_KINDS, Kind, Trigger, sources
 from httk.workflow.protocol import (
     GENERATION_BITS,
     INIT_REF,
@@ -48,18 +48,24 @@ FORCEABLE = frozenset({"continue", "override_step"})
 """The actions whose hazard ``force`` accepts: reviving a child a decided join consumed."""
 
 K = Kind
-# Invariant: exactly the specification's "Action validity is deliberately narrow" list; the transition
-# table (_states.TRANSITIONS) has a row for every (kind, action) pair admitted here.
-VALID_KINDS: Mapping[str, frozenset[Kind]] = {
-    "continue": frozenset({K.FAILED, K.PAUSED}),
-    "override_step": frozenset({K.FAILED, K.PAUSED}),
-    "set_priority": frozenset({K.SUBMITTED, K.READY, K.WAITING, K.PAUSED, K.FAILED}),
-    "pause": frozenset({K.SUBMITTED, K.READY, K.WAITING}),
-    "cancel": frozenset(
-        {K.SUBMITTED, K.READY, K.CLAIMED, K.RUNNING, K.COMMITTING, K.CANCELLING, K.WAITING, K.PAUSED}
-    ),
+T = Trigger
+ACTION_TRIGGERS: Mapping[str, tuple[Trigger, ...]] = {
+    "continue": (T.OPERATOR_CONTINUE,),
+    "override_step": (T.OPERATOR_CONTINUE,),
+    "set_priority": (T.SET_PRIORITY,),
+    "pause": (T.PAUSE,),
+    "cancel": (T.CANCEL, T.CANCEL_FENCE),
 }
-_LIVE = frozenset({K.CLAIMED, K.RUNNING, K.COMMITTING})
+"""The moves each action makes when the manager applies it."""
+
+# Invariant: exactly the specification's "Action validity is deliberately narrow" list
+# (tests/engine/requests/test_documents.py pins it): the kinds each action's moves leave, and for a cancel
+# also ``cancelling``, where the request is accepted and changes nothing (the first cancel is under way).
+VALID_KINDS: Mapping[str, frozenset[Kind]] = {
+    action: sources(*triggers) | ({K.CANCELLING} if action == "cancel" else frozenset())
+    for action, triggers in ACTION_TRIGGERS.items()
+}
+_ATTEMPT_UNDER_WAY = OWNED_KINDS - {K.CANCELLING}  # a cancelling attempt is already being stopped
 _TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z\Z")
 
 
@@ -231,7 +237,7 @@ def refusal(action: str, kind: Kind) -> str | None:
         action, "submitted, ready or waiting"
     )
     text = f"{action} applies only to a {allowed} job; the job is {kind.value}"
-    if kind in _LIVE:
+    if kind in _ATTEMPT_UNDER_WAY:
         text += " and its marker belongs to the manager running it (cancel stops live work)"
     return text
 
