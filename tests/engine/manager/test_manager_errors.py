@@ -6,13 +6,20 @@ import logging
 from pathlib import Path
 
 import pytest
+from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, init
-from httk.workflow.engine.manager import _launch
+from httk.workflow.engine.manager import _manager
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.manager._state import ManagerConfig, ManagerState
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.conftest import minimal_job
+
+
+def break_registration(monkeypatch: pytest.MonkeyPatch, broken: _manager.Handler) -> None:
+    """Replace the registration pass's handler (the pass table holds the handlers themselves)."""
+    passes = tuple((kind, broken if kind is Kind.SUBMITTED else h) for kind, h in _manager.PASSES)
+    monkeypatch.setattr(_manager, "PASSES", passes)
 
 
 def test_an_unexpected_error_is_logged_then_raised(
@@ -24,7 +31,7 @@ def test_an_unexpected_error_is_logged_then_raised(
     def broken(state: ManagerState, marker: MarkerLocation) -> bool:
         raise RuntimeError("registration exploded")
 
-    monkeypatch.setattr(_launch, "register", broken)
+    break_registration(monkeypatch, broken)
     manager = Manager(ws.root, ManagerConfig(workers=1))
     with (
         caplog.at_level(logging.ERROR, "httk.workflow.manager"),
@@ -46,7 +53,7 @@ def test_the_workspace_is_closed_after_an_unexpected_error(
         state.workspace.journal()  # the writer exists (as it would after any transition)
         raise RuntimeError("registration exploded")
 
-    monkeypatch.setattr(_launch, "register", broken)
+    break_registration(monkeypatch, broken)
     manager = Manager(ws.root, ManagerConfig(workers=1))
     closed: list[bool] = []
     real_close = manager.workspace.close

@@ -135,17 +135,25 @@ class ManagerRecord:
 
 log = logging.getLogger("httk.workflow.manager")
 
-SCANNED_KINDS = (
-    Kind.COMMITTING,
-    Kind.CANCELLING,
-    Kind.CLAIMED,
-    Kind.RUNNING,
-    Kind.WAITING,
-    Kind.SUBMITTED,
-    Kind.READY,
+Handler = Callable[[ManagerState, MarkerLocation], "bool | None"]
+"""One marker of a pass: whether it moved (``None``: nothing to do with it now)."""
+
+# The scan of one tick, in the order startup recovery needs (spec/01, "Task-manager startup and
+# recovery"): finish what dead managers fenced, carry cancellations forward, recover abandoned claims and
+# attempts, decide joins, register. Then the request pass, and last the claim pass over ``ready``, which
+# so sees every slot and job the passes before it freed (:data:`SCAN_ORDER`).
+PASSES: tuple[tuple[Kind, Handler], ...] = (
+    (Kind.COMMITTING, _recovery.on_committing),
+    (Kind.CANCELLING, _cancel.on_cancelling),  # resumes inherited cancellations too
+    (Kind.CLAIMED, _recovery.on_claimed_or_running),
+    (Kind.RUNNING, _recovery.on_claimed_or_running),
+    (Kind.WAITING, _waiting.on_waiting),  # at most once per scan interval while attempts run
+    (Kind.SUBMITTED, _launch.register),
 )
 
-Handler = Callable[[ManagerState, MarkerLocation], "bool | None"]
+# Invariant: every kind a manager moves on its own (core._states.ACTIVE_KINDS) is streamed exactly once
+# per scan, and no other kind ever is (tests/engine/manager/test_manager_passes.py).
+SCAN_ORDER = (*(kind for kind, _ in PASSES), Kind.READY)
 
 
 @dataclass
@@ -188,7 +196,7 @@ class Manager:
                 heartbeat=self.heartbeat_opportunity,
                 only_jobs=config.only_jobs,
             )
-            for kind in SCANNED_KINDS
+            for kind in SCAN_ORDER
         }
 
     @property
@@ -265,7 +273,7 @@ class Manager:
                 if not acted:
                     self._wait_for_attempts()
                 continue
-            if not self._quiet >= set(SCANNED_KINDS):
+            if not self._quiet >= set(SCAN_ORDER):
                 continue
             if not config.idle:
                 return "idle"
@@ -300,14 +308,12 @@ class Manager:
             pass
         elif self._scan_due():
             self._last_scan = self.state.clock.monotonic()
-            acted |= self._pass(Kind.COMMITTING, _recovery.on_committing)
-            acted |= self._pass(Kind.CANCELLING, _cancel.on_cancelling)  # resumes inherited ones too
-            acted |= self._pass(Kind.CLAIMED, _recovery.on_claimed_or_running)
-            acted |= self._pass(Kind.RUNNING, _recovery.on_claimed_or_running)
-            if self._joins_due():
-                self._last_join_pass = self.state.clock.monotonic()
-                acted |= self._pass(Kind.WAITING, _waiting.on_waiting)
-            acted |= self._pass(Kind.SUBMITTED, _launch.register)
+            for kind, handler in PASSES:
+                if kind is Kind.WAITING:
+                    if not self._joins_due():
+                        continue
+                    self._last_join_pass = self.state.clock.monotonic()
+                acted |= self._pass(kind, handler)
             acted |= _request_apply.handle_requests(self.state, budget=self.config.maximum_pass_markers)
             self.heartbeat_opportunity()
             acted |= self._claim_pass()
