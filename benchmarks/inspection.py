@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import Workspace, attach, init
@@ -95,7 +96,9 @@ def build(root: Path, jobs: int) -> Workspace:
     for index, result in enumerate(results):
         marker = result.marker
         for kind, trigger in moves_for(index):
-            moved = move_marker(ws, marker, kind, trigger, {"step": "start", "reason": trigger.value}).current
+            moved = move_marker(
+                ws, marker, Frame(kind, {"step": "start", "reason": trigger.value}), trigger
+            ).current
             assert moved is not None
             marker, frames = moved, frames + 1
     moved_seconds = time.perf_counter() - start

@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._frames import state_frame
+from httk.workflow.engine.core._frames import Frame, record_of
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
 from httk.workflow.engine.manager._manager import Manager
@@ -94,18 +94,20 @@ def place_children(ws: Workspace, count: int, kind: Kind) -> _joins.Join:
         key = JobKey(str(uuid.uuid4()), f"c{index}")
         placement = f"bench/{PARENT_KEY}.children/{index // 1000}"
         initial = MarkerName.initial(key, 500)
-        frame = state_frame(
+        frame = record_of(
             ws,
             MarkerLocation(Kind.SUBMITTED, placement, initial),
-            kind,
-            {
-                "step": "work",
-                "data_generation": None,
-                "attempt_id": str(uuid.uuid4()),
-                "workdir": str(ws.payload_path(placement, str(key)) / "run"),
-                "reason": kind.value,
-                "priority": 500,
-            },
+            Frame(
+                kind,
+                {
+                    "step": "work",
+                    "data_generation": None,
+                    "attempt_id": str(uuid.uuid4()),
+                    "workdir": str(ws.payload_path(placement, str(key)) / "run"),
+                    "reason": kind.value,
+                    "priority": 500,
+                },
+            ),
         )
         ref = journal.append(frame)
         directory = ws.marker_dir(kind, placement)

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._journal import scan_segment
 from httk.workflow.engine.core._scan import MarkerStream, walk_markers
 from httk.workflow.engine.core._segments import (
@@ -60,7 +61,8 @@ from httk.workflow.engine.core._segments import (
     TRAILER_BYTES,
     segment_path,
 )
-from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._transition import TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.manager._launch import register
 from httk.workflow.engine.manager._manager import Manager, RunSummary
@@ -310,9 +312,9 @@ def time_first_claim(root: Path) -> FirstClaim:
     move = state.move
     claims: list[float] = []
 
-    def timed_move(marker: MarkerLocation, kind: Kind, *args: Any, **kwargs: Any) -> Any:
-        result = move(marker, kind, *args, **kwargs)
-        if kind is Kind.CLAIMED:
+    def timed_move(marker: MarkerLocation, frame: Frame, trigger: Trigger) -> TransitionResult:
+        result = move(marker, frame, trigger)
+        if frame.kind is Kind.CLAIMED:
             claims.append(time.perf_counter())
         return result
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK, utc_timestamp
-from httk.workflow.engine.core._frames import Counters, carried
+from httk.workflow.engine.core._frames import Counters, Frame, carried
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
 from httk.workflow.engine.manager import _launch
@@ -76,14 +76,14 @@ def _current(ws: Workspace, marker: MarkerLocation) -> MarkerLocation:
 
 
 def _move(
-    state: ManagerState, marker: MarkerLocation, kind: Kind, trigger: Trigger, members: dict[str, Any]
+    state: ManagerState, marker: MarkerLocation, kind: Kind, trigger: Trigger, members: Mapping[str, Any]
 ) -> MarkerLocation:
-    result = state.move(marker, kind, trigger, members)
+    result = state.move(marker, Frame(kind, members), trigger)
     assert result.won and result.current is not None
     return result.current
 
 
-def frame_of(state: ManagerState, marker: MarkerLocation) -> dict[str, Any]:
+def frame_of(state: ManagerState, marker: MarkerLocation) -> Frame:
     frame = state.frame_or_none(marker)
     assert frame is not None
     return frame

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._jobs import LoadedJob, load_job
+from httk.workflow.engine.core._frames import Frame
+from httk.workflow.engine.core._jobs import LoadedJob, load_job, read_frame
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
 from httk.workflow.engine.manager._launch import claim_frame, register
@@ -60,9 +61,10 @@ def current(ws: Workspace, placement: str, key: str) -> MarkerLocation:
     return marker
 
 
-def frame_of(ws: Workspace, marker: MarkerLocation) -> dict[str, Any]:
-    assert marker.name.ref is not None
-    return ws.reader.read(marker.name.ref)
+def frame_of(ws: Workspace, marker: MarkerLocation) -> Frame:
+    frame = read_frame(ws, marker)
+    assert frame is not None
+    return frame
 
 
 # -- jobs driven to a state ------------------------------------------------------------------------
@@ -75,18 +77,18 @@ def submit_job(ws: Workspace, placement: str, **overrides: Any) -> tuple[dict[st
     return job, result.job_key
 
 
-def to_running(state: ManagerState, placement: str, key: str) -> tuple[MarkerLocation, dict[str, Any]]:
+def to_running(state: ManagerState, placement: str, key: str) -> tuple[MarkerLocation, Frame]:
     """Register, claim and 'launch' a submitted job (no process); create its attempt control dir."""
     ws = state.workspace
     register(state, current(ws, placement, key))
     ready = current(ws, placement, key)
     job = state.jobs.get(ready)
     claim = claim_frame(state, frame_of(ws, ready), job)
-    claimed = state.move(ready, Kind.CLAIMED, Trigger.CLAIM, claim).current
+    claimed = state.move(ready, Frame(Kind.CLAIMED, claim), Trigger.CLAIM).current
     assert claimed is not None
     workdir = job.payload_dir / "run"
-    running = {**claim, "workdir": str(workdir.absolute()), "reason": "launched"}
-    result = state.move(claimed, Kind.RUNNING, Trigger.LAUNCH, running)
+    running = Frame(Kind.RUNNING, {**claim, "workdir": str(workdir.absolute()), "reason": "launched"})
+    result = state.move(claimed, running, Trigger.LAUNCH)
     assert result.won and result.current is not None
     control_dir(job, running).mkdir()
     workdir.mkdir(exist_ok=True)
@@ -114,13 +116,17 @@ def make_child(
         marker, frame = to_running(state, placement, key)
         if kind is Kind.FAILED:
             members = {**frame, "failure": dict(failure or {"code": "test.broken", "message": "it broke"})}
-            state.move(marker, Kind.FAILED, Trigger.FAILURE, {**members, "reason": "failure"})
+            state.move(marker, Frame(Kind.FAILED, {**members, "reason": "failure"}), Trigger.FAILURE)
         elif kind is Kind.SUCCEEDED:
-            committing = state.move(marker, Kind.COMMITTING, Trigger.OUTCOME, {**frame, "reason": "outcome"})
+            committing = state.move(
+                marker, Frame(Kind.COMMITTING, {**frame, "reason": "outcome"}), Trigger.OUTCOME
+            )
             assert committing.current is not None
-            state.move(committing.current, Kind.SUCCEEDED, Trigger.COMMIT, {**frame, "reason": "succeed"})
+            state.move(
+                committing.current, Frame(Kind.SUCCEEDED, {**frame, "reason": "succeed"}), Trigger.COMMIT
+            )
         elif kind is Kind.CANCELLED:
-            state.move(marker, Kind.CANCELLED, Trigger.CANCEL, {**frame, "reason": "cancel"})
+            state.move(marker, Frame(Kind.CANCELLED, {**frame, "reason": "cancel"}), Trigger.CANCEL)
         else:
             assert kind is Kind.RUNNING, kind
     return {
@@ -144,7 +150,9 @@ def waiting_parent(
     ws = state.workspace
     _job, key = submit_job(ws, PARENT_PLACEMENT, **job_overrides)
     marker, frame = to_running(state, PARENT_PLACEMENT, key)
-    committing = state.move(marker, Kind.COMMITTING, Trigger.OUTCOME, {**frame, "reason": "outcome"}).current
+    committing = state.move(
+        marker, Frame(Kind.COMMITTING, {**frame, "reason": "outcome"}), Trigger.OUTCOME
+    ).current
     assert committing is not None
     members = {
         **{
@@ -159,7 +167,7 @@ def waiting_parent(
         "first_unresolved_at": first_unresolved_at,
         "reason": "wait",
     }
-    waiting = state.move(committing, Kind.WAITING, Trigger.COMMIT, members).current
+    waiting = state.move(committing, Frame(Kind.WAITING, members), Trigger.COMMIT).current
     assert waiting is not None
     return waiting, key
 
@@ -187,7 +195,7 @@ class Publication:
 
     state: ManagerState
     marker: MarkerLocation
-    frame: dict[str, Any]
+    frame: Frame
     job: LoadedJob
     key: str
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
+from httk.workflow.engine.core._frames import Frame, kept_members
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, attach, init, probe_marker
@@ -27,7 +28,6 @@ from httk.workflow.engine.manager._cancel import on_cancelling
 from httk.workflow.engine.manager._request_apply import handle_requests
 from httk.workflow.engine.manager._state import LiveAttempt, ManagerConfig, ManagerState
 from httk.workflow.engine.publish._submit import Submitter
-from httk.workflow.engine.requests._documents import kept_members
 
 from tests.conftest import minimal_job
 from tests.jobkinds import chain, frame_of, job_in, new_state, write_raw, write_request
@@ -104,7 +104,7 @@ def _mismatched(base: Path) -> Built:
     marker = job_in(state, Kind.READY)
     request = write_request(state.workspace, marker, "pause")
     members = {**kept_members(frame_of(state, marker)), "reason": "moved on"}
-    state.move(marker, Kind.READY, Trigger.SET_PRIORITY, members, priority=12)
+    state.move(marker, Frame(Kind.READY, members, 12), Trigger.SET_PRIORITY)
     state.workspace.close()
     return Built(state.workspace.root, marker.job_key, marker.placement, request.stem)
 

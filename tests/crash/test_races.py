@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 import pytest
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
@@ -201,10 +202,10 @@ def test_a_claim_loser_probing_while_the_winner_launches_sees_the_winner(
     """
     workspace = init(tmp_path / "ws", durable=False)
     [submitted] = submit_jobs(workspace, [JobSpec(minimal_job(), "race/0")])
-    ready = move_marker(workspace, submitted.marker, Kind.READY, Trigger.REGISTER, {}).current
+    ready = move_marker(workspace, submitted.marker, Frame(Kind.READY, {}), Trigger.REGISTER).current
     assert ready is not None
     winner, loser = attach(workspace.root), attach(workspace.root)
-    claimed = move_marker(winner, ready, Kind.CLAIMED, Trigger.CLAIM, {"manager_id": "winner"}).current
+    claimed = move_marker(winner, ready, Frame(Kind.CLAIMED, {"manager_id": "winner"}), Trigger.CLAIM).current
     assert claimed is not None
     launched: list[MarkerLocation] = []
     real_scandir = os.scandir
@@ -213,13 +214,13 @@ def test_a_claim_loser_probing_while_the_winner_launches_sees_the_winner(
         with real_scandir(path) as entries:
             listing = list(entries)
         if not launched and os.fspath(path) == str(claimed.path(workspace).parent):
-            running = move_marker(winner, claimed, Kind.RUNNING, Trigger.LAUNCH, {}).current
+            running = move_marker(winner, claimed, Frame(Kind.RUNNING, {}), Trigger.LAUNCH).current
             assert running is not None
             launched.append(running)
         return _Listing(listing)
 
     monkeypatch.setattr(os, "scandir", racing_scandir)
-    result = move_marker(loser, ready, Kind.CLAIMED, Trigger.CLAIM, {"manager_id": "loser"})
+    result = move_marker(loser, ready, Frame(Kind.CLAIMED, {"manager_id": "loser"}), Trigger.CLAIM)
     monkeypatch.undo()
 
     [running] = launched

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._jobs import index_of
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
@@ -16,7 +17,7 @@ def test_a_moved_marker_is_noted_once_an_index_exists(workspace_path: Path) -> N
     ws = init(workspace_path, durable=False)
     [result] = submit_jobs(ws, [JobSpec(minimal_job(), "p/q")])
     index = index_of(ws)
-    moved = move_marker(ws, result.marker, Kind.READY, Trigger.REGISTER, {}).current
+    moved = move_marker(ws, result.marker, Frame(Kind.READY, {}), Trigger.REGISTER).current
     assert moved is not None
     assert index.cached(result.job_id) == moved
     assert index.full_scans == 0
@@ -27,7 +28,7 @@ def test_rule_1_a_hit_is_confirmed_before_it_is_used(workspace_path: Path) -> No
     [result] = submit_jobs(ws, [JobSpec(minimal_job(), "p")])
     index_of(ws).note(result.marker)
     other = attach(workspace_path)  # another actor moves the marker behind this process's back
-    moved = move_marker(other, result.marker, Kind.READY, Trigger.REGISTER, {}).current
+    moved = move_marker(other, result.marker, Frame(Kind.READY, {}), Trigger.REGISTER).current
     assert index_of(ws).cached(result.job_id) is None  # the stale hit is refused, not reported
     assert index_of(ws).locate(result.job_id) == moved
 

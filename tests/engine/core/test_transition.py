@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker, verified_rename
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
@@ -25,7 +26,7 @@ def _submitted(workspace_path: Path, durable: bool = False) -> tuple[Workspace, 
 def test_a_move_journals_then_renames(workspace_path: Path, durable: bool) -> None:
     ws, marker = _submitted(workspace_path, durable)
     result = move_marker(
-        ws, marker, Kind.READY, Trigger.REGISTER, {"step": "prepare", "reason": "registered"}
+        ws, marker, Frame(Kind.READY, {"step": "prepare", "reason": "registered"}), Trigger.REGISTER
     )
     assert result.won and result.current is not None
     current = result.current
@@ -43,9 +44,9 @@ def test_a_move_journals_then_renames(workspace_path: Path, durable: bool) -> No
 
 def test_history_links_backwards(workspace_path: Path) -> None:
     ws, marker = _submitted(workspace_path)
-    first = move_marker(ws, marker, Kind.READY, Trigger.REGISTER, {}).current
+    first = move_marker(ws, marker, Frame(Kind.READY, {}), Trigger.REGISTER).current
     assert first is not None
-    second = move_marker(ws, first, Kind.READY, Trigger.SET_PRIORITY, {}, priority=3).current
+    second = move_marker(ws, first, Frame(Kind.READY, {}, 3), Trigger.SET_PRIORITY).current
     assert second is not None
     assert second.name.priority == 3 and second.name.generation == 2
     frame = ws.reader.read(second.name.ref)  # type: ignore[arg-type]
@@ -55,7 +56,7 @@ def test_history_links_backwards(workspace_path: Path) -> None:
 def test_an_illegal_move_writes_nothing(workspace_path: Path) -> None:
     ws, marker = _submitted(workspace_path)
     with pytest.raises(TransitionError, match="illegal transition"):
-        move_marker(ws, marker, Kind.RUNNING, Trigger.LAUNCH, {})
+        move_marker(ws, marker, Frame(Kind.RUNNING, {}), Trigger.LAUNCH)
     assert marker.path(ws).exists()
     assert not list(ws.journal_dir.iterdir())
 
@@ -63,8 +64,8 @@ def test_an_illegal_move_writes_nothing(workspace_path: Path) -> None:
 def test_two_actors_racing_for_one_marker(workspace_path: Path) -> None:
     ws, marker = _submitted(workspace_path)
     other = attach(workspace_path)
-    winner = move_marker(ws, marker, Kind.READY, Trigger.REGISTER, {})
-    loser = move_marker(other, marker, Kind.FAILED, Trigger.PROTOCOL_ERROR, {})
+    winner = move_marker(ws, marker, Frame(Kind.READY, {}), Trigger.REGISTER)
+    loser = move_marker(other, marker, Frame(Kind.FAILED, {}), Trigger.PROTOCOL_ERROR)
     assert winner.won and not loser.won
     assert loser.current == winner.current
     markers = [p for p in (ws.control / "state").rglob("*") if p.is_file()]
@@ -84,7 +85,7 @@ def test_a_rename_reported_as_failed_that_happened_is_a_win(
         raise OSError(5, "Input/output error after retransmission")
 
     monkeypatch.setattr(_fsops, "rename", retransmitted)
-    result = move_marker(ws, marker, Kind.READY, Trigger.REGISTER, {})
+    result = move_marker(ws, marker, Frame(Kind.READY, {}), Trigger.REGISTER)
     assert result.won and result.current is not None and result.current.path(ws).exists()
 
 
@@ -100,7 +101,7 @@ def test_a_transient_failure_is_retried(workspace_path: Path, monkeypatch: pytes
         real(src, dst, durable=durable, noreplace=noreplace)
 
     monkeypatch.setattr(_fsops, "rename", flaky)
-    result = move_marker(ws, marker, Kind.READY, Trigger.REGISTER, {})
+    result = move_marker(ws, marker, Frame(Kind.READY, {}), Trigger.REGISTER)
     assert result.won and len(calls) == 2
 
 

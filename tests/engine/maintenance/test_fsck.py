@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._frames import Frame, kept_members
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._segments import checksum128, encode_frame, segment_path
 from httk.workflow.engine.core._states import Kind, Trigger
@@ -27,7 +28,6 @@ from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, atta
 from httk.workflow.engine.maintenance import _fsck_check
 from httk.workflow.engine.maintenance._fsck import fsck
 from httk.workflow.engine.maintenance._fsck_check import FsckReport, check
-from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.protocol import MarkerName, RecordRef
 
 from tests.inspectkit import set_format_member, snapshot
@@ -60,7 +60,7 @@ def build(root: Path) -> Built:
     waiting = job_in(first, Kind.WAITING, placement=TARGET_PLACEMENT)
     second = new_state(root)
     members = {**kept_members(frame_of(second, waiting)), "reason": "set_priority"}
-    result = second.move(waiting, Kind.WAITING, Trigger.SET_PRIORITY, members, priority=TARGET_PRIORITY)
+    result = second.move(waiting, Frame(Kind.WAITING, members, TARGET_PRIORITY), Trigger.SET_PRIORITY)
     assert result.current is not None
     return Built(root, markers, result.current, waiting.name.ref_text)
 
@@ -400,7 +400,7 @@ def test_a_job_with_two_markers_is_reported_once_naming_both_and_never_repaired(
     """A stale copy of an older marker (a partial snapshot restore, a hand copy) beside the current one."""
     failed = built.markers[Kind.FAILED]
     chain = []
-    frame = frame_of(new_state(built.root), failed)
+    frame: Mapping[str, Any] = frame_of(new_state(built.root), failed)
     while frame.get("kind") != "ready":  # the job's ready frame, on its own chain
         ref = frame["previous_record_ref"]
         frame = built.reader().reader.read(ref)
@@ -442,7 +442,9 @@ def test_a_job_seen_twice_because_it_moved_during_the_walk_is_no_duplicate(
         if kind is Kind.READY:  # after ready was listed, the job is claimed into a kind walked later
             state = new_state(built.root)
             frame = frame_of(state, ready)
-            state.move(ready, Kind.CLAIMED, Trigger.CLAIM, {**kept_members(frame), "reason": "claimed"})
+            state.move(
+                ready, Frame(Kind.CLAIMED, {**kept_members(frame), "reason": "claimed"}), Trigger.CLAIM
+            )
 
     monkeypatch.setattr(_fsck_check, "walk_markers", walk_with_a_move)
     report = check(ws)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._frames import state_frame
+from httk.workflow.engine.core._frames import Frame, kept_members, record_of
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
 from httk.workflow.engine.maintenance._fsck import adopt, fsck, repair_problems
@@ -23,7 +23,6 @@ from httk.workflow.engine.maintenance._fsck_check import FsckReport, check
 from httk.workflow.engine.manager._manager import ManagerIdentity, ManagerRecord
 from httk.workflow.engine.manager._recovery import release_stale_claim
 from httk.workflow.engine.manager._state import ManagerState
-from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.protocol import RecordRef
 
 from tests.crashkit import count_mutations, run_crashing
@@ -95,7 +94,7 @@ def test_the_owner_of_a_claim_whose_frame_is_gone_is_found_by_the_writer_of_its_
     registrar = new_state(root)
     ready = job_in(registrar, Kind.READY)
     owner = new_state(root)
-    claimed = owner.move(ready, Kind.CLAIMED, Trigger.CLAIM, {**kept_members(frame_of(owner, ready))})
+    claimed = owner.move(ready, Frame(Kind.CLAIMED, {**kept_members(frame_of(owner, ready))}), Trigger.CLAIM)
     assert claimed.current is not None
     heartbeat(owner)
     flip_checksum(root, claimed.current)
@@ -113,7 +112,9 @@ def test_a_repaired_claim_does_not_name_the_live_manager_that_only_queued_it(tmp
     assert frame_of(registrar, ready)["manager_id"] == registrar.manager_id
     heartbeat(registrar)
     claimer = new_state(root)  # it dies: it never publishes a heartbeat
-    claimed = claimer.move(ready, Kind.CLAIMED, Trigger.CLAIM, {**kept_members(frame_of(claimer, ready))})
+    claimed = claimer.move(
+        ready, Frame(Kind.CLAIMED, {**kept_members(frame_of(claimer, ready))}), Trigger.CLAIM
+    )
     assert claimed.current is not None
     flip_checksum(root, claimed.current)
 
@@ -132,12 +133,12 @@ def test_frames_at_or_beyond_the_markers_generation_are_never_adopted(tmp_path: 
     init(root, durable=False)
     state = new_state(root)
     registered = job_in(state, Kind.READY)
-    moved = state.move(registered, Kind.READY, Trigger.SET_PRIORITY, {"reason": "set_priority"}, priority=3)
+    moved = state.move(registered, Frame(Kind.READY, {"reason": "set_priority"}, 3), Trigger.SET_PRIORITY)
     marker = moved.current
     assert marker is not None
     racer = attach(root)
     for base, generation in ((registered, 2), (marker, 3)):
-        frame = state_frame(racer, base, Kind.READY, {"reason": "set_priority", "priority": 9})
+        frame = record_of(racer, base, Frame(Kind.READY, {"reason": "set_priority", "priority": 9}))
         assert frame["state_generation"] == generation
         racer.journal().append(frame)
     flip_checksum(root, marker)

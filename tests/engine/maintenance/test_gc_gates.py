@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from httk.workflow.engine.core._frames import attempt_evidence, carried
+from httk.workflow.engine.core._frames import Frame, attempt_evidence, carried
 from httk.workflow.engine.core._segments import segment_name
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
@@ -42,7 +42,7 @@ def failed_by_its_attempt(state: ManagerState) -> tuple[MarkerLocation, str]:
     committing = job_in(state, Kind.COMMITTING)
     frame = frame_of(state, committing)
     members = {**carried(frame), **attempt_evidence(frame), "failure": FAILURE, "reason": "failure"}
-    result = state.move(committing, Kind.FAILED, Trigger.COMMIT, members)
+    result = state.move(committing, Frame(Kind.FAILED, members), Trigger.COMMIT)
     assert result.won and result.current is not None
     return result.current, frame["attempt_id"]
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from httk.workflow.engine.core._frames import Frame, kept_members
 from httk.workflow.engine.core._liveness import group_alive, proc_stat
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, init, probe_marker
@@ -29,7 +30,6 @@ from httk.workflow.engine.manager._cancel import in_progress, note_reaped, on_ca
 from httk.workflow.engine.manager._request_apply import handle_requests
 from httk.workflow.engine.manager._state import LiveAttempt, ManagerConfig, ManagerState
 from httk.workflow.engine.publish._submit import Submitter
-from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.engine.requests._requests import publish_request
 
 from tests.conftest import minimal_job
@@ -231,7 +231,7 @@ def test_a_claim_cancelled_before_its_launch_never_runs(root: Path, tmp_path: Pa
     ready = current(owner.workspace, submitted)
     loaded = owner.jobs.get(ready)
     claim = _launch.claim_frame(owner, frame_of(owner, ready), loaded)
-    claimed = owner.move(ready, Kind.CLAIMED, Trigger.CLAIM, claim).current
+    claimed = owner.move(ready, Frame(Kind.CLAIMED, claim), Trigger.CLAIM).current
     assert claimed is not None
     other = new_state(root)
     cancel(other, claimed)
@@ -272,7 +272,7 @@ def test_an_attempt_without_a_recorded_process_is_no_launched_process(root: Path
         key: value for key, value in kept_members(frame_of(state, running)).items() if key != "process"
     }
     members |= {"cancellation": {"attempt_id": members["attempt_id"]}, "reason": "operator_cancel"}
-    fenced = state.move(running, Kind.CANCELLING, Trigger.CANCEL_FENCE, members).current
+    fenced = state.move(running, Frame(Kind.CANCELLING, members), Trigger.CANCEL_FENCE).current
     assert fenced is not None
     assert on_cancelling(state, fenced) is True
     done = current(state.workspace, running)

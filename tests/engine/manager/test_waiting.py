@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import Workspace
 from httk.workflow.engine.manager import _waiting
@@ -142,7 +143,7 @@ def test_the_observations_reach_the_next_attempt(state: ManagerState) -> None:
     job = state.jobs.get(ready)
     claim = claim_frame(state, frame, job)
     assert claim["join_summary"] == frame["join_summary"]
-    claimed = state.move(ready, Kind.CLAIMED, Trigger.CLAIM, claim).current
+    claimed = state.move(ready, Frame(Kind.CLAIMED, claim), Trigger.CLAIM).current
     assert claimed is not None
     attempt = plan(state, claimed, claim, job)
     assert attempt.join == frame["join_summary"]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
 from httk.workflow.engine.manager import _commit
@@ -129,16 +130,20 @@ def test_a_job_with_work_attached_is_refused_with_the_cancel_advice(
     _job, key = submit_job(ws, KIDS)
     running, frame = to_running(state, KIDS, key)
     if kind is Kind.CLAIMED:
-        marker = state.move(running, Kind.CLAIMED, Trigger.TAKEOVER, {**frame, "reason": "takeover"}).current
+        marker = state.move(
+            running, Frame(Kind.CLAIMED, {**frame, "reason": "takeover"}), Trigger.TAKEOVER
+        ).current
     elif kind is Kind.PAUSED:
-        committing = state.move(running, Kind.COMMITTING, Trigger.OUTCOME, {**frame, "reason": "outcome"})
+        committing = state.move(
+            running, Frame(Kind.COMMITTING, {**frame, "reason": "outcome"}), Trigger.OUTCOME
+        )
         assert committing.current is not None
         marker = state.move(
-            committing.current, Kind.PAUSED, Trigger.COMMIT, {**frame, "reason": "pause"}
+            committing.current, Frame(Kind.PAUSED, {**frame, "reason": "pause"}), Trigger.COMMIT
         ).current
     elif kind is Kind.CANCELLING:
         marker = state.move(
-            running, Kind.CANCELLING, Trigger.CANCEL_FENCE, {**frame, "reason": "fence"}
+            running, Frame(Kind.CANCELLING, {**frame, "reason": "fence"}), Trigger.CANCEL_FENCE
         ).current
     else:
         marker = running
@@ -198,9 +203,8 @@ def test_a_child_whose_parent_has_finished_is_not_guarded(ws: Workspace, state: 
     waiting = current(ws, PARENT_PLACEMENT, parent)
     state.move(
         waiting,
-        Kind.CANCELLED,
+        Frame(Kind.CANCELLED, {"cancellation": {"verified": "no_live_attempt"}, "reason": "x"}),
         Trigger.CANCEL,
-        {"cancellation": {"verified": "no_live_attempt"}, "reason": "x"},
     )
     assert delete(ws, child).error is None
 
@@ -213,7 +217,7 @@ def test_a_child_in_the_join_summary_of_a_running_parent_is_guarded(
     frame = frame_of(ws, waiting)
     summary = {"condition": "all_succeeded", "observations": [{"job_id": child.job_id, "kind": "ready"}]}
     ready = state.move(
-        waiting, Kind.READY, Trigger.JOIN, {**frame, "join_summary": summary, "reason": "join"}
+        waiting, Frame(Kind.READY, {**frame, "join_summary": summary, "reason": "join"}), Trigger.JOIN
     )
     assert ready.current is not None and ready.current.kind is Kind.READY
     with pytest.raises(DeleteError, match="join of its parent"):
@@ -234,7 +238,7 @@ def test_a_claim_that_wins_first_makes_the_delete_refuse_and_touch_nothing(
     observed, job = ready_job(ws, state)
     plan = plan_delete(ws, observed)
     claimed = state.move(
-        observed, Kind.CLAIMED, Trigger.CLAIM, claim_frame(state, frame_of(ws, observed), job)
+        observed, Frame(Kind.CLAIMED, claim_frame(state, frame_of(ws, observed), job)), Trigger.CLAIM
     )
     assert claimed.won
     files = sorted(plan.payload.rglob("*"))
@@ -283,7 +287,9 @@ def test_a_failed_job_revived_meanwhile_is_reported_and_finished_by_a_second_del
     observed = current(ws, KIDS, member["job_key"])
     plan = plan_delete(ws, observed)
     frame = frame_of(ws, observed)
-    state.move(observed, Kind.READY, Trigger.OPERATOR_CONTINUE, {**frame, "reason": "operator_continue"})
+    state.move(
+        observed, Frame(Kind.READY, {**frame, "reason": "operator_continue"}), Trigger.OPERATOR_CONTINUE
+    )
 
     [result] = delete_jobs(ws, [plan], operator="tester")
 

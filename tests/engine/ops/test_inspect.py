@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._liveness import list_managers
 from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
@@ -27,7 +28,7 @@ LAYOUT = {"a/x": (4, "ready"), "a/y": (3, "submitted"), "b": (5, "failed"), "a/x
 
 
 def move(ws: Workspace, marker: MarkerLocation, kind: Kind, trigger: Trigger) -> MarkerLocation:
-    current = move_marker(ws, marker, kind, trigger, {"reason": trigger.value}).current
+    current = move_marker(ws, marker, Frame(kind, {"reason": trigger.value}), trigger).current
     assert current is not None
     return current
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
@@ -126,7 +127,7 @@ def test_a_marker_path_selects_its_job_where_it_is_now(tmp_path: Path) -> None:
     ws = init(tmp_path / "ws", durable=False)
     [result] = submit_jobs(ws, [JobSpec(minimal_job(id=ID), "p")])
     old_path = result.marker.path(ws)
-    moved = move_marker(ws, result.marker, Kind.READY, Trigger.REGISTER, {}).current
+    moved = move_marker(ws, result.marker, Frame(Kind.READY, {}), Trigger.REGISTER).current
     assert moved is not None
     reader = attach(ws.root, writable=False)
 
@@ -196,7 +197,7 @@ def test_a_confirmed_index_hit_is_used_and_a_stale_one_is_not(tmp_path: Path) ->
     [result] = submit_jobs(ws, [JobSpec(minimal_job(id=ID), "p")])
     reader = attach(ws.root, writable=False)
     assert locate_job(reader, ID) == result.marker  # the walk noted it in the index
-    moved = move_marker(ws, result.marker, Kind.READY, Trigger.REGISTER, {}).current
+    moved = move_marker(ws, result.marker, Frame(Kind.READY, {}), Trigger.REGISTER).current
 
     # the index still says submitted; rule 1 refuses the stale hit, rule 2 walks again and finds ready
     assert locate_job(reader, ID) == moved

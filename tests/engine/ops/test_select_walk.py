@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._scan import Anomaly, AnomalyReason
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
@@ -158,13 +159,13 @@ def test_moves_within_a_kind_keep_a_jobs_position(ws: Workspace) -> None:
         r.marker for r in submit_jobs(ws, [JobSpec(minimal_job(), "p") for _ in range(3)])
     ]
     ordered = markers(walk_sorted(ws, Kind.SUBMITTED))
-    ready = [move_marker(ws, m, Kind.READY, Trigger.REGISTER, {}).current for m in ordered]
+    ready = [move_marker(ws, m, Frame(Kind.READY, {}), Trigger.REGISTER).current for m in ordered]
     assert all(m is not None for m in ready)
     cursor = Position.of(markers(walk_sorted(ws, Kind.READY))[0])
     move = ready[0]
     assert move is not None
     # a priority change renames the marker; its job stays first, so the cursor after it is unchanged
-    moved = move_marker(ws, move, Kind.READY, Trigger.SET_PRIORITY, {}, priority=1).current
+    moved = move_marker(ws, move, Frame(Kind.READY, {}, 1), Trigger.SET_PRIORITY).current
     assert moved is not None and moved.name.priority == 1
     rest = markers(walk_sorted(ws, Kind.READY, after=cursor))
     assert [m.job_key for m in rest] == [m.job_key for m in ordered[1:]]

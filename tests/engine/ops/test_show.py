@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
@@ -224,7 +225,7 @@ def test_show_a_waiting_job_with_the_state_of_each_child(tmp_path: Path) -> None
         members = (
             {"join": {"condition": "all_succeeded", "children": children}} if kind is Kind.WAITING else {}
         )
-        moved = move_marker(ws, parent, kind, trigger, members).current
+        moved = move_marker(ws, parent, Frame(kind, members), trigger).current
         assert moved is not None
         parent = moved
 

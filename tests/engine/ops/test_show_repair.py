@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from httk.workflow.cli._app import app
 from httk.workflow.engine.core._clock import ManualClock
-from httk.workflow.engine.core._frames import previous_link
+from httk.workflow.engine.core._frames import Frame, kept_members, previous_link
 from httk.workflow.engine.core._segments import SEGMENT_HEADER, segment_name
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
@@ -27,7 +27,6 @@ from httk.workflow.engine.maintenance._fsck import fsck
 from httk.workflow.engine.maintenance._gc import collect
 from httk.workflow.engine.ops._show import job_history
 from httk.workflow.engine.ops._why_report import attempt_history
-from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.protocol import RecordRef
 from typer.testing import CliRunner
 
@@ -71,7 +70,7 @@ def repaired(tmp_path: Path) -> Repaired:
     now = probe_marker(reader(root), running.placement, running.job_key)
     assert now is not None and (now.kind, now.name.generation) == (Kind.RUNNING, 4)
     members = {**kept_members(frame_of(state, now)), "reason": "retry"}
-    retried = state.move(now, Kind.READY, Trigger.RETRY, members)
+    retried = state.move(now, Frame(Kind.READY, members), Trigger.RETRY)
     assert retried.current is not None
     state.workspace.close()
     return Repaired(root, recovered, retried.current)

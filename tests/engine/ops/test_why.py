@@ -12,10 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from httk.workflow.engine.core._frames import failed
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, attach
 from httk.workflow.engine.manager._launch import register as register_job
-from httk.workflow.engine.manager._rules import failed
 from httk.workflow.engine.manager._state import ManagerState
 
 from tests.conftest import minimal_job

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from httk.workflow.engine.core._clock import ManualClock
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.manager._launch import claim_frame
@@ -34,10 +35,10 @@ def crash_and_retry(state: ManagerState, marker: MarkerLocation, times: int) -> 
     for _ in range(times):
         job = state.jobs.get(marker)
         claim = claim_frame(state, frame_of(ws, marker), job)
-        claimed = state.move(marker, Kind.CLAIMED, Trigger.CLAIM, claim).current
+        claimed = state.move(marker, Frame(Kind.CLAIMED, claim), Trigger.CLAIM).current
         assert claimed is not None
         running_frame = {**claim, "process": OTHER_HOST, "reason": "launched"}
-        running = state.move(claimed, Kind.RUNNING, Trigger.LAUNCH, running_frame).current
+        running = state.move(claimed, Frame(Kind.RUNNING, running_frame), Trigger.LAUNCH).current
         assert running is not None
         failure = {"code": "process_failure", "message": "the runner exited with status 1 without an outcome"}
         decision = retry_or_fail(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import Workspace
 from httk.workflow.engine.manager import _commit, _recovery
@@ -47,7 +48,7 @@ def pub(state: ManagerState) -> Publication:
     return running_parent(state)
 
 
-def commit(pub: Publication) -> dict[str, Any]:
+def commit(pub: Publication) -> Frame:
     """Commit what the parent published; return the parent's frame afterwards."""
     outcome = read_outcome(pub.control)
     _commit.commit(pub.state, pub.marker, pub.frame, pub.job, outcome=outcome)
@@ -440,7 +441,7 @@ def test_the_join_summary_belongs_to_its_activation_only(state: ManagerState, pu
     _job, key = submit_job(ws, "proj/q")
     running, frame = to_running(state, "proj/q", key)
     summary = {"condition": "all_terminal", "decision": "satisfied", "observations": [{"label": "x"}]}
-    frame = {**frame, "join_summary": summary}
+    frame = frame.with_members(join_summary=summary)
     job = state.jobs.get(running)
     attempt = plan(state, running, frame, job)
     assert attempt.join == summary and attempt.children == [{"label": "x"}]

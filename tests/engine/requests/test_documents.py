@@ -6,12 +6,12 @@ import json
 import uuid
 
 import pytest
+from httk.workflow.engine.core._frames import kept_members
 from httk.workflow.engine.core._states import CORE_KINDS, TRANSITIONS, Kind, Trigger
 from httk.workflow.engine.requests._documents import (
     ACTIONS,
     VALID_KINDS,
     MalformedRequestError,
-    kept_members,
     parse_request,
     refusal,
     request_document,

@@ -10,16 +10,17 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from httk.workflow.engine.core._frames import Frame, kept_members
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, init, probe_marker
 from httk.workflow.engine.manager import _launch
 from httk.workflow.engine.manager._request_apply import handle_requests, statistics
 from httk.workflow.engine.manager._state import ManagerState
-from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.models import validator
 
 from tests.conftest import minimal_job
@@ -129,7 +130,7 @@ def _check_effect(
     before: MarkerLocation,
     after: MarkerLocation,
     frame: dict[str, Any],
-    previous: dict[str, Any] | None,
+    previous: Mapping[str, Any] | None,
 ) -> None:
     assert after.name.generation == before.name.generation + 1
     if action == "set_priority":
@@ -467,7 +468,7 @@ def _family(state: ManagerState, *, observed: bool) -> tuple[MarkerLocation, Mar
     # A same-kind move stands in for the join's waiting -> ready: the parent's current frame now
     # carries the summary of the join its activation follows.
     members = {**kept_members(frame_of(state, parent)), "join_summary": summary, "reason": "join_satisfied"}
-    joined = state.move(parent, K.READY, Trigger.SET_PRIORITY, members)
+    joined = state.move(parent, Frame(K.READY, members), Trigger.SET_PRIORITY)
     assert joined.won and joined.current is not None
     return joined.current, child
 
@@ -522,7 +523,7 @@ def test_a_join_summary_belongs_to_its_activation(state: ManagerState, action: s
     paused = job_in(state, K.PAUSED)
     summary = {"condition": "all_terminal", "decision": "satisfied", "observations": []}
     members = {**kept_members(frame_of(state, paused)), "join_summary": summary, "reason": "stand-in"}
-    moved = state.move(paused, K.PAUSED, Trigger.SET_PRIORITY, members).current
+    moved = state.move(paused, Frame(K.PAUSED, members), Trigger.SET_PRIORITY).current
     assert moved is not None
     write_request(ws, moved, action)
     handle_requests(state)

@@ -35,6 +35,7 @@ from httk.workflow.protocol._digest import job_digest
 from httk.workflow.protocol._job_rules import validate_job
 from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes
 
+from ._frames import Frame
 from ._scan import walk_markers
 from ._states import CORE_KINDS
 from ._workspace import MarkerLocation, Workspace, probe_marker
@@ -91,11 +92,11 @@ class JobCache:
         return loaded
 
 
-def read_frame(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any] | None:
+def read_frame(workspace: Workspace, marker: MarkerLocation) -> Frame | None:
     """The state frame the marker names, or ``None`` for a ``g0.init`` submission marker."""
     if marker.name.ref is None:
         return None
-    return workspace.reader.read(marker.name.ref)
+    return Frame(marker.kind, workspace.reader.read(marker.name.ref))
 
 
 class MarkerIndex:

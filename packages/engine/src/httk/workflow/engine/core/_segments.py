@@ -81,7 +81,8 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
     b'{"kind":"ready","priority":500,"note":"\\xc3\\xa5"}'
     """
     try:
-        text = json.dumps(dict(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        document = record if isinstance(record, dict) else dict(record)
+        text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         payload = text.encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         raise JournalError(f"journal record cannot be encoded as JSON: {exc}") from exc

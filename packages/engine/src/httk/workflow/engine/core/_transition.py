@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from httk.workflow.protocol import TransitionError, WorkspaceUnavailableError
 
 from . import _fsops
 from ._clock import Clock, backoff_schedule
-from ._frames import state_frame
-from ._states import Kind, Trigger, check_transition
+from ._frames import Frame, record_of
+from ._states import Trigger, check_transition
 from ._workspace import MarkerLocation, Workspace, probe_marker
 
 
@@ -91,27 +90,20 @@ def verified_rename(
 
 
 def move_marker(
-    workspace: Workspace,
-    marker: MarkerLocation,
-    destination: Kind,
-    trigger: Trigger,
-    members: Mapping[str, Any],
-    *,
-    priority: int | None = None,
+    workspace: Workspace, marker: MarkerLocation, frame: Frame, trigger: Trigger
 ) -> TransitionResult:
-    """Move ``marker`` to ``destination`` by one legal, journaled, verified rename.
+    """Move ``marker`` to ``frame.kind`` by one legal, journaled, verified rename.
 
-    ``members`` become part of the new state frame (step, activation, reason, failure, ...). The marker
-    keeps its priority unless ``priority`` is given. A lost race returns ``won=False`` with the marker that
-    is current instead; the appended frame then stays in the journal as a harmless orphan.
+    ``frame`` is the new state frame without its common members, which are added here (:func:`record_of`)
+    before the record is serialized, once, into this process's journal. The marker keeps its priority
+    unless ``frame.priority`` is given. A lost race returns ``won=False`` with the marker that is current
+    instead; the appended frame then stays in the journal as a harmless orphan.
     """
+    destination = frame.kind
     check_transition(marker.kind, destination, trigger)
-    frame = state_frame(workspace, marker, destination, members)
-    if priority is not None:
-        frame["priority"] = priority
-    frame.setdefault("priority", marker.name.priority if priority is None else priority)
-    ref = workspace.journal().append(frame)
-    target = MarkerLocation(destination, marker.placement, marker.name.successor(ref, frame["priority"]))
+    record = record_of(workspace, marker, frame)
+    ref = workspace.journal().append(record)
+    target = MarkerLocation(destination, marker.placement, marker.name.successor(ref, record["priority"]))
     target_path = target.path(workspace)
 
     def locate() -> Path | None:

@@ -41,14 +41,13 @@ from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
-from httk.workflow.engine.core._frames import FRAME_FORMAT, REPAIR_REASON
+from httk.workflow.engine.core._frames import FRAME_FORMAT, REPAIR_REASON, Frame, kept_members
 from httk.workflow.engine.core._journal import scan_segment
 from httk.workflow.engine.core._liveness import ManagerView, list_managers
 from httk.workflow.engine.core._segments import SEGMENT_SUFFIX
 from httk.workflow.engine.core._states import OWNED_KINDS, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
-from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.engine.requests._requests import QUARANTINE_FORMAT
 from httk.workflow.protocol import JournalError, MarkerName, RecordRef, WorkspaceUnavailableError
 from httk.workflow.protocol._jsonio import dump_pretty
@@ -253,7 +252,7 @@ class _Repairer:
         source = _RepairSource(subject.kind, subject.placement, name, subject.path)
         problem.details["recovered_record_ref"] = str(ref)
         try:
-            result = move_marker(self.workspace, source, subject.kind, Trigger.FSCK_REPAIR, members)
+            result = move_marker(self.workspace, source, Frame(subject.kind, members), Trigger.FSCK_REPAIR)
         except WorkspaceUnavailableError as exc:
             problem.action, problem.note = "moved", f"the marker vanished meanwhile: {exc}"
             return

@@ -49,12 +49,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from httk.workflow.engine.core._frames import Counters, carried
+from httk.workflow.engine.core._frames import Frame, cancelled_directly, kept
 from httk.workflow.engine.core._liveness import group_alive, proc_stat, process_alive, read_process_file
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation
-from httk.workflow.engine.requests._documents import kept_members
 from httk.workflow.protocol import InvalidDocumentError
 
 from ._recovery import ORPHAN_EXIT_SECONDS
@@ -100,7 +99,7 @@ def in_progress(state: ManagerState) -> int:
 def cancel(
     state: ManagerState,
     marker: MarkerLocation,
-    frame: dict[str, Any] | None,
+    frame: Frame | None,
     request: Mapping[str, Any],
 ) -> TransitionResult | None:
     """Apply an operator cancel to ``marker``, the job's current marker; ``frame`` is its frame.
@@ -116,49 +115,29 @@ def cancel(
         if result.won and result.current is not None:
             on_cancelling(state, result.current)  # then signal, right away when it is ours to stop
         return result
-    return state.move(marker, Kind.CANCELLED, Trigger.CANCEL, _direct_members(state, marker, frame, request))
+    direct = cancelled_directly(marker.kind, frame, state.manager_id, **request, reason="operator_cancel")
+    return state.move(marker, direct, Trigger.CANCEL)
 
 
 def fence(
-    state: ManagerState, marker: MarkerLocation, frame: dict[str, Any], request: Mapping[str, Any]
+    state: ManagerState, marker: MarkerLocation, frame: Frame, request: Mapping[str, Any]
 ) -> TransitionResult:
     """Rename the exact running marker to cancelling; nothing has been signalled yet."""
-    attempt_id = frame.get("attempt_id")
+    attempt_id = frame.attempt_id
     cancellation: dict[str, Any] = {
         "attempt_id": attempt_id,
         "control_dir": f"{ATTEMPT_DIR_PREFIX}{attempt_id}",
-        "previous_manager_id": frame.get("manager_id"),
+        "previous_manager_id": frame.manager_id,
         "fenced_by": state.manager_id,
     }
-    identity = frame.get("process") or {}
+    identity = frame.process
     if identity and process_alive(identity) is None:
         cancellation["unverified_reason"] = _unprovable(identity)
-    members = {**kept_members(frame), **request, "cancellation": cancellation, "reason": "operator_cancel"}
-    result = state.move(marker, Kind.CANCELLING, Trigger.CANCEL_FENCE, members)
+    fenced = kept(Kind.CANCELLING, frame, **request, cancellation=cancellation, reason="operator_cancel")
+    result = state.move(marker, fenced, Trigger.CANCEL_FENCE)
     if result.won:
         log.info("fenced attempt %s of %s for cancellation", attempt_id, marker.job_key)
     return result
-
-
-def _direct_members(
-    state: ManagerState, marker: MarkerLocation, frame: dict[str, Any] | None, request: Mapping[str, Any]
-) -> dict[str, Any]:
-    base = {} if frame is None else {**carried(frame), **Counters.of(frame).as_members()}
-    cancellation: dict[str, Any] = {"verified": "no_live_attempt"}
-    if marker.kind is Kind.CLAIMED and frame is not None:
-        cancellation = {
-            "verified": "no_launched_process",
-            "attempt_id": frame.get("attempt_id"),
-            "previous_manager_id": frame.get("manager_id"),
-        }
-        base["attempt_id"] = frame.get("attempt_id")
-    return {
-        **base,
-        **request,
-        "manager_id": state.manager_id,
-        "cancellation": cancellation,
-        "reason": "operator_cancel",
-    }
 
 
 # -- the cancelling pass ---------------------------------------------------------------------------
@@ -176,9 +155,9 @@ def on_cancelling(state: ManagerState, marker: MarkerLocation) -> bool | None:
     frame = state.frame_or_none(marker)
     if frame is None:
         return None
-    attempt_id = str(frame.get("attempt_id") or (frame.get("cancellation") or {}).get("attempt_id"))
+    attempt_id = str(frame.attempt_id or (frame.get("cancellation") or {}).get("attempt_id"))
     live = state.live.get(attempt_id)
-    if live is None and frame.get("manager_id") != state.manager_id and state.owner_alive(frame)[0]:
+    if live is None and frame.manager_id != state.manager_id and state.owner_alive(frame)[0]:
         return None  # the launching manager stops and reaps its own process
     identity = _identity(state, marker, frame, attempt_id)
     if identity is None:
@@ -201,7 +180,7 @@ def note_reaped(state: ManagerState, live: LiveAttempt, status: int) -> bool:
     """
     if os.path.lexists(live.marker.path(state.workspace)):
         return False
-    memory(state).reaped[str(live.frame.get("attempt_id"))] = status
+    memory(state).reaped[str(live.frame.attempt_id)] = status
     return True
 
 
@@ -312,7 +291,7 @@ def _killpg(pgid: int, sig: int) -> None:
 
 
 def _finish(
-    state: ManagerState, marker: MarkerLocation, frame: dict[str, Any], attempt_id: str, evidence: Evidence
+    state: ManagerState, marker: MarkerLocation, frame: Frame, attempt_id: str, evidence: Evidence
 ) -> bool:
     previous: dict[str, Any] = frame.get("cancellation") or {}
     cancellation = {key: value for key, value in previous.items() if key != "unverified_reason"}
@@ -322,14 +301,15 @@ def _finish(
         if evidence.exit_status is not None and evidence.exit_status < 0:
             cancellation["signal"] = -evidence.exit_status
     requested: dict[str, Any] = {key: frame[key] for key in REQUEST_ECHO if key in frame}
-    members: dict[str, Any] = {
-        **kept_members(frame),
+    verified = kept(
+        Kind.CANCELLED,
+        frame,
         **requested,
-        "manager_id": state.manager_id,
-        "cancellation": cancellation,
-        "reason": "cancel_verified",
-    }
-    result = state.move(marker, Kind.CANCELLED, Trigger.CANCEL_VERIFIED, members)
+        manager_id=state.manager_id,
+        cancellation=cancellation,
+        reason="cancel_verified",
+    )
+    result = state.move(marker, verified, Trigger.CANCEL_VERIFIED)
     _forget(state, attempt_id)
     if result.won:
         log.info("cancelled %s (%s)", marker.job_key, evidence.verified)

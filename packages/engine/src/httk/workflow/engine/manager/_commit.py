@@ -21,13 +21,21 @@ import logging
 import os
 import signal
 import stat
+from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
-from httk.workflow.engine.core._frames import Counters, carried, next_data_generation, protocol_failure
+from httk.workflow.engine.core._frames import (
+    Frame,
+    failed,
+    failure_of,
+    next_data_generation,
+    protocol_failure,
+)
+from httk.workflow.engine.core._frames import committing as committing_frame
 from httk.workflow.engine.core._jobs import LoadedJob
 from httk.workflow.engine.core._liveness import PROCESS_FILE
 from httk.workflow.engine.core._states import RETIRES_ATTEMPT_CONTROL, Kind, Trigger
@@ -53,7 +61,7 @@ from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 from httk.workflow.protocol._jsonio import dump_pretty
 
 from ._attempt import CONTEXT_FILE, STDERR_FILE, STDIO_LOG, STDOUT_FILE
-from ._rules import Decision, decide, failed, retry_or_fail
+from ._rules import decide, retry_or_fail
 from ._state import LiveAttempt, ManagerState
 
 log = logging.getLogger("httk.workflow.manager")
@@ -85,11 +93,7 @@ def finish_attempt(state: ManagerState, live: LiveAttempt, status: int) -> None:
 def exit_failure(status: int, *, drained: bool) -> dict[str, Any]:
     """The failure object of an attempt that ended without publishing an outcome."""
     if drained:
-        return {
-            "code": "lease_lost",
-            "message": "the manager drained and stopped the attempt",
-            "details": {"exit_status": status},
-        }
+        return failure_of("lease_lost", "the manager drained and stopped the attempt", exit_status=status)
     if status == 0:
         return protocol_failure("the runner exited successfully without publishing an outcome", exit_status=0)
     if status < 0:
@@ -97,21 +101,15 @@ def exit_failure(status: int, *, drained: bool) -> dict[str, Any]:
             name = signal.Signals(-status).name
         except ValueError:
             name = f"signal {-status}"
-        return {
-            "code": "process_failure",
-            "message": f"the runner was killed by {name} without publishing an outcome",
-            "details": {"signal": -status},
-        }
-    return {
-        "code": "process_failure",
-        "message": f"the runner exited with status {status} without publishing an outcome",
-        "details": {"exit_status": status},
-    }
+        message = f"the runner was killed by {name} without publishing an outcome"
+        return failure_of("process_failure", message, signal=-status)
+    message = f"the runner exited with status {status} without publishing an outcome"
+    return failure_of("process_failure", message, exit_status=status)
 
 
 def exit_decision(
-    job: dict[str, Any], frame: dict[str, Any], failure: dict[str, Any], *, drained: bool
-) -> Decision:
+    job: Mapping[str, Any], frame: Mapping[str, Any], failure: dict[str, Any], *, drained: bool
+) -> Frame:
     if drained:
         # Stopping the attempt was this manager's decision, never the job's: retry within budgets.
         job = {**job, "retry_policy": {**(job.get("retry_policy") or {}), "retry_on": ["lease_lost"]}}
@@ -121,7 +119,7 @@ def exit_decision(
 def commit(
     state: ManagerState,
     running: MarkerLocation,
-    frame: dict[str, Any],
+    frame: Frame,
     job: LoadedJob,
     *,
     outcome: dict[str, Any] | None,
@@ -143,24 +141,15 @@ def commit(
             defect, outcome, notes, spawned = str(exc), None, [], []
         for note in notes:
             log.info("%s: %s", running.job_key, note)
-    committing = {
-        **carried(frame),
-        **Counters.of(frame).as_members(),
-        "attempt_id": frame["attempt_id"],
-        "manager_id": state.manager_id,
-        "writer_id": state.writer_id,
-        "outcome": outcome,
-        "reason": "outcome" if defect is None else "unusable_outcome",
-    }
-    if "workdir" in frame:
-        committing["workdir"] = frame["workdir"]  # kept in a terminal frame, where a join reads it
-    if defect is not None:
-        committing["failure"] = protocol_failure(f"the published outcome is unusable: {defect}")
-    elif outcome is not None and "runner_steps" in outcome:
-        committing["runner_steps"] = outcome["runner_steps"]  # copied into the frame it writes (spec)
-    if spawned:
-        committing["spawned"] = [child.as_member() for child in spawned]
-    result = state.move(running, Kind.COMMITTING, Trigger.OUTCOME, committing)
+    committing = committing_frame(
+        frame,
+        manager_id=state.manager_id,
+        writer_id=state.writer_id,
+        outcome=outcome,
+        defect=defect,
+        spawned=[child.as_member() for child in spawned],
+    )
+    result = state.move(running, committing, Trigger.OUTCOME)
     if not result.won or result.current is None:
         return  # another actor fenced the attempt first (a cancellation or a recoverer): not ours to apply
     finish_committing(state, result.current, committing, job, live)
@@ -169,14 +158,14 @@ def commit(
 def finish_committing(
     state: ManagerState,
     marker: MarkerLocation,
-    frame: dict[str, Any],
+    frame: Frame,
     job: LoadedJob,
     live: LiveAttempt | None,
 ) -> None:
     """Move a committing marker to the destination its frame's outcome decides."""
-    outcome = frame.get("outcome")
+    outcome = frame.outcome
     if outcome is None:
-        failure = frame.get("failure") or protocol_failure("the published outcome is unusable")
+        failure = frame.failure or protocol_failure("the published outcome is unusable")
         decision = failed(frame, failure, "failure")
     else:
         changed, corruption = False, None
@@ -210,13 +199,13 @@ BREADCRUMB = "error.json"
 """The failure breadcrumb in the kept control directory of the attempt that failed the job."""
 
 
-def leave_breadcrumb(state: ManagerState, live: LiveAttempt, decision: Decision) -> None:
+def leave_breadcrumb(state: ManagerState, live: LiveAttempt, decision: Frame) -> None:
     """Write ``error.json`` beside the outcome and logs of an attempt that failed its job.
 
     Evidence for an operator (``schemas/error.schema.json``), not protocol state: written after the
     failed frame is committed, without synchronization, and a failure to write it is only logged.
     """
-    failure = decision.members.get("failure")
+    failure = decision.failure
     if decision.kind is not Kind.FAILED or not isinstance(failure, dict):
         return
     frame = live.frame
@@ -226,7 +215,7 @@ def leave_breadcrumb(state: ManagerState, live: LiveAttempt, decision: Decision)
         "job_id": live.marker.job_id,
         "job_key": live.marker.job_key,
         "attempt_id": frame["attempt_id"],
-        "step": frame.get("step"),
+        "step": frame.step,
         "failed_at": utc_timestamp(state.clock.now()),
         "code": failure.get("code"),
         "message": failure.get("message"),
@@ -238,15 +227,14 @@ def leave_breadcrumb(state: ManagerState, live: LiveAttempt, decision: Decision)
         log.warning("%s: the failure breadcrumb could not be written: %s", live.marker.job_key, exc)
 
 
-def _with_generation(decision: Decision, frame: dict[str, Any], changed: bool) -> Decision:
+def _with_generation(decision: Frame, frame: Frame, changed: bool) -> Frame:
     """A failure after a replayed transaction still records the data generation it produced."""
-    if frame.get("data_generation") is None:
+    if frame.data_generation is None:
         return decision
-    generation = next_data_generation(frame["data_generation"], changed)
-    return Decision(decision.kind, {**decision.members, "data_generation": generation}, decision.priority)
+    return decision.with_members(data_generation=next_data_generation(frame["data_generation"], changed))
 
 
-def control_dir_of(job: LoadedJob, frame: dict[str, Any]) -> Path:
+def control_dir_of(job: LoadedJob, frame: Frame) -> Path:
     """The control directory of the attempt a running or committing frame names."""
     return job.payload_dir / f"{ATTEMPT_DIR_PREFIX}{frame['attempt_id']}"
 
@@ -254,7 +242,7 @@ def control_dir_of(job: LoadedJob, frame: dict[str, Any]) -> Path:
 def validate_publication(
     state: ManagerState,
     running: MarkerLocation,
-    frame: dict[str, Any],
+    frame: Frame,
     job: LoadedJob,
     outcome: dict[str, Any],
 ) -> tuple[dict[str, Any], list[SpawnedChild]]:
@@ -280,14 +268,12 @@ def validate_publication(
     return outcome, spawned
 
 
-def transaction_dir_of(job: LoadedJob, frame: dict[str, Any]) -> Path:
+def transaction_dir_of(job: LoadedJob, frame: Frame) -> Path:
     """The transaction bundle an attempt's published outcome may hold."""
     return control_dir_of(job, frame) / OUTCOME_DIR / TRANSACTION_DIR
 
 
-def validate_transaction(
-    state: ManagerState, job: LoadedJob, frame: dict[str, Any], outcome: dict[str, Any]
-) -> bool:
+def validate_transaction(state: ManagerState, job: LoadedJob, frame: Frame, outcome: dict[str, Any]) -> bool:
     """Step 1 for a transaction: whether the outcome carries one, after checking it fully against ``data/``.
 
     Raises :class:`UnusableOutcomeError` when the job may not contribute one, the expected data generation
@@ -308,7 +294,7 @@ def validate_transaction(
     if stat.S_ISLNK(os.lstat(bundle).st_mode) or not bundle.is_dir():
         raise UnusableOutcomeError("the outcome's transaction must be a directory")
     expected = outcome.get("expected_data_generation")
-    if expected is None or expected != frame.get("data_generation"):
+    if expected is None or expected != frame.data_generation:
         raise UnusableOutcomeError(
             f"the outcome's expected_data_generation {expected!r} is not the attempt's data generation "
             f"{frame.get('data_generation')!r}"
@@ -323,7 +309,7 @@ def validate_transaction(
 
 
 def apply_transaction(
-    state: ManagerState, job: LoadedJob, frame: dict[str, Any]
+    state: ManagerState, job: LoadedJob, frame: Frame
 ) -> tuple[bool, dict[str, Any] | None]:
     """Step 4: replay (or verify) the committing frame's transaction; whether data changed, or the failure.
 
@@ -353,7 +339,7 @@ def apply_transaction(
     return result.changed, None
 
 
-def register_spawned(state: ManagerState, job: LoadedJob, frame: dict[str, Any]) -> dict[str, Any] | None:
+def register_spawned(state: ManagerState, job: LoadedJob, frame: Frame) -> dict[str, Any] | None:
     """Step 5: register the committing frame's spawn set (idempotent); the failure when that is impossible."""
     try:
         spawned = spawned_of(frame)
@@ -373,7 +359,7 @@ def retire_attempt_control(live: LiveAttempt) -> None:
     control directory to collection.
     """
     frame = live.frame
-    ordinal, step, attempt_id = frame.get("attempt_ordinal"), frame.get("step"), frame["attempt_id"]
+    ordinal, step, attempt_id = frame.get("attempt_ordinal"), frame.step, frame["attempt_id"]
     header = f"== attempt {ordinal} of step {step!r} ({attempt_id}) ==\n"
     prepared = live.prepared
     try:

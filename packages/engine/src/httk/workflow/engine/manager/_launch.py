@@ -18,16 +18,24 @@ import enum
 import functools
 import importlib.util
 import logging
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import utc_timestamp
-from httk.workflow.engine.core._frames import Counters, carried, protocol_failure
+from httk.workflow.engine.core._frames import (
+    Counters,
+    Frame,
+    claim,
+    first_activation,
+    invalid_submission,
+    launched,
+    preparation_failed,
+    protocol_failure,
+)
 from httk.workflow.engine.core._jobs import LoadedJob, check_identity
 from httk.workflow.engine.core._liveness import write_process_file
-from httk.workflow.engine.core._states import Kind, Trigger
+from httk.workflow.engine.core._states import Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._runners import RunnerFailure
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError
@@ -46,29 +54,10 @@ def register(state: ManagerState, marker: MarkerLocation) -> bool:
         check_identity(marker, job)
     except (InvalidDocumentError, WorkflowError) as exc:
         failure = protocol_failure(f"the submitted job is invalid: {exc}", defect=str(exc)[:2000])
-        state.move(
-            marker, Kind.FAILED, Trigger.PROTOCOL_ERROR, {"failure": failure, "reason": "invalid_submission"}
-        )
+        state.move(marker, invalid_submission(failure), Trigger.PROTOCOL_ERROR)
         return True
-    state.move(marker, Kind.READY, Trigger.REGISTER, {**first_activation(job), "reason": "registered"})
+    state.move(marker, first_activation(job.document, job.digest, reason="registered"), Trigger.REGISTER)
     return True
-
-
-def first_activation(job: LoadedJob) -> dict[str, Any]:
-    """The frame members of a job's first activation, before its first attempt."""
-    document = job.document
-    return {
-        "step": document["initial_step"],
-        "activation_id": str(uuid.uuid4()),
-        "activation_reason": "initial",
-        "attempt_reason": "initial",
-        "previous_attempt_id": None,
-        "unclean_restart": False,
-        **Counters(1, 0, 0).as_members(),
-        "data_generation": 0 if document["data"]["mode"] == "transactional" else None,
-        "resources": dict(document.get("resources") or {}),
-        "job_digest": job.digest,
-    }
 
 
 def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
@@ -113,18 +102,18 @@ def claim_ready(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> 
                 state.awaiting_room[marker] = frame
             return placed
         allocation = placed
-    claim = claim_frame(state, frame, job)
-    result = state.move(marker, Kind.CLAIMED, Trigger.CLAIM, claim)
+    claimed = claim_frame(state, frame, job)
+    result = state.move(marker, claimed, Trigger.CLAIM)
     if not result.won or result.current is None:
         return Claim.LOST
     log.info(
         "claimed %s (attempt %s of step %s)%s",
         marker.job_key,
-        claim["attempt_id"],
-        claim.get("step"),
+        claimed["attempt_id"],
+        claimed.get("step"),
         "" if allocation is None else f" allocating {describe(allocation)}",
     )
-    launch(state, result.current, claim, job, allocation)
+    launch(state, result.current, claimed, job, allocation)
     return Claim.CLAIMED
 
 
@@ -141,32 +130,23 @@ def _place(
     return allocated
 
 
-def claim_frame(state: ManagerState, frame: dict[str, Any], job: LoadedJob) -> dict[str, Any]:
-    claim: dict[str, Any] = {
-        **carried(frame),
-        **Counters.of(frame).claimed().as_members(),
-        "attempt_id": str(uuid.uuid4()),
-        "claim_id": str(uuid.uuid4()),
-        "manager_id": state.manager_id,
-        "writer_id": state.writer_id,
-        "lease_seconds": state.lease_seconds,
-        "lease_started_at": utc_timestamp(state.clock.now()),
-        "pool": job.document["claim"]["pool"],
-        "capabilities": list(job.document["claim"].get("required_capabilities", [])),
-        "attempt_reason": frame.get("attempt_reason", "initial"),
-        "previous_attempt_id": frame.get("previous_attempt_id"),
-        "unclean_restart": bool(frame.get("unclean_restart", False)),
-        "reason": "claimed",
-    }
-    if "takeover" in frame:
-        claim["takeover"] = frame["takeover"]  # the evidence belongs in the new attempt's frames
-    return claim
+def claim_frame(state: ManagerState, frame: Mapping[str, Any], job: LoadedJob) -> Frame:
+    """The claimed frame this manager writes for a new attempt of the ready job."""
+    return claim(
+        frame,
+        manager_id=state.manager_id,
+        writer_id=state.writer_id,
+        lease_seconds=state.lease_seconds,
+        lease_started_at=utc_timestamp(state.clock.now()),
+        pool=job.document["claim"]["pool"],
+        capabilities=list(job.document["claim"].get("required_capabilities", [])),
+    )
 
 
 def launch(
     state: ManagerState,
     claimed: MarkerLocation,
-    frame: dict[str, Any],
+    frame: Frame,
     job: LoadedJob,
     allocation: dict[str, int] | None = None,
 ) -> None:
@@ -196,8 +176,8 @@ def launch(
         return
     identity = process.identity
     write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
-    running = {**frame, "process": dict(identity), "workdir": str(prepared.workdir), "reason": "launched"}
-    result = state.move(claimed, Kind.RUNNING, Trigger.LAUNCH, running)
+    running = launched(frame, identity, str(prepared.workdir))
+    result = state.move(claimed, running, Trigger.LAUNCH)
     if not result.won or result.current is None:
         process.abort()  # the gate exits without running anything
         return
@@ -209,7 +189,7 @@ def launch(
     log.info(
         "launched %s step %s attempt %s (pid %s)",
         claimed.job_key,
-        frame.get("step"),
+        frame.step,
         frame["attempt_id"],
         identity["pid"],
     )
@@ -229,7 +209,7 @@ def shipped_bash_api() -> Path | None:
 def plan(
     state: ManagerState,
     claimed: MarkerLocation,
-    frame: dict[str, Any],
+    frame: Frame,
     job: LoadedJob,
     allocation: dict[str, int] | None = None,
 ) -> AttemptPlan:
@@ -238,7 +218,7 @@ def plan(
     Its resources are the allocation when the manager schedules resources, the frame's requirement else.
     """
     counters = Counters.of(frame)
-    join = frame.get("join_summary")
+    join = frame.join_summary
     if not isinstance(join, dict):
         join = None
     observations = join.get("observations") if join is not None else None
@@ -260,7 +240,7 @@ def plan(
         is_unclean_restart=bool(frame.get("unclean_restart")) and counters.attempt_ordinal > 1,
         attempt_reason=frame.get("attempt_reason", "initial"),
         previous_attempt_id=frame.get("previous_attempt_id"),
-        data_generation=frame.get("data_generation"),
+        data_generation=frame.data_generation,
         priority=claimed.name.priority,
         resources=dict(frame.get("resources") or {}) if allocation is None else allocation,
         join=join,
@@ -270,15 +250,7 @@ def plan(
 
 
 def prepare_failed(
-    state: ManagerState, claimed: MarkerLocation, frame: dict[str, Any], failure: dict[str, Any]
+    state: ManagerState, claimed: MarkerLocation, frame: Frame, failure: dict[str, Any]
 ) -> None:
     log.warning("attempt of %s could not be prepared: %s", claimed.job_key, failure["message"])
-    members = {
-        **carried(frame),
-        **Counters.of(frame).as_members(),
-        "attempt_id": frame["attempt_id"],
-        "manager_id": state.manager_id,
-        "failure": failure,
-        "reason": "prepare_failure",
-    }
-    state.move(claimed, Kind.FAILED, Trigger.PREPARE_FAILURE, members)
+    state.move(claimed, preparation_failed(frame, state.manager_id, failure), Trigger.PREPARE_FAILURE)

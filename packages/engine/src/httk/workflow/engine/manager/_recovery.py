@@ -25,7 +25,7 @@ import os
 import signal
 from typing import Any
 
-from httk.workflow.engine.core._frames import Counters, carried
+from httk.workflow.engine.core._frames import Frame, failure_of, released
 from httk.workflow.engine.core._jobs import LoadedJob
 from httk.workflow.engine.core._liveness import group_alive, process_alive
 from httk.workflow.engine.core._states import Kind, Trigger
@@ -48,7 +48,7 @@ def on_committing(state: ManagerState, marker: MarkerLocation) -> bool | None:
     frame = state.frame_or_none(marker)
     if frame is None:
         return None
-    ours = frame.get("manager_id") == state.manager_id
+    ours = frame.manager_id == state.manager_id
     if (ours and not state.commit_retry_due(marker.job_key)) or (not ours and state.owner_alive(frame)[0]):
         return None
     job = _job_or_none(state, marker)
@@ -75,28 +75,12 @@ def on_claimed_or_running(state: ManagerState, marker: MarkerLocation) -> bool |
     return recover_running(state, marker, frame, age)
 
 
-def release_stale_claim(
-    state: ManagerState, marker: MarkerLocation, frame: dict[str, Any], age: float | None
-) -> None:
-    members = {
-        **carried(frame),
-        **Counters.of(frame).released().as_members(),
-        "attempt_reason": frame.get("attempt_reason", "initial"),
-        "previous_attempt_id": frame.get("previous_attempt_id"),
-        "unclean_restart": bool(frame.get("unclean_restart")),
-        "released_claim": {
-            "manager_id": frame.get("manager_id"),
-            "attempt_id": frame.get("attempt_id"),
-            "heartbeat_age_seconds": age,
-        },
-        "manager_id": state.manager_id,
-        "reason": "released_stale_claim",
-    }
-    state.move(marker, Kind.READY, Trigger.RELEASE, members)
+def release_stale_claim(state: ManagerState, marker: MarkerLocation, frame: Frame, age: float | None) -> None:
+    state.move(marker, released(frame, state.manager_id, age), Trigger.RELEASE)
 
 
 def recover_running(
-    state: ManagerState, marker: MarkerLocation, frame: dict[str, Any], age: float | None
+    state: ManagerState, marker: MarkerLocation, frame: Frame, age: float | None
 ) -> bool | None:
     job = _job_or_none(state, marker)
     if job is None:
@@ -108,7 +92,7 @@ def recover_running(
         commit(state, marker, frame, job, outcome=None, defect=str(exc))
         return True
     if outcome is not None:
-        identity = frame.get("process") or {}
+        identity = frame.process
         if identity and process_alive(identity) is True and not stop_orphan(state, identity):
             return None  # its runner is still finishing on this host; commit once it is gone
         log.info("the abandoned attempt of %s published an outcome; committing it", marker.job_key)
@@ -117,11 +101,8 @@ def recover_running(
     evidence = takeover_evidence(state, job, frame, age)
     if evidence is None:
         return None
-    failure = {
-        "code": "lease_lost",
-        "message": f"the owning manager {frame.get('manager_id')} stopped heartbeating",
-        "details": {"heartbeat_age_seconds": age},
-    }
+    message = f"the owning manager {frame.get('manager_id')} stopped heartbeating"
+    failure = failure_of("lease_lost", message, heartbeat_age_seconds=age)
     decision = retry_or_fail(
         job.document,
         frame,
@@ -136,13 +117,13 @@ def recover_running(
 
 
 def takeover_evidence(
-    state: ManagerState, job: LoadedJob, frame: dict[str, Any], age: float | None
+    state: ManagerState, job: LoadedJob, frame: Frame, age: float | None
 ) -> dict[str, Any] | None:
     """Which rule admits recovering this abandoned attempt, or ``None`` to leave it alone for now."""
-    identity = frame.get("process") or {}
+    identity = frame.process
     mode = job.document["workdir"]["mode"]
     base = {
-        "previous_manager_id": frame.get("manager_id"),
+        "previous_manager_id": frame.manager_id,
         "heartbeat_age_seconds": age,
         "workdir_mode": mode,
     }
@@ -162,11 +143,11 @@ def takeover_evidence(
         if state.first_time(f"foreign writer {frame.get('attempt_id')}"):
             log.info(
                 "leaving attempt %s: its writer ran on host %s, where only a manager can prove it stopped",
-                frame.get("attempt_id"),
+                frame.attempt_id,
                 identity.get("host"),
             )
         return None
-    grace = config.takeover_grace_factor * float(frame.get("lease_seconds") or state.lease_seconds)
+    grace = config.takeover_grace_factor * (frame.lease_seconds or state.lease_seconds)
     if age is None or age >= grace:
         return {**base, "rule": "heartbeat_silent", "grace_seconds": grace}
     if config.unsafe_isolated_takeover:
@@ -175,7 +156,7 @@ def takeover_evidence(
         log.info(
             "leaving isolated attempt %s: its manager has been silent %.0f s, less than the takeover grace "
             "of %.0f s, and its process ran on host %s",
-            frame.get("attempt_id"),
+            frame.attempt_id,
             age or 0.0,
             grace,
             identity.get("host"),

@@ -31,7 +31,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from httk.workflow.engine.core._frames import Counters, carried, new_activation_base
+from httk.workflow.engine.core._frames import (
+    Frame,
+    another_attempt,
+    first_activation,
+    kept,
+    next_activation,
+    operator_paused,
+)
 from httk.workflow.engine.core._jobs import LoadedJob, check_identity
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult
@@ -43,7 +50,6 @@ from httk.workflow.engine.requests._documents import (
     RETIRE,
     Request,
     Verdict,
-    kept_members,
     refusal,
 )
 from httk.workflow.engine.requests._requests import (
@@ -60,7 +66,6 @@ from httk.workflow.protocol import (
 )
 
 from . import _cancel
-from ._launch import first_activation
 from ._rules import check_advance, check_retry
 from ._state import ManagerState, PerManager
 
@@ -73,7 +78,8 @@ APPLIED_LOOKBACK = 16
 """How many generations past the expected one a re-claimed request is still recognized as applied."""
 
 
-Frame = dict[str, Any] | None
+Current = Frame | None
+"""The job's current frame (``None`` at generation 0, where its marker names none)."""
 
 _MEMORY = PerManager(RequestMemory)
 
@@ -187,80 +193,65 @@ def _base(state: ManagerState, request: Request, reason: str) -> dict[str, Any]:
     return {**request.frame_members(), "manager_id": state.manager_id, "reason": reason}
 
 
-def _activation(frame: Frame) -> dict[str, Any]:
-    """The activation members a frame carries, or nothing for a job that was never registered."""
-    if frame is None or "activation_id" not in frame:
-        return {}
-    return {**carried(frame), **Counters.of(frame).as_members()}
-
-
 # -- the actions ---------------------------------------------------------------------------------------
-def _cancel_job(state: ManagerState, current: MarkerLocation, frame: Frame, request: Request) -> Verdict:
+def _cancel_job(state: ManagerState, current: MarkerLocation, frame: Current, request: Request) -> Verdict:
     return _moved(_cancel.cancel(state, current, frame, request.frame_members()))
 
 
-def _pause(state: ManagerState, current: MarkerLocation, frame: Frame, request: Request) -> Verdict:
+def _pause(state: ManagerState, current: MarkerLocation, frame: Current, request: Request) -> Verdict:
     pause = {"reason": request.reason or f"paused by {request.operator}"}
-    members = {**_activation(frame), "pause": pause, **_base(state, request, "operator_pause")}
-    return _moved(state.move(current, Kind.PAUSED, Trigger.PAUSE, members))
+    paused = operator_paused(frame, pause, **_base(state, request, "operator_pause"))
+    return _moved(state.move(current, paused, Trigger.PAUSE))
 
 
-def _set_priority(state: ManagerState, current: MarkerLocation, frame: Frame, request: Request) -> Verdict:
-    members = {**kept_members(frame), **_base(state, request, "operator_set_priority")}
-    result = state.move(current, current.kind, Trigger.SET_PRIORITY, members, priority=request.priority)
-    return _moved(result)
+def _set_priority(state: ManagerState, current: MarkerLocation, frame: Current, request: Request) -> Verdict:
+    moved = kept(
+        current.kind, frame, priority=request.priority, **_base(state, request, "operator_set_priority")
+    )
+    return _moved(state.move(current, moved, Trigger.SET_PRIORITY))
 
 
-def _continue(state: ManagerState, current: MarkerLocation, frame: Frame, request: Request) -> Verdict:
+def _continue(state: ManagerState, current: MarkerLocation, frame: Current, request: Request) -> Verdict:
     job, hazard = _guarded_job(state, current, request)
     if isinstance(job, Verdict):
         return job
+    base = {**_base(state, request, "operator_continue"), **hazard}
     if frame is None or "activation_id" not in frame:
-        members = first_activation(job)  # paused before any manager registered it
+        ready = first_activation(job.document, job.digest, **base)  # paused before any registration
     else:
-        counters = Counters.of(frame)
-        verdict = check_retry(job.document, counters)
+        verdict = check_retry(job.document, frame.counters)
         if verdict.code is not None:
             return Verdict(RETIRE, _budget_reason(verdict.code, verdict.message, "continue"))
-        members = {
-            **_activation(frame),
-            "attempt_reason": "manual_continue",
-            "previous_attempt_id": frame.get("attempt_id"),
-            "unclean_restart": False,
-        }
-        if current.kind is Kind.FAILED and frame.get("failure") is not None:
-            members["last_failure"] = frame["failure"]
-    members.update(_base(state, request, "operator_continue"), **hazard)
-    return _moved(state.move(current, Kind.READY, Trigger.OPERATOR_CONTINUE, members))
+        failed_with = frame.failure if current.kind is Kind.FAILED else None
+        last = {} if failed_with is None else {"last_failure": failed_with}
+        ready = another_attempt(frame, "manual_continue", unclean=False, **last, **base)
+    return _moved(state.move(current, ready, Trigger.OPERATOR_CONTINUE))
 
 
-def _override_step(state: ManagerState, current: MarkerLocation, frame: Frame, request: Request) -> Verdict:
+def _override_step(state: ManagerState, current: MarkerLocation, frame: Current, request: Request) -> Verdict:
     job, hazard = _guarded_job(state, current, request)
     if isinstance(job, Verdict):
         return job
+    assert request.step is not None  # parse_request requires it of override_step
+    base = {**_base(state, request, "operator_override_step"), **hazard}
     if frame is None or "activation_id" not in frame:
-        members = first_activation(job)
+        ready = first_activation(job.document, job.digest).with_members(
+            step=request.step,
+            activation_id=str(uuid.uuid4()),
+            activation_reason="override_step",
+            attempt_reason="override_step",
+            **base,
+        )
     else:
-        counters = Counters.of(frame)
-        verdict = check_advance(job.document, counters)
+        verdict = check_advance(job.document, frame.counters)
         if verdict.code is not None:
             return Verdict(RETIRE, _budget_reason(verdict.code, verdict.message, "override_step"))
         # A new activation follows no join: what belonged to the old one (its join summary) stays there.
-        members = {**new_activation_base(frame), **counters.advanced().as_members()}
-    members.update(
-        step=request.step,
-        activation_id=str(uuid.uuid4()),
-        activation_reason="override_step",
-        attempt_reason="override_step",
-        previous_attempt_id=None,
-        unclean_restart=False,
-        **_base(state, request, "operator_override_step"),
-        **hazard,
-    )
-    return _moved(state.move(current, Kind.READY, Trigger.OPERATOR_CONTINUE, members))
+        ready = next_activation(frame, request.step, "override_step", **base)
+    return _moved(state.move(current, ready, Trigger.OPERATOR_CONTINUE))
 
 
-_ACTIONS: dict[str, Callable[[ManagerState, MarkerLocation, Frame, Request], Verdict]] = {
+_ACTIONS: dict[str, Callable[[ManagerState, MarkerLocation, Current, Request], Verdict]] = {
     "cancel": _cancel_job,
     "continue": _continue,
     "override_step": _override_step,
@@ -315,7 +306,7 @@ def revival_guard(state: ManagerState, job: LoadedJob, force: bool) -> Verdict |
     frame = state.frame_or_none(marker)
     if frame is None:
         return Verdict(HOLD, f"the state frame of the parent {key} cannot be read now")
-    observation = _observation_of(frame.get("join_summary"), job.job_id, state.workspace.workspace_id)
+    observation = _observation_of(frame.join_summary, job.job_id, state.workspace.workspace_id)
     if observation is None:
         return None
     where = (

@@ -42,17 +42,21 @@ activation gets a new ``activation_id``.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from httk.workflow.engine.core._frames import (
-    ACTIVATION_ONLY,
     Counters,
+    Frame,
+    another_attempt,
     attempt_evidence,
-    carried,
+    failed,
+    failure_of,
+    next_activation,
     next_data_generation,
+    waiting,
+    with_counters,
 )
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.publish._outcome import UnusableOutcomeError
@@ -216,28 +220,7 @@ def claim_mismatches(
     return lacking
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """Where a committed outcome (or an attempt's end) takes the job."""
-
-    kind: Kind
-    members: dict[str, Any] = field(default_factory=dict)
-    priority: int | None = None
-
-
-def failed(frame: Mapping[str, Any], failure: Mapping[str, Any], reason: str) -> Decision:
-    return Decision(
-        Kind.FAILED,
-        {
-            **carried(frame),
-            **Counters.of(frame).as_members(),
-            **attempt_evidence(frame),
-            "failure": dict(failure),
-            "reason": reason,
-        },
-    )
-
-
+# -- destinations ----------------------------------------------------------------------------------
 def retry_or_fail(
     job: Mapping[str, Any],
     frame: Mapping[str, Any],
@@ -247,33 +230,16 @@ def retry_or_fail(
     unclean: bool,
     attempt_reason: str,
     extra: Mapping[str, Any] | None = None,
-) -> Decision:
+) -> Frame:
     """Retry the current activation when policy and budgets allow; otherwise fail with the right code."""
-    counters = Counters.of(frame)
     extra = dict(extra or {})
     if not is_retried(job, failure, declared=declared):
         return failed(frame, failure, "failure")
-    verdict = check_retry(job, counters)
+    verdict = check_retry(job, Counters.of(frame))
     if verdict.code is not None:
-        exhausted = {
-            "code": verdict.code,
-            "message": verdict.message,
-            "details": {"last_failure": dict(failure)},
-        }
-        return Decision(Kind.FAILED, {**failed(frame, exhausted, "failure").members, **extra})
-    return Decision(
-        Kind.READY,
-        {
-            **carried(frame),
-            **counters.as_members(),
-            "attempt_reason": attempt_reason,
-            "previous_attempt_id": frame.get("attempt_id"),
-            "unclean_restart": unclean,
-            "last_failure": dict(failure),
-            "reason": "retry",
-            **extra,
-        },
-    )
+        exhausted = failure_of(verdict.code, verdict.message, last_failure=dict(failure))
+        return failed(frame, exhausted, "failure", **extra)
+    return another_attempt(frame, attempt_reason, unclean=unclean, last_failure=dict(failure), **extra)
 
 
 def decide(
@@ -282,109 +248,74 @@ def decide(
     outcome: Mapping[str, Any],
     *,
     data_changed: bool = False,
-) -> Decision:
+) -> Frame:
     """The destination of a committed, valid outcome; ``frame`` is the committing frame.
 
-    ``data_changed`` says whether the outcome's replayed transaction changed ``data/``; a transactional
-    job's destination frame then carries the next data generation (:func:`next_data_generation`).
+    Deterministic up to fresh identifiers: replaying a committing frame gives the same kind, priority and
+    members, except that a new activation gets a new ``activation_id``. ``data_changed`` says whether the
+    outcome's replayed transaction changed ``data/``; a transactional job's destination frame then
+    carries the next data generation (:func:`next_data_generation`).
     """
     decision = _decide(job, frame, outcome)
     if frame.get("data_generation") is None:
         return decision
-    generation = next_data_generation(frame["data_generation"], data_changed)
-    return Decision(decision.kind, {**decision.members, "data_generation": generation}, decision.priority)
+    return decision.with_members(data_generation=next_data_generation(frame["data_generation"], data_changed))
 
 
-def _decide(job: Mapping[str, Any], frame: Mapping[str, Any], outcome: Mapping[str, Any]) -> Decision:
+def _decide(job: Mapping[str, Any], frame: Mapping[str, Any], outcome: Mapping[str, Any]) -> Frame:
     action = outcome["action"]
     priority = outcome.get("priority")
     counters = Counters.of(frame)
-    base = {**carried(frame), **counters.as_members()}
-    if "runner_steps" in outcome:
-        base["runner_steps"] = outcome["runner_steps"]
+    # The activation's members with what the outcome replaces in them: the steps the runner declared,
+    # and (for the activation an advance or a wait starts) its resource requirement.
+    base = {**frame, **({"runner_steps": outcome["runner_steps"]} if "runner_steps" in outcome else {})}
     if action == "succeed":
-        return Decision(Kind.SUCCEEDED, {**base, **attempt_evidence(frame), "reason": "succeed"}, priority)
-    if action == "pause":
-        return Decision(Kind.PAUSED, {**base, "pause": dict(outcome["pause"]), "reason": "pause"}, priority)
-    if action in ("advance", "wait"):
+        decided = Frame(
+            Kind.SUCCEEDED, {**with_counters(base), **attempt_evidence(frame), "reason": "succeed"}
+        )
+    elif action == "pause":
+        decided = Frame(
+            Kind.PAUSED, {**with_counters(base), "pause": dict(outcome["pause"]), "reason": "pause"}
+        )
+    elif action in ("advance", "wait"):
         # Both start a new activation (the wait's once its join decides), so both are budgeted here.
         verdict = check_advance(job, counters)
         if verdict.code is not None:
-            failure = {"code": verdict.code, "message": verdict.message}
-            members = {**base, **attempt_evidence(frame), "failure": failure, "reason": "failure"}
-            return Decision(Kind.FAILED, members, priority)
-        if "resources" in outcome:  # the next activation's requirement, carried across its retries
-            base["resources"] = dict(outcome["resources"])
-    if action == "wait":
-        waiting = {
-            **base,
-            "join": dict(outcome["join"]),
-            "next_step": outcome["next_step"],
-            "first_unresolved_at": None,
-            "reason": "wait",
-        }
-        return Decision(Kind.WAITING, waiting, priority)
-    if action == "advance":
-        return Decision(
-            Kind.READY,
-            {
-                **{key: value for key, value in base.items() if key not in ACTIVATION_ONLY},
-                **counters.advanced().as_members(),
-                "step": outcome["next_step"],
-                "activation_id": str(uuid.uuid4()),
-                "activation_reason": "advance",
-                "attempt_reason": "advance",
-                "previous_attempt_id": None,
-                "unclean_restart": False,
-                "reason": "advance",
-            },
-            priority,
-        )
-    if action == "retry":
-        failure = {"code": "requested_retry", "message": outcome["retry"]["reason"]}
-        decision = _retry_requested(job, frame, failure)
-        return Decision(decision.kind, {**decision.members, **_steps(base)}, priority)
-    if action == "fail":
-        decision = retry_or_fail(
+            decided = failed(base, failure_of(verdict.code, verdict.message), "failure")
+        else:
+            if "resources" in outcome:  # the next activation's requirement, carried across its retries
+                base["resources"] = dict(outcome["resources"])
+            if action == "wait":
+                decided = waiting(base, outcome["join"], outcome["next_step"])
+            else:
+                decided = next_activation(base, outcome["next_step"], "advance", reason="advance")
+    elif action == "retry":
+        decided = _retry_requested(job, frame, outcome["retry"]["reason"]).with_members(**_steps(base))
+    elif action == "fail":
+        decided = retry_or_fail(
             job,
             frame,
             outcome["failure"],
             declared=True,
             unclean=False,
             attempt_reason=outcome["failure"]["code"],
-        )
-        return Decision(decision.kind, {**decision.members, **_steps(base)}, priority)
-    raise UnusableOutcomeError(f"outcome action {action!r} cannot be committed by this version")
+        ).with_members(**_steps(base))
+    else:
+        raise UnusableOutcomeError(f"outcome action {action!r} cannot be committed by this version")
+    return Frame(decided.kind, decided, priority)
 
 
 def _steps(base: Mapping[str, Any]) -> dict[str, Any]:
     return {"runner_steps": base["runner_steps"]} if "runner_steps" in base else {}
 
 
-def _retry_requested(
-    job: Mapping[str, Any], frame: Mapping[str, Any], failure: Mapping[str, Any]
-) -> Decision:
+def _retry_requested(job: Mapping[str, Any], frame: Mapping[str, Any], reason: str) -> Frame:
     """A step's own ``retry``: always wanted, bounded only by the budgets."""
-    counters = Counters.of(frame)
-    verdict = check_retry(job, counters)
+    verdict = check_retry(job, Counters.of(frame))
     if verdict.code is not None:
-        return failed(
-            frame,
-            {"code": verdict.code, "message": verdict.message, "details": {"retry": dict(failure)}},
-            "failure",
-        )
-    return Decision(
-        Kind.READY,
-        {
-            **carried(frame),
-            **counters.as_members(),
-            "attempt_reason": "requested_retry",
-            "previous_attempt_id": frame.get("attempt_id"),
-            "unclean_restart": False,
-            "retry": {"reason": failure["message"]},
-            "reason": "retry",
-        },
-    )
+        retry = failure_of("requested_retry", reason)
+        return failed(frame, failure_of(verdict.code, verdict.message, retry=retry), "failure")
+    return another_attempt(frame, "requested_retry", unclean=False, retry={"reason": reason})
 
 
 PROTOCOL_NAMESPACE = "HTTK_WORKFLOW_"

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from httk.workflow.engine.core._clock import Clock, age_seconds
+from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._jobs import JobCache, LoadedJob, load_job, read_frame
 from httk.workflow.engine.core._liveness import read_heartbeat
 from httk.workflow.engine.core._scan import walk_markers
@@ -41,7 +42,6 @@ from ._rules import (
     DEFAULT_JOIN_GRACE_SECONDS,
     DEFAULT_TAKEOVER_GRACE_FACTOR,
     DEFAULT_WINDOW_SECONDS,
-    Decision,
     claim_mismatches,
     requirement_of,
     unmet,
@@ -110,7 +110,7 @@ class LiveAttempt:
     """An attempt this manager launched and still supervises."""
 
     marker: MarkerLocation  # the running marker
-    frame: dict[str, Any]  # the running frame
+    frame: Frame  # the running frame
     job: LoadedJob
     prepared: PreparedAttempt
     process: GatedProcess
@@ -143,7 +143,7 @@ class ManagerState:
         # Ready markers whose requirement did not fit next to the running attempts at the last try, with
         # the frame they name (a marker name pins its frame, so it never needs reading twice). Cleared
         # when the manager refills its ready window; a candidate retried is taken out.
-        self.awaiting_room: dict[MarkerLocation, dict[str, Any]] = {}
+        self.awaiting_room: dict[MarkerLocation, Frame] = {}
         self.committed = 0
         # Attempts whose commit is durable and whose control directory awaits D5 retirement; the loop
         # retires them after refilling the freed slot (a crash before that only leaves them to GC).
@@ -160,30 +160,22 @@ class ManagerState:
     def writer_id(self) -> str:
         return self.workspace.journal().writer_id
 
-    def move(
-        self,
-        marker: MarkerLocation,
-        kind: Kind,
-        trigger: Trigger,
-        members: dict[str, Any],
-        *,
-        priority: int | None = None,
-    ) -> TransitionResult:
-        return move_marker(self.workspace, marker, kind, trigger, members, priority=priority)
+    def move(self, marker: MarkerLocation, frame: Frame, trigger: Trigger) -> TransitionResult:
+        return move_marker(self.workspace, marker, frame, trigger)
 
-    def apply(self, marker: MarkerLocation, decision: Decision, trigger: Trigger) -> bool:
-        """Move ``marker`` where ``decision`` says; return whether this manager's move won."""
-        members = dict(decision.members)
-        members.setdefault("manager_id", self.manager_id)
-        result = self.move(marker, decision.kind, trigger, members, priority=decision.priority)
+    def apply(self, marker: MarkerLocation, decision: Frame, trigger: Trigger) -> bool:
+        """Move ``marker`` to the frame a decision built (this manager's id where it names none); return
+        whether this manager's move won."""
+        frame = decision.with_defaults(manager_id=self.manager_id)
+        result = self.move(marker, frame, trigger)
         if result.won:
             self.committed += 1
-            log.info("%s -> %s (%s)", marker.job_key, decision.kind.value, members.get("reason"))
+            log.info("%s -> %s (%s)", marker.job_key, frame.kind.value, frame.reason)
         return result.won
 
-    def owner_alive(self, frame: dict[str, Any]) -> tuple[bool, float | None]:
+    def owner_alive(self, frame: Frame) -> tuple[bool, float | None]:
         """Whether the manager a frame names still heartbeats within its lease, and the heartbeat age."""
-        owner = frame.get("manager_id")
+        owner = frame.manager_id
         if owner == self.manager_id:
             return True, 0.0
         if not isinstance(owner, str):
@@ -195,7 +187,7 @@ class ManagerState:
             # No readable heartbeat is no evidence of silence by itself (one delayed metadata read must
             # not look stale): the claim's own start is the latest sign of life we know of.
             age = age_seconds(frame.get("lease_started_at"), now)
-        lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
+        lease = frame.lease_seconds or heartbeat.lease_seconds
         return (age is not None and age <= lease), age
 
     def reserved(self) -> dict[str, int]:
@@ -229,7 +221,7 @@ class ManagerState:
         self._noted.add(key)
         return True
 
-    def frame_or_none(self, marker: MarkerLocation) -> dict[str, Any] | None:
+    def frame_or_none(self, marker: MarkerLocation) -> Frame | None:
         """The marker's frame; an unreadable one is logged once (fsck repairs it) and yields ``None``."""
         try:
             return read_frame(self.workspace, marker)
@@ -364,7 +356,7 @@ def _why_not(
 def _requirement(workspace: Workspace, marker: MarkerLocation) -> dict[str, int]:
     """The ready frame's requirement; none when the frame cannot be read (fsck's business, as in a claim)."""
     try:
-        frame = read_frame(workspace, marker) or {}
+        frame: Mapping[str, Any] = read_frame(workspace, marker) or {}
     except WorkflowError:
         return {}
     return requirement_of(frame.get("resources"))

@@ -30,7 +30,6 @@ when something is decided or the unresolved set starts or stops, nothing otherwi
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,10 +38,11 @@ from typing import Any
 
 from httk.workflow.engine.core._clock import parse_time, utc_timestamp
 from httk.workflow.engine.core._frames import (
-    FRAME_COMMON_MEMBERS,
-    Counters,
-    carried,
-    new_activation_base,
+    Frame,
+    failure_of,
+    join_failed,
+    next_activation,
+    observed,
     protocol_failure,
 )
 from httk.workflow.engine.core._states import UNSUCCESSFUL_KINDS, Kind, Trigger
@@ -73,7 +73,7 @@ class _Waiting:
     frame: Mapping[str, Any]
 
 
-_PARSED: OrderedDict[str, tuple[dict[str, Any], Join, str]] = OrderedDict()
+_PARSED: OrderedDict[str, tuple[Frame, Join, str]] = OrderedDict()
 PARSED_CACHE_SIZE = 64
 """Waiting frames whose join was parsed, by record reference. A frame never changes, so the cache is
 never stale; it only spares a large join the journal read and the parse on every pass."""
@@ -89,7 +89,7 @@ def on_waiting(state: ManagerState, marker: MarkerLocation) -> bool | None:
             return None  # a damaged journal is fsck's business, logged once by frame_or_none
         try:
             join = parse_join(frame.get("join"), workspace_id=state.workspace.workspace_id)
-            next_step = validate_step(frame.get("next_step"))  # type: ignore[arg-type]  # it checks the type
+            next_step = validate_step(frame.get("next_step"))
         except (JoinError, InvalidNameError) as exc:
             failure = protocol_failure(f"the waiting job's join cannot be read: {exc}")
             return _fail(_Waiting(state, marker, frame), failure, Trigger.PROTOCOL_ERROR, "invalid_join")
@@ -140,7 +140,7 @@ def impossible_failure(join: Join, evaluation: Evaluation) -> dict[str, Any]:
     }
     if join.on_impossible is not None:
         details["on_impossible_action"] = join.on_impossible.get("action")
-    return {"code": "dependency_failure", "message": message, "details": details}
+    return failure_of("dependency_failure", message, **details)
 
 
 def _unresolved(waiting: _Waiting, join: Join, evaluation: Evaluation, now: datetime) -> bool:
@@ -160,19 +160,15 @@ def _unresolved(waiting: _Waiting, join: Join, evaluation: Evaluation, now: date
     grace = waiting.state.config.join_grace_seconds
     if (now - first).total_seconds() < grace:
         return False
-    failure = {
-        "code": "dependency_failure",
-        "message": (
-            f"join child {missing[0].name} stayed unresolvable at its placement_hint "
-            f"{missing[0].placement_hint} for the join grace of {grace:g} s"
-        ),
-        "details": {
-            "unresolvable": keys,
-            "unresolvable_count": len(missing),
-            "first_unresolved_at": recorded,
-            "join_grace_seconds": grace,
-        },
-    }
+    failure = failure_of(
+        "dependency_failure",
+        f"join child {missing[0].name} stayed unresolvable at its placement_hint "
+        f"{missing[0].placement_hint} for the join grace of {grace:g} s",
+        unresolvable=keys,
+        unresolvable_count=len(missing),
+        first_unresolved_at=recorded,
+        join_grace_seconds=grace,
+    )
     return _fail(waiting, failure, Trigger.DEPENDENCY_FAILURE, "dependency_failure")
 
 
@@ -180,36 +176,30 @@ def _observe_again(
     waiting: _Waiting, first_unresolved_at: str | None, unresolved: list[str], reason: str
 ) -> bool:
     """waiting → waiting (D7): the same join, with the first-unresolved instant recorded or cleared."""
-    members = {key: value for key, value in waiting.frame.items() if key not in FRAME_COMMON_MEMBERS}
-    members.update(
-        first_unresolved_at=first_unresolved_at,
+    frame = observed(
+        waiting.frame,
+        first_unresolved_at,
         unresolved=unresolved,
         manager_id=waiting.state.manager_id,
         reason=reason,
     )
-    return waiting.state.move(waiting.marker, Kind.WAITING, Trigger.JOIN_OBSERVATION, members).won
+    return waiting.state.move(waiting.marker, frame, Trigger.JOIN_OBSERVATION).won
 
 
 def _next_activation(waiting: _Waiting, step: str, decided: dict[str, Any], reason: str) -> bool:
     """waiting → ready: a new activation at ``step`` that carries the decided join."""
-    counters = Counters.of(waiting.frame)
     # Invariant: these counters passed check_advance when the wait was committed, and nothing changes
     # them while the job waits (tests/engine/publish/test_outcome_children.py:
     # test_a_wait_beyond_the_activation_budget_fails_but_keeps_its_children).
-    members = new_activation_base(waiting.frame)
-    members.update(
-        **counters.advanced().as_members(),
-        step=step,
-        activation_id=str(uuid.uuid4()),
-        activation_reason=reason,
-        attempt_reason=reason,
-        previous_attempt_id=None,
-        unclean_restart=False,
+    frame = next_activation(
+        waiting.frame,
+        step,
+        reason,
         join_summary=decided,
         manager_id=waiting.state.manager_id,
         reason="join_satisfied" if reason == "join" else "join_impossible",
     )
-    won = waiting.state.move(waiting.marker, Kind.READY, Trigger.JOIN, members).won
+    won = waiting.state.move(waiting.marker, frame, Trigger.JOIN).won
     if won:
         log.info("%s: join %s, next step %s", waiting.marker.job_key, decided["decision"], step)
     return won
@@ -222,12 +212,8 @@ def _fail(
     reason: str,
     decided: dict[str, Any] | None = None,
 ) -> bool:
-    frame = waiting.frame
-    members: dict[str, Any] = {**carried(frame), **Counters.of(frame).as_members(), "failure": failure}
-    if decided is not None:
-        members["join_summary"] = decided  # the evidence of the decision, as a satisfied join keeps it
-    members.update(manager_id=waiting.state.manager_id, reason=reason)
-    won = waiting.state.move(waiting.marker, Kind.FAILED, trigger, members).won
+    frame = join_failed(waiting.frame, failure, reason, manager_id=waiting.state.manager_id, decided=decided)
+    won = waiting.state.move(waiting.marker, frame, trigger).won
     if won:
         log.warning("%s failed: %s", waiting.marker.job_key, failure["message"])
     return won

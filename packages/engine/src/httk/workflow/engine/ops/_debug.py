@@ -34,7 +34,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -209,7 +209,9 @@ class _Driver:
         """Drive each unfinished child of the waiting frame's join, in order; whether any of them moved."""
         try:
             frame = read_frame(self.workspace, waiting)
-            join = parse_join((frame or {}).get("join"), workspace_id=self.workspace.workspace_id)
+            join = parse_join(
+                None if frame is None else frame.get("join"), workspace_id=self.workspace.workspace_id
+            )
         except (WorkflowError, JoinError) as exc:
             self.echo(f"[debug] {waiting.job_key}: its join cannot be read, so no child is followed: {exc}")
             return False
@@ -327,7 +329,7 @@ def conclusion(
     return f"[debug] {key} stopped {kind.value}: {advice} (exit {status})"
 
 
-def _frame_or_empty(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
+def _frame_or_empty(workspace: Workspace, marker: MarkerLocation) -> Mapping[str, Any]:
     try:
         return read_frame(workspace, marker) or {}
     except WorkflowError:

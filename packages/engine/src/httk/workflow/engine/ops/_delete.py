@@ -51,15 +51,15 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core import _fsops
-from httk.workflow.engine.core._frames import Counters, carried
+from httk.workflow.engine.core._frames import cancelled_directly
 from httk.workflow.engine.core._jobs import JOB_FILE, read_frame
-from httk.workflow.engine.core._states import DISPOSABLE_KINDS, QUEUED_KINDS, TERMINAL_KINDS, Kind, Trigger
+from httk.workflow.engine.core._states import DISPOSABLE_KINDS, QUEUED_KINDS, TERMINAL_KINDS, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.engine.manager._rules import DEFAULT_WINDOW_SECONDS
@@ -183,15 +183,14 @@ def _unlink_marker(workspace: Workspace, marker: MarkerLocation) -> MarkerLocati
 
 def _fence(workspace: Workspace, marker: MarkerLocation, operator: str) -> MarkerLocation:
     """Move the exact observed submitted or ready marker to cancelled; refuse if a manager moved it first."""
-    frame = read_frame(workspace, marker)
-    members: dict[str, Any] = {} if frame is None else {**carried(frame), **Counters.of(frame).as_members()}
-    members.update(
+    fenced = cancelled_directly(
+        marker.kind,
+        read_frame(workspace, marker),
         writer_id=workspace.journal().writer_id,
         operator=operator,
-        cancellation={"verified": "no_live_attempt"},
         reason=REASON,
     )
-    result = move_marker(workspace, marker, Kind.CANCELLED, Trigger.CANCEL, members)
+    result = move_marker(workspace, marker, fenced, Trigger.CANCEL)
     if not result.won or result.current is None:
         now = "gone" if result.current is None else result.current.kind.value
         raise DeleteError(
@@ -231,7 +230,7 @@ def referencing_parent(workspace: Workspace, marker: MarkerLocation) -> MarkerLo
     return current if frame is not None and names_child(frame, marker.job_id) else None
 
 
-def names_child(frame: dict[str, Any], job_id: str) -> bool:
+def names_child(frame: Mapping[str, Any], job_id: str) -> bool:
     """Whether a frame's join, or the join summary of its activation, names the job ``job_id``."""
     members = [*_listed(frame.get("join"), "children"), *_listed(frame.get("join_summary"), "observations")]
     return any(isinstance(member, dict) and member.get("job_id") == job_id for member in members)

@@ -435,7 +435,8 @@ def _requirement(workspace: Workspace, marker: MarkerLocation, document: Mapping
     if marker.kind is Kind.READY:
         # An unreadable frame is fsck's business; job.json's requirement is then the best guess.
         with contextlib.suppress(WorkflowError):
-            source = (read_frame(workspace, marker) or {}).get("resources")
+            frame: Mapping[str, Any] = read_frame(workspace, marker) or {}
+            source = frame.get("resources")
     return requirement_of(source)
 
 

@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from httk.workflow.engine.core._frames import FRAME_COMMON_MEMBERS
 from httk.workflow.engine.core._states import OWNED_KINDS, Kind, Trigger, sources
 from httk.workflow.protocol import (
     GENERATION_BITS,
@@ -240,21 +239,6 @@ def refusal(action: str, kind: Kind) -> str | None:
     if kind in _ATTEMPT_UNDER_WAY:
         text += " and its marker belongs to the manager running it (cancel stops live work)"
     return text
-
-
-REQUEST_MEMBERS = frozenset({"operator", "operator_reason", "request_id", "revival_hazard"})
-
-
-def kept_members(frame: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The members a move that keeps the job's state (set_priority, the cancel fence) copies forward.
-
-    Everything the frame records about the state itself — a waiting job's join and first unresolved
-    instant, a failure, a pause reason, an attempt's identity and lease — but not the members every frame
-    writes afresh, nor what an earlier request recorded about itself.
-    """
-    if frame is None:
-        return {}
-    return {key: value for key, value in frame.items() if key not in FRAME_COMMON_MEMBERS | REQUEST_MEMBERS}
 
 
 APPLIED, RETIRE, QUARANTINE, HOLD = "applied", "retire", "quarantine", "hold"
