@@ -67,6 +67,6 @@ def test_importing_the_package_imports_neither_jsonschema_nor_pydantic() -> None
 
 def test_using_a_model_imports_pydantic_but_not_jsonschema() -> None:
     imported = _importtime("from httk.workflow.models import StateFrame, load_schema")
-    assert "httk.workflow.models._generated.state_frame_schema" in imported
+    assert "httk.workflow.models._generated" in imported
     assert "pydantic" in _top_level(imported)
     assert not _top_level(imported) & {"jsonschema", "referencing"}

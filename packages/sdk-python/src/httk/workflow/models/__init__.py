@@ -4,7 +4,8 @@
 failure object, outcome.json, the transaction manifest, spawn.json, the attempt context, the state frame,
 requests and their retirement records, the manager heartbeat and manifest, the gc frame and the quarantine
 record -- plus ``common.schema.json`` with the definitions they share. The schemas are the contract. The
-models in ``_generated/`` are derived from them by ``scripts/generate_models.py`` and never edited by hand.
+models are derived from them by ``scripts/generate_models.py``, all into the one module ``_generated``, and
+never edited by hand.
 
 Rules a schema cannot express (byte limits of a serialization, path containment, digest agreement,
 uniqueness within a list) are checked by ``httk.workflow.protocol``, not here; and the generated models
@@ -37,21 +38,23 @@ if TYPE_CHECKING:
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
     from referencing import Registry
 
-    from ._generated.attempt_context_schema import AttemptContext
-    from ._generated.error_schema import FailureBreadcrumb
-    from ._generated.failure_schema import Failure
-    from ._generated.format_schema import FormatDocument
-    from ._generated.gc_schema import GcFrame
-    from ._generated.heartbeat_schema import Heartbeat
-    from ._generated.job_schema import JobDefinition
-    from ._generated.manager_schema import ManagerManifest
-    from ._generated.outcome_schema import Outcome
-    from ._generated.quarantine_schema import QuarantineRecord
-    from ._generated.request_schema import Request
-    from ._generated.retired_request_schema import RetiredRequest
-    from ._generated.spawn_schema import Spawn
-    from ._generated.state_frame_schema import StateFrame
-    from ._generated.transaction_schema import TransactionManifest
+    from ._generated import (
+        AttemptContext,
+        Failure,
+        FailureBreadcrumb,
+        FormatDocument,
+        GcFrame,
+        Heartbeat,
+        JobDefinition,
+        ManagerManifest,
+        Outcome,
+        QuarantineRecord,
+        Request,
+        RetiredRequest,
+        Spawn,
+        StateFrame,
+        TransactionManifest,
+    )
 
 __all__ = [
     "AttemptContext",
@@ -74,36 +77,34 @@ __all__ = [
     "validator",
 ]
 
-# The top-level model of each document: exported name -> (generated module, schema name).
-_MODELS: dict[str, tuple[str, str]] = {
-    "AttemptContext": ("attempt_context_schema", "attempt-context"),
-    "Failure": ("failure_schema", "failure"),
-    "FailureBreadcrumb": ("error_schema", "error"),
-    "FormatDocument": ("format_schema", "format"),
-    "GcFrame": ("gc_schema", "gc"),
-    "Heartbeat": ("heartbeat_schema", "heartbeat"),
-    "JobDefinition": ("job_schema", "job"),
-    "ManagerManifest": ("manager_schema", "manager"),
-    "Outcome": ("outcome_schema", "outcome"),
-    "QuarantineRecord": ("quarantine_schema", "quarantine"),
-    "Request": ("request_schema", "request"),
-    "RetiredRequest": ("retired_request_schema", "retired-request"),
-    "Spawn": ("spawn_schema", "spawn"),
-    "StateFrame": ("state_frame_schema", "state-frame"),
-    "TransactionManifest": ("transaction_schema", "transaction"),
+# The top-level model of each document: exported name -> schema name.
+_MODELS: dict[str, str] = {
+    "AttemptContext": "attempt-context",
+    "Failure": "failure",
+    "FailureBreadcrumb": "error",
+    "FormatDocument": "format",
+    "GcFrame": "gc",
+    "Heartbeat": "heartbeat",
+    "JobDefinition": "job",
+    "ManagerManifest": "manager",
+    "Outcome": "outcome",
+    "QuarantineRecord": "quarantine",
+    "Request": "request",
+    "RetiredRequest": "retired-request",
+    "Spawn": "spawn",
+    "StateFrame": "state-frame",
+    "TransactionManifest": "transaction",
 }
 
 # Every schema file is ``schemas/<name>.schema.json``; ``common`` holds only shared definitions.
-_SCHEMA_NAMES = frozenset({"common", *(schema for _, schema in _MODELS.values())})
+_SCHEMA_NAMES = frozenset({"common", *_MODELS.values()})
 
 
 def __getattr__(name: str) -> Any:
     """Import a document model on first use (PEP 562), so that importing the package stays cheap."""
-    try:
-        module, _ = _MODELS[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    model = getattr(importlib.import_module(f"{__name__}._generated.{module}"), name)
+    if name not in _MODELS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    model = getattr(importlib.import_module(f"{__name__}._generated"), name)
     globals()[name] = model
     return model
 
