@@ -25,10 +25,14 @@ Absolute committed data/ path of a transactional job (HTTK_WORKFLOW_DATA_DIR); n
 
 
 Code = TypeAliasType(
-    "Code", Annotated[StrictStr, Field(max_length=128, min_length=1, pattern="^\\S+$", title="Code")]
+    "Code",
+    Annotated[
+        StrictStr,
+        Field(max_length=128, min_length=1, pattern="^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$", title="Code"),
+    ],
 )
 """
-A stable machine identity: one token without whitespace, 1 to 128 characters (at most 128 bytes; the byte limit of a non-ASCII code is checked by the protocol rules).
+A stable machine identity: one token without whitespace or control characters, 1 to 128 characters (at most 128 bytes; the byte limit of a non-ASCII code is checked by the protocol rules).
 """
 
 
@@ -40,9 +44,11 @@ class Failure(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    code: Annotated[StrictStr, Field(max_length=128, min_length=1, pattern="^\\S+$")]
+    code: Annotated[
+        StrictStr, Field(max_length=128, min_length=1, pattern="^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$")
+    ]
     """
-    Stable machine identity, one token without whitespace, at most 128 bytes (the common code syntax, spelled out here so that this schema stands alone); matched against retry_policy.retry_on. Application codes should be namespaced (vasp.nonconvergent).
+    Stable machine identity, one token without whitespace or control characters, at most 128 bytes (the common code syntax, spelled out here so that this schema stands alone); matched against retry_policy.retry_on. Application codes should be namespaced (vasp.nonconvergent).
     """
     details: dict[str, Any] | None = None
     """
@@ -115,15 +121,15 @@ class RetryPolicy(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    maximum_activations: Annotated[StrictInt | None, Field(ge=1)] = None
+    maximum_activations: Annotated[StrictInt | None, Field(ge=1, le=9223372036854775807)] = None
     """
     Limits the initial plus advanced activations.
     """
-    maximum_attempts_per_activation: Annotated[StrictInt | None, Field(ge=1)] = None
+    maximum_attempts_per_activation: Annotated[StrictInt | None, Field(ge=1, le=9223372036854775807)] = None
     """
     Limits the attempts of one logical activation.
     """
-    maximum_total_attempts: Annotated[StrictInt | None, Field(ge=1)] = None
+    maximum_total_attempts: Annotated[StrictInt | None, Field(ge=1, le=9223372036854775807)] = None
     """
     Limits physical executions over the whole job.
     """
@@ -208,7 +214,9 @@ A normalized relative POSIX path: no leading '/', no empty, '.' or '..' componen
 """
 
 
-ResourcesAdditionalProperty = TypeAliasType("ResourcesAdditionalProperty", Annotated[StrictInt, Field(ge=0)])
+ResourcesAdditionalProperty = TypeAliasType(
+    "ResourcesAdditionalProperty", Annotated[StrictInt, Field(ge=0, le=9223372036854775807)]
+)
 
 
 RetentionLimit1 = TypeAliasType(
@@ -244,7 +252,8 @@ class FsckRepair(BaseModel):
     The record reference the damaged marker named.
     """
     problem: Annotated[
-        StrictStr | None, Field(max_length=128, min_length=1, pattern="^\\S+$", title="Code")
+        StrictStr | None,
+        Field(max_length=128, min_length=1, pattern="^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$", title="Code"),
     ] = None
     """
     The problem code the check reported, e.g. missing_segment or checksum_mismatch.
@@ -878,17 +887,9 @@ class Parent(BaseModel):
     """
     The parent's placement.
     """
-    spawn_id: Annotated[
-        StrictStr,
-        Field(
-            max_length=36,
-            min_length=36,
-            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
-            title="UUID",
-        ),
-    ]
+    spawn_id: Annotated[StrictStr, Field(pattern="^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")]
     """
-    The spawn.json entry that registered this child.
+    The spawn.json entry that registered this child (a protocol component name; the SDKs write a UUID).
     """
     workspace_id: Annotated[
         StrictStr,
@@ -916,7 +917,7 @@ class Runner(BaseModel):
     """
     An argument vector, never a shell command string.
     """
-    backend: Annotated[StrictStr, Field(min_length=1)] = "path"
+    backend: Annotated[StrictStr, Field(min_length=1, pattern="^[a-z0-9][a-z0-9._-]{0,47}$")] = "path"
     """
     The execution adapter; the core manager implements path.
     """
@@ -1118,7 +1119,14 @@ class ManagerManifest(BaseModel):
     """
     The claim pools served; a manager without pool configuration serves default.
     """
-    resources: dict[str, ResourcesAdditionalProperty] | None = None
+    resources: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,47}$", strict=True)],
+            ResourcesAdditionalProperty,
+        ]
+        | None,
+        Field(title="Resources"),
+    ] = None
     """
     The resource capacities the manager schedules against; absent when it schedules no resources.
     """
@@ -1238,7 +1246,8 @@ class QuarantineRecord(BaseModel):
     Where the entry was found, relative to the workspace root; a byte that is not UTF-8 is shown backslash-escaped. A request is named by its path in requests/ready/, where it was published.
     """
     problem: Annotated[
-        StrictStr | None, Field(max_length=128, min_length=1, pattern="^\\S+$", title="Code")
+        StrictStr | None,
+        Field(max_length=128, min_length=1, pattern="^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$", title="Code"),
     ] = None
     """
     The problem code workspace fsck reported for the marker, e.g. unparseable_name or missing_segment.
@@ -1928,7 +1937,10 @@ class AttemptContext(BaseModel):
     """
     The 1-based attempt number within the activation; greater than 1 means a retry.
     """
-    attempt_reason: Annotated[StrictStr, Field(max_length=128, min_length=1, pattern="^\\S+$", title="Code")]
+    attempt_reason: Annotated[
+        StrictStr,
+        Field(max_length=128, min_length=1, pattern="^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$", title="Code"),
+    ]
     """
     Why this attempt runs (HTTK_WORKFLOW_ATTEMPT_REASON), e.g. initial, lease_lost, timeout, process_failure, requested_retry or manual_continue.
     """
@@ -2018,7 +2030,14 @@ class AttemptContext(BaseModel):
     """
     The job's priority when it was claimed.
     """
-    resources: dict[str, ResourcesAdditionalProperty] | None = None
+    resources: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,47}$", strict=True)],
+            ResourcesAdditionalProperty,
+        ]
+        | None,
+        Field(title="Resources"),
+    ] = None
     """
     The resources allocated to this attempt.
     """
@@ -2026,9 +2045,7 @@ class AttemptContext(BaseModel):
         dict[
             Annotated[
                 str,
-                StringConstraints(
-                    pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$", strict=True
-                ),
+                StringConstraints(pattern=r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*$", max_length=128, strict=True),
             ],
             Any,
         ]
@@ -2224,7 +2241,14 @@ class JobDefinition(BaseModel):
     """
     The submitted priority; the generation-0 marker carries the same value.
     """
-    resources: dict[str, ResourcesAdditionalProperty] | None = None
+    resources: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,47}$", strict=True)],
+            ResourcesAdditionalProperty,
+        ]
+        | None,
+        Field(title="Resources"),
+    ] = None
     """
     Resource quantities an attempt of this job needs.
     """
@@ -2249,7 +2273,7 @@ class Join(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    children: list[JoinChild]
+    children: Annotated[list[JoinChild], Field(max_length=10000, min_length=1)]
     """
     The immutable set of children the join waits for.
     """
@@ -2353,7 +2377,14 @@ class Outcome(BaseModel):
     """
     The priority of the marker the committed action produces; omission preserves the current one.
     """
-    resources: dict[str, ResourcesAdditionalProperty] | None = None
+    resources: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,47}$", strict=True)],
+            ResourcesAdditionalProperty,
+        ]
+        | None,
+        Field(title="Resources"),
+    ] = None
     """
     Resource quantities the next activation needs.
     """
@@ -2478,9 +2509,7 @@ class FormatDocument(BaseModel):
         dict[
             Annotated[
                 str,
-                StringConstraints(
-                    pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$", strict=True
-                ),
+                StringConstraints(pattern=r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*$", max_length=128, strict=True),
             ],
             Any,
         ]
@@ -2588,7 +2617,17 @@ class CommittedOutcome(BaseModel):
     """
     Scheduling priority from 0 through 999, where 0 is highest.
     """
-    resources: dict[str, ResourcesAdditionalProperty] | None = None
+    resources: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,47}$", strict=True)],
+            ResourcesAdditionalProperty,
+        ]
+        | None,
+        Field(title="Resources"),
+    ] = None
+    """
+    Integer resource quantities by label, such as procs, mem (MB) or gpus; labels are opaque to the manager.
+    """
     retry: Retry | None = None
     runner_steps: list[StrictStr] | None = None
     """
@@ -2641,7 +2680,8 @@ class StateFrame(BaseModel):
     Attempts of the current activation so far.
     """
     attempt_reason: Annotated[
-        StrictStr | None, Field(max_length=128, min_length=1, pattern="^\\S+$", title="Code")
+        StrictStr | None,
+        Field(max_length=128, min_length=1, pattern="^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$", title="Code"),
     ] = None
     """
     Why the activation's next (or current) attempt runs, passed to the runner as HTTK_WORKFLOW_ATTEMPT_REASON: initial, advance, join, on_impossible, override_step, manual_continue, requested_retry, lease_lost, or the failure code of the attempt it retries.
@@ -2850,7 +2890,14 @@ class StateFrame(BaseModel):
     """
     The request that caused the transition.
     """
-    resources: dict[str, ResourcesAdditionalProperty] | None = None
+    resources: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,47}$", strict=True)],
+            ResourcesAdditionalProperty,
+        ]
+        | None,
+        Field(title="Resources"),
+    ] = None
     """
     The resources allocated to the attempt, or requested for the next activation.
     """

@@ -6,7 +6,12 @@ The ``pattern`` keyword is an ECMA-262 regular expression, in which ``$`` matche
 the string. jsonschema evaluates it with Python's ``re``, in which ``$`` also matches just before a final
 newline, so ``"relax\\n"`` would pass ``^[a-z]+$``. The generated pydantic models (Rust regex) refuse it;
 to keep the two in agreement the validator built here evaluates patterns with every ``$`` outside a
-character class read as ``\\Z``. Every other keyword behaves exactly as in Draft202012Validator.
+character class read as ``\\Z``.
+
+The same agreement is kept for numbers: JSON Schema counts ``1.0`` as an integer and as equal to ``1``,
+while the models (strict types) and every reader of the protocol tell an integer from a float. So here
+``integer`` is an integer only, and ``const`` and ``enum`` also compare the kind of number. Every other
+keyword behaves exactly as in Draft202012Validator.
 """
 
 from __future__ import annotations
@@ -58,8 +63,48 @@ def _pattern(
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-# Draft202012Validator with ECMA-262 anchors in ``pattern`` (and so in ``propertyNames`` patterns too).
-ProtocolValidator: Any = validators.extend(Draft202012Validator, {"pattern": _pattern})
+def _is_integer(_checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _same_number_kind(instance: Any, value: Any) -> bool:
+    """False for an integer compared with a float (or the other way round); True otherwise."""
+    numbers = (int, float)
+    if isinstance(instance, bool) or isinstance(value, bool):
+        return True
+    if isinstance(instance, numbers) and isinstance(value, numbers):
+        return isinstance(instance, int) == isinstance(value, int)
+    return True
+
+
+_BASE_CONST = Draft202012Validator.VALIDATORS["const"]
+_BASE_ENUM = Draft202012Validator.VALIDATORS["enum"]
+
+
+def _const(validator: Any, const: Any, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    if not _same_number_kind(instance, const):
+        yield ValidationError(f"{const!r} was expected")
+        return
+    yield from _BASE_CONST(validator, const, instance, schema)
+
+
+def _enum(validator: Any, enums: Any, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    if not any(
+        _same_number_kind(instance, value) and validator.evolve(schema={"const": value}).is_valid(instance)
+        for value in enums
+    ):
+        yield ValidationError(f"{instance!r} is not one of {enums!r}")
+        return
+    yield from _BASE_ENUM(validator, enums, instance, schema)
+
+
+# Draft202012Validator with ECMA-262 anchors in ``pattern`` (and so in ``propertyNames`` patterns too), and
+# integers told from floats.
+ProtocolValidator: Any = validators.extend(
+    Draft202012Validator,
+    {"pattern": _pattern, "const": _const, "enum": _enum},
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+)
 ProtocolValidator.__name__ = ProtocolValidator.__qualname__ = "ProtocolValidator"
 
 

@@ -29,7 +29,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +295,9 @@ def dump_pretty(obj: object) -> bytes:
     }
     """
     return _PRETTY.encode(obj).encode("utf-8") + b"\n"
+
+
+def has_format(document: Mapping[str, object], name: str) -> bool:
+    """Whether ``document`` is format ``name`` at ``format_version`` 1 (the integer: ``true`` is no 1)."""
+    version = document.get("format_version")
+    return document.get("format") == name and type(version) is int and version == 1

@@ -79,7 +79,8 @@ def check_context(context: Mapping[str, Any], path: Path | None) -> None:
     def fail(member: str, rule: str) -> ContextError:
         return ContextError(rule, path=path, member=member)
 
-    if context.get("format") != CONTEXT_FORMAT or context.get("format_version") != 1:
+    version = context.get("format_version")
+    if context.get("format") != CONTEXT_FORMAT or type(version) is not int or version != 1:
         raise fail("format", f"must be {CONTEXT_FORMAT!r} with format_version 1: not an attempt context")
     for member in _TEXT:
         if not isinstance(context.get(member), str) or not context[member]:

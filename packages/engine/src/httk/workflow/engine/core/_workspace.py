@@ -32,7 +32,7 @@ from httk.workflow.protocol import (
     WorkspaceError,
     WorkspaceFormatError,
 )
-from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
+from httk.workflow.protocol._jsonio import dump_pretty, has_format, read_json_object
 from httk.workflow.protocol._markers import MAX_MARKER_BYTES
 from httk.workflow.protocol._policy import Policy, parse_policy, parse_settings
 
@@ -50,6 +50,8 @@ SUPPORTED_EXTENSIONS = frozenset({"transactional-data-v1", "detached-transfer-v1
 RESERVED_EXTENSIONS = frozenset({"relocation-v1", "multiworkspace-v1"})
 WITHDRAWN_EXTENSION = "priority-bands-v1"
 RECORD_REF_ENCODING = "hwref-v1"
+_EXTENSION_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
 _CONTROL_SUBDIRS = (
     "tmp",
     "state",
@@ -243,21 +245,24 @@ def validate_format_document(document: Mapping[str, Any], path: Path) -> None:
 
     if document.get("format") != FORMAT_NAME:
         raise bad("format", f"must be {FORMAT_NAME!r}")
-    if document.get("format_version") != 1:
+    if not has_format(document, FORMAT_NAME):
         raise bad("format_version", "must be 1; this version reads format version 1 only")
-    if document.get("record_ref_encoding", RECORD_REF_ENCODING) != RECORD_REF_ENCODING:
-        raise bad("record_ref_encoding", f"must be {RECORD_REF_ENCODING!r}")
+    if document.get("record_ref_encoding") != RECORD_REF_ENCODING:
+        raise bad("record_ref_encoding", f"is required and must be {RECORD_REF_ENCODING!r}")
     workspace_id = document.get("workspace_id")
     try:
         if not isinstance(workspace_id, str) or str(uuid.UUID(workspace_id)) != workspace_id:
             raise ValueError
     except ValueError:
         raise bad("workspace_id", "must be a lowercase canonical UUID") from None
-    if document.get("core_profile") not in READABLE_PROFILES:
+    profile = document.get("core_profile")
+    if not isinstance(profile, str) or profile not in READABLE_PROFILES:
         raise bad("core_profile", f"must be one of {', '.join(sorted(READABLE_PROFILES))}")
     extensions = document.get("extensions", [])
-    if not isinstance(extensions, list) or not all(isinstance(e, str) for e in extensions):
-        raise bad("extensions", "must be an array of extension names")
+    if not isinstance(extensions, list) or not all(
+        isinstance(e, str) and _EXTENSION_RE.fullmatch(e) for e in extensions
+    ):
+        raise bad("extensions", "must be an array of extension names (lowercase, at most 64 bytes)")
     if WITHDRAWN_EXTENSION in extensions:
         raise WorkspaceFormatError(
             f"this workspace enables the withdrawn extension {WITHDRAWN_EXTENSION!r}, whose ready markers "
@@ -267,8 +272,15 @@ def validate_format_document(document: Mapping[str, Any], path: Path) -> None:
         )
     if "durable" in document and not isinstance(document["durable"], bool):
         raise bad("durable", "must be true or false")
-    if "name" in document and not isinstance(document["name"], str):
-        raise bad("name", "must be a string")
+    if "name" in document and not (isinstance(document["name"], str) and document["name"]):
+        raise bad("name", "must be a nonempty string")
+    if "created_at" in document and not (
+        isinstance(document["created_at"], str) and _TIMESTAMP_RE.fullmatch(document["created_at"])
+    ):
+        raise bad("created_at", "must be an RFC 3339 UTC timestamp ending in Z")
+    for member in ("policy", "settings"):
+        if member in document and not isinstance(document[member], dict):
+            raise bad(member, "must be a JSON object")
     try:
         parse_policy(document.get("policy"))
         parse_settings(document.get("settings"))

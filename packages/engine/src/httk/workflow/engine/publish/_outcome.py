@@ -51,6 +51,7 @@ from typing import Any
 
 from httk.workflow.engine.core._workspace import Workspace
 from httk.workflow.protocol import (
+    GENERATION_BITS,
     InvalidDocumentError,
     InvalidNameError,
     JobKey,
@@ -65,7 +66,12 @@ from httk.workflow.protocol import (
 )
 from httk.workflow.protocol._digest import job_digest
 from httk.workflow.protocol._job_rules import PARENT_MEMBERS, check_resources, validate_failure, validate_job
-from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes, read_json_object
+from httk.workflow.protocol._jsonio import (
+    has_format,
+    parse_json_object,
+    read_document_bytes,
+    read_json_object,
+)
 
 from ._submit import JOB_FILE, SubmitResult, Submitter, refuse_unsafe_tree
 
@@ -116,7 +122,7 @@ def validate_outcome(
     Raises :class:`UnusableOutcomeError` naming the first defect.
     """
     notes: list[str] = []
-    if outcome.get("format") != "httk-workflow-outcome" or outcome.get("format_version") != 1:
+    if not has_format(outcome, "httk-workflow-outcome"):
         raise UnusableOutcomeError(
             "outcome.json must have format 'httk-workflow-outcome' and format_version 1"
         )
@@ -130,12 +136,14 @@ def validate_outcome(
                 f"outcome {member} {outcome.get(member)!r} is not the current attempt's {expected!r}"
             )
     action = outcome.get("action")
-    if action not in ACTIONS:
+    if not isinstance(action, str) or action not in ACTIONS:
         raise UnusableOutcomeError(f"outcome action {action!r} is not one of {', '.join(sorted(ACTIONS))}")
     if "expected_data_generation" in outcome:
         generation = outcome["expected_data_generation"]
-        if isinstance(generation, bool) or not isinstance(generation, int):
-            raise UnusableOutcomeError("outcome member 'expected_data_generation' must be an integer")
+        if type(generation) is not int or not 0 <= generation < 1 << GENERATION_BITS:
+            raise UnusableOutcomeError(
+                "outcome member 'expected_data_generation' must be an unsigned 64-bit integer"
+            )
     if action in ("advance", "wait"):
         try:
             validate_step(_require_text(outcome, "next_step"))
@@ -302,7 +310,7 @@ def _spawn_entries(path: Path) -> list[Any]:
         spawn = read_json_object(path, document="spawn.json", max_bytes=MAX_SPAWN_BYTES)
     except (InvalidDocumentError, UnsafePathError) as exc:
         raise UnusableOutcomeError(f"{CHILDREN_DIR}/{SPAWN_FILE}: {exc}") from None
-    if spawn.get("format") != SPAWN_FORMAT or spawn.get("format_version") != 1:
+    if not has_format(spawn, SPAWN_FORMAT):
         raise UnusableOutcomeError(f"spawn.json must have format {SPAWN_FORMAT!r} and format_version 1")
     entries = spawn.get("children")
     if not isinstance(entries, list):

@@ -35,7 +35,7 @@ from httk.workflow.protocol import (
     validate_step,
     validate_uuid,
 )
-from httk.workflow.protocol._jsonio import parse_json_object
+from httk.workflow.protocol._jsonio import has_format, parse_json_object
 
 REQUEST_FORMAT = "httk-workflow-request"
 REQUEST_SUFFIX = ".json"
@@ -153,7 +153,7 @@ def parse_request(data: bytes, file_name: str, *, path: str | None = None) -> Re
 
 
 def _request(document: dict[str, Any], stem: str, path: str | None) -> Request:
-    if document.get("format") != REQUEST_FORMAT or document.get("format_version") != 1:
+    if not has_format(document, REQUEST_FORMAT):
         raise MalformedRequestError("format", f"must be {REQUEST_FORMAT!r} with format_version 1", path)
     request_id = _name(document, "request_id", lambda v: validate_uuid(v, "request id"), path)
     if request_id != stem:
