@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.slurmkit import SHARED_VARIABLE, SlurmCluster, shared_cluster, stop_shared
 
 
 def minimal_job(**overrides: Any) -> dict[str, Any]:
@@ -40,3 +46,38 @@ def minimal_job(**overrides: Any) -> dict[str, Any]:
 @pytest.fixture
 def workspace_path(tmp_path: Path) -> Path:
     return tmp_path / "ws"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller (or a run without xdist) makes the directory its workers share the cluster in."""
+    if not hasattr(config, "workerinput") and SHARED_VARIABLE not in os.environ:
+        os.environ[SHARED_VARIABLE] = tempfile.mkdtemp(prefix="httk-slurm-session-")
+        config.stash[_OWNS_CLUSTER] = True
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Whoever made the directory stops the cluster at the very end, after every worker is done."""
+    if config.stash.get(_OWNS_CLUSTER, False):
+        directory = Path(os.environ.pop(SHARED_VARIABLE))
+        stop_shared(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+_OWNS_CLUSTER = pytest.StashKey[bool]()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> SlurmCluster:
+    """The session's real one-node Slurm cluster (``tests/slurmkit.py``), shared by every worker."""
+    return shared_cluster(Path(os.environ[SHARED_VARIABLE]))
+
+
+@pytest.fixture
+def slurm(
+    slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[SlurmCluster]:
+    """The cluster with ``SLURM_CONF`` set for this test; the jobs it started are gone afterwards."""
+    for name, value in slurm_cluster.env.items():
+        monkeypatch.setenv(name, value)
+    yield slurm_cluster
+    slurm_cluster.cancel_below(tmp_path)
