@@ -56,8 +56,17 @@ def httk(
     )
 
 
+HOST_MEMORY_MB = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+HOST_RESOURCES = rf"mem={HOST_MEMORY_MB},procs={len(os.sched_getaffinity(0))}"
+"""What a local manager given no capacities advertises: this host's memory (MB) and processors."""
+
+
 def banner_pattern(
-    root: Path, pools: str = "default", capabilities: str = "-", workers: int = 1, resources: str = "-"
+    root: Path,
+    pools: str = "default",
+    capabilities: str = "-",
+    workers: int = 1,
+    resources: str = HOST_RESOURCES,
 ) -> str:
     log = re.escape(str(root / ".httk-workflow" / "managers")) + r"/(?P=id)/log"
     return (

@@ -406,7 +406,7 @@ REFUSED = [
     ),
     (
         "state-frame",
-        changed(RUNNING, ("takeover", "rule"), "allocation_ended"),
+        changed(RUNNING, ("takeover", "rule"), "lease_expired_alone"),
         BOTH,
         "unknown-takeover-rule",
     ),

@@ -21,6 +21,8 @@ EXPECTED = [
     "JobKey",
     "JournalDamageError",
     "JournalError",
+    "LaunchError",
+    "LauncherError",
     "MAX_MARKER_BYTES",
     "MAX_REF_BYTES",
     "MarkerName",
@@ -101,7 +103,7 @@ def test_every_public_name_of_the_modules_is_exported_as_itself() -> None:
 def test_every_error_class_is_a_workflow_error() -> None:
     errors = [value for value in vars(_errors).values() if isinstance(value, type)]
     errors = [cls for cls in errors if issubclass(cls, Exception)]
-    assert len(errors) == 13
+    assert len(errors) == 15
     for cls in errors:
         assert issubclass(cls, protocol.WorkflowError)
         assert cls.__name__ in protocol.__all__

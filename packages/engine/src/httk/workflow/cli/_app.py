@@ -12,8 +12,8 @@ Exit status
 1      any other failure: another WorkflowError (journal, transition), or an operating-system error
        (or ``workspace fsck`` left something for an operator)
 2      bad input: a usage error, an invalid name or document (InvalidNameError, InvalidDocumentError),
-       a refused policy or setting (PolicyError), submission (SubmissionError) or runner publication
-       (RunnerStoreError)
+       a refused policy or setting (PolicyError), submission (SubmissionError), runner publication
+       (RunnerStoreError), or a launcher or launch setting (LauncherError)
 3      the workspace cannot be attached or changed: no or invalid format.json, an unsupported or
        withdrawn profile or extension, an existing workspace at init (WorkspaceError)
 =====  ===========================================================================================
@@ -38,6 +38,7 @@ from . import (
     _gc_cmd,
     _inspect_cmd,
     _job_cmd,
+    _launcher_cmd,
     _manager_cmd,
     _request_cmd,
     _runner_cmd,
@@ -63,6 +64,7 @@ def exit_code(exc: BaseException) -> int | None:
     from httk.workflow.protocol import (
         InvalidDocumentError,
         InvalidNameError,
+        LauncherError,
         PolicyError,
         RunnerStoreError,
         SubmissionError,
@@ -70,7 +72,14 @@ def exit_code(exc: BaseException) -> int | None:
         WorkspaceError,
     )
 
-    bad_input = (InvalidDocumentError, InvalidNameError, PolicyError, SubmissionError, RunnerStoreError)
+    bad_input = (
+        InvalidDocumentError,
+        InvalidNameError,
+        PolicyError,
+        SubmissionError,
+        RunnerStoreError,
+        LauncherError,
+    )
     if isinstance(exc, bad_input):
         return 2  # PolicyError is a WorkspaceError, so this test comes first
     if isinstance(exc, WorkspaceError):
@@ -136,7 +145,8 @@ workflow_app.add_typer(_workspace_cmd.app)
 workflow_app.add_typer(_job_cmd.app)
 workflow_app.add_typer(_runner_cmd.app)
 workflow_app.add_typer(_manager_cmd.app)
-workflow_app.command("run", help="Run a task manager in the foreground (same as 'manager run').")(
+workflow_app.add_typer(_launcher_cmd.app)
+workflow_app.command("run", help="Run task managers through the workspace's launcher (= 'manager run').")(
     _manager_cmd.run
 )
 workflow_app.command("precheck")(_why_cmd.precheck)

@@ -23,6 +23,8 @@ MANAGER_HEADERS = (
     "heartbeat",
     "lease",
     "host",
+    "batch job",
+    "resources",
     "pools",
     "capabilities",
     "executors",
@@ -75,12 +77,22 @@ def manager_row(view: Mapping[str, Any]) -> list[str]:
         _seconds(view["heartbeat_age_seconds"]),
         f"{view['lease_seconds']:g}s",
         str(view.get("host") or "-"),
+        _batch_job(view.get("batch")),
+        ",".join(f"{k}={v}" for k, v in sorted((view.get("resources") or {}).items())) or "-",
         _listed(view["pools"]),
         _listed(view["capabilities"]),
         _listed(view["executors"]),
         _listed(view["runner_modules"]),
         _listed(view["placement_prefixes"]),
     ]
+
+
+def _batch_job(batch: Mapping[str, Any] | None) -> str:
+    """``slurm 4711`` (``@cluster`` when known), or ``-`` for a manager outside a batch job."""
+    if not batch:
+        return "-"
+    cluster = f"@{batch['cluster']}" if batch.get("cluster") else ""
+    return f"{batch.get('system', '?')} {batch.get('job_id', '?')}{cluster}"
 
 
 # -- job list ----------------------------------------------------------------------------------------

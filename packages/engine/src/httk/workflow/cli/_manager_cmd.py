@@ -1,6 +1,13 @@
-"""``httk workflow manager run`` and ``httk workflow run``: a task manager in the foreground.
+"""``httk workflow manager run|stop`` and ``httk workflow run``: task managers, launched or inline.
 
-Both run the same manager. It prints one banner line when it starts (manager id, workspace, log file,
+``run`` and ``manager run`` are one command (DECISIONS D16): ``--inline`` runs one manager in this
+process; otherwise the launcher the workspace setting ``manager.launch`` names starts ``--count``
+managers (default ``manager.count``, else 1), each running ``manager run --inline`` with the same
+options. With no ``manager.launch``, one manager and no ``--detach``, the manager runs in this process,
+as it always did. ``--detach`` returns once they are started, one line per manager or Slurm job; without
+it, local processes are waited for and their summaries printed.
+
+A manager It prints one banner line when it starts (manager id, workspace, log file,
 pools, capabilities, executors, resources) and one summary line when it stops, classifying every job left.
 ``--worker-resource NAME N`` (repeatable) advertises a capacity; inside a SLURM allocation the manager
 also derives ``procs``, ``gpus``, ``nodes`` and ``mem`` from it, and the command line's values win. By
@@ -11,6 +18,7 @@ second signal exits at once.
 
 import contextlib
 import importlib
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +28,39 @@ from ._options import DurableOpt, JsonOpt, UsageError, WorkspaceArg, WorkspaceOp
 
 app = typer.Typer(name="manager", help="Run task managers.", no_args_is_help=True)
 
-WorkersOpt = Annotated[int, typer.Option("--workers", min=1, help="Attempts run at once.")]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option("--workers", min=1, help="Attempts run at once [default: manager.workers, else 1]."),
+]
+CountOpt = Annotated[
+    int | None,
+    typer.Option("--count", min=1, help="Managers to launch [default: manager.count, else 1]."),
+]
+DetachOpt = Annotated[bool, typer.Option("--detach", help="Start the managers and return.")]
+InlineOpt = Annotated[
+    bool, typer.Option("--inline", help="Run one manager in this process, ignoring manager.launch.")
+]
+ManagerIdOpt = Annotated[
+    str | None,
+    typer.Option("--manager-id", metavar="UUID", help="The id of this manager (launchers choose it)."),
+]
+HostShareOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--host-share",
+        metavar="I/N",
+        help="Manager I of N on this host: injected host capacities are split N ways (launchers set it).",
+    ),
+]
+DrainBeforeEndOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--drain-before-end",
+        metavar="SECONDS",
+        min=1.0,
+        help="Inside a Slurm job, drain once its end is this close (the Slurm launcher sets it).",
+    ),
+]
 PoolOpt = Annotated[
     list[str] | None,
     typer.Option("--pool", metavar="POOL", help="A pool to claim from (repeatable) [default: default]."),
@@ -135,10 +175,14 @@ LabelOpt = Annotated[
 
 @app.command("run")
 def run(
+    ctx: typer.Context,
     *,
     workspace: WorkspaceArg = None,
     workspace_option: WorkspaceOpt = None,
-    workers: WorkersOpt = 1,
+    count: CountOpt = None,
+    detach: DetachOpt = False,
+    inline: InlineOpt = False,
+    workers: WorkersOpt = None,
     pool: PoolOpt = None,
     capability: CapabilityOpt = None,
     worker_resource: WorkerResourceOpt = None,
@@ -161,14 +205,23 @@ def run(
     gc_interval: GcIntervalOpt = None,
     durable: DurableOpt = None,
     as_json: JsonOpt = False,
+    manager_id: ManagerIdOpt = None,
+    host_share: HostShareOpt = None,
+    drain_before_end: DrainBeforeEndOpt = None,
 ) -> None:
-    """Run a task manager on a workspace until it is idle (or forever with --idle)."""
+    """Run task managers on a workspace until idle (or forever with --idle), through its launcher."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    from httk.workflow.engine.manager._run import plan_run, positive_setting
+
+    plan = plan_run(Path(root), count=count, detach=detach, inline=inline)
+    if not plan.inline:
+        _launch(ctx, plan, detach=detach, as_json=as_json)
+        return
     from httk.workflow.engine.manager._run import run_manager
     from httk.workflow.engine.manager._state import ManagerConfig
 
     options = ManagerConfig(
-        workers=workers,
+        workers=workers or positive_setting(plan.settings, "manager.workers") or 1,
         pools=tuple(pool or ("default",)),
         capabilities=tuple(capability or ()),
         resources=worker_resources(worker_resource),
@@ -187,16 +240,114 @@ def run(
         label=label,
         durable=durable,
         gc_interval=gc_interval,
+        manager_id=manager_id,
+        drain_before_end=drain_before_end,
     )
     run_manager(
-        root,
+        plan.root,
         options,
+        host_share=_host_share(host_share),
         log_level=log_level,
         log_file=log_file,
         json_logs=json_logs,
         as_json=as_json,
         echo=typer.echo,
     )
+
+
+@app.command("stop")
+def stop(
+    *,
+    workspace: WorkspaceArg = None,
+    workspace_option: WorkspaceOpt = None,
+    manager: Annotated[
+        list[str] | None, typer.Option("--manager", metavar="ID", help="A manager to stop (repeatable).")
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="Every live manager.")] = False,
+) -> None:
+    """Ask live managers to drain: SIGTERM on this host, scancel --batch --signal=TERM for Slurm jobs."""
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    if bool(manager) == every:
+        raise UsageError("give --manager ID (repeatable) or --all")
+    from httk.workflow.engine.core._workspace import attach
+    from httk.workflow.engine.manager._launchers import stop_managers
+
+    attached = attach(root, writable=False)
+    results = stop_managers(attached, tuple(manager or ()))
+    for result in results:
+        typer.echo(result.line())
+    if not results:
+        typer.echo("no live manager to stop")
+    if not all(result.signalled for result in results):
+        raise typer.Exit(1)
+
+
+LAUNCH_OPTIONS = frozenset(
+    {"workspace", "workspace_option", "count", "detach", "inline", "as_json", "manager_id", "host_share"}
+)
+"""Parameters that say how to launch, not how a manager runs: never passed on to the managers."""
+
+
+def _launch(ctx: typer.Context, plan: Any, *, detach: bool, as_json: bool) -> None:
+    """Start the managers through the launcher; print them, or wait for local ones and their summaries."""
+    import json
+
+    from httk.workflow.engine.manager._run import launch, wait_for_managers
+
+    arguments = [
+        "workflow",
+        "manager",
+        "run",
+        "--inline",
+        *manager_arguments(ctx),
+        "--workspace",
+        str(plan.root),
+    ]
+    report = launch(plan, arguments)
+    if detach or not report.waits:
+        if as_json:
+            typer.echo(json.dumps(report.as_dict()))
+        else:
+            for line in report.lines():
+                typer.echo(line)
+        return
+    status = wait_for_managers(report, typer.echo)
+    if status:
+        raise typer.Exit(1)
+
+
+def manager_arguments(ctx: typer.Context) -> list[str]:
+    """The options this command line gave, spelled again for ``manager run --inline`` (paths absolute)."""
+    words: list[str] = []
+    for param in ctx.command.params:
+        name = param.name or ""
+        value = ctx.params.get(name)
+        if name in LAUNCH_OPTIONS or not param.opts or value is None or value == param.default:
+            continue
+        option = param.opts[0]
+        if getattr(param, "is_flag", False):
+            secondary = getattr(param, "secondary_opts", None) or []
+            if value:
+                words.append(option)
+            elif secondary:
+                words.append(secondary[0])
+            continue
+        for item in value if getattr(param, "multiple", False) else [value]:
+            parts = item if isinstance(item, tuple | list) else (item,)
+            words += [
+                option,
+                *(os.path.abspath(part) if isinstance(part, Path) else str(part) for part in parts),
+            ]
+    return words
+
+
+def _host_share(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise UsageError(f"--host-share must be I/N with 0 <= I < N, not {text!r}")
+    return int(index), int(count)
 
 
 def worker_resources(pairs: list[Any] | None) -> dict[str, int]:

@@ -16,6 +16,8 @@ meets them.
     │   └── PolicyError             a policy or settings change is refused
     ├── SubmissionError             a job cannot be submitted (conflicting UUID, missing payload, ...)
     ├── RunnerStoreError            a runner cannot be published to the workspace store
+    ├── LauncherError               a launcher bundle or a launch setting is refused (nothing started)
+    ├── LaunchError                 starting managers failed; carries what was started before it did
     ├── JournalError                a journal segment cannot be written
     │   └── JournalDamageError      a referenced frame is lastingly unreadable; carries a problem code
     └── TransitionError             a marker rename could not be resolved
@@ -85,6 +87,18 @@ class SubmissionError(WorkflowError):
 
 class RunnerStoreError(WorkflowError):
     """A runner cannot be published into, or resolved from, the workspace runner store."""
+
+
+class LauncherError(WorkflowError):
+    """A launcher bundle, its name or a launch setting is refused; nothing was started."""
+
+
+class LaunchError(WorkflowError):
+    """Starting managers failed part way; ``started`` names what was started before (pids, job ids)."""
+
+    def __init__(self, message: str, started: tuple[str, ...] = ()) -> None:
+        self.started = started
+        super().__init__(message)
 
 
 class JournalError(WorkflowError):

@@ -17,6 +17,21 @@ identity to tell it from a recycled pid or another machine: host, pid, process g
 clock ticks (field 22 of ``/proc/<pid>/stat``), the kernel boot id and the pid namespace.
 :func:`process_alive` answers only for an identity recorded on this host in this boot and namespace.
 
+**Host.** :func:`hostname` is the name recorded and compared; ``HTTK_WORKFLOW_TEST_HOSTNAME`` replaces
+the kernel's, for tests only (a test that plays a manager on another node sets it). Nothing else may,
+since a wrong host name defeats the liveness proof every persistent-workdir takeover rests on.
+
+**The batch system.** A manager inside a Slurm job records :func:`current_job` in its manifest;
+:func:`job_end` (``squeue -h -j ID -o %e``), :func:`job_report` (``scontrol -o show job ID``) and
+:func:`config_value` (``scontrol show config``) ask Slurm, one short subprocess each.
+:class:`SlurmOracle` judges a recorded job: ended (a terminal state, or no longer known at all, which
+on the cluster that ran it means ended long enough ago to be purged) and whether that proves every
+process of it gone (``proctrack/cgroup``: Slurm kills the job's whole cgroup before calling it ended;
+under ``proctrack/linuxproc`` a process that left the job's tree escapes, so it is evidence, not
+proof; DECISIONS D17). ``COMPLETING`` is not ended, and a question Slurm cannot answer is never
+"ended". It remembers: an ended job stays ended; one that has not ended is asked about again only after
+:data:`RECHECK_SECONDS`, because a manager's passes run several times a second and slurmctld is shared.
+
 Cost: one listing of ``managers/`` and two small reads per manager directory for :func:`list_managers`;
 one ``/proc`` read per process probe.
 """
@@ -25,9 +40,12 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import socket
-from collections.abc import Mapping
-from dataclasses import dataclass
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypedDict
@@ -48,6 +66,14 @@ MANIFEST_LISTS = (
     "runner_search_paths",
     "placement_prefixes",
 )
+
+
+HOSTNAME_OVERRIDE = "HTTK_WORKFLOW_TEST_HOSTNAME"
+
+
+def hostname() -> str:
+    """This host's name (see the module docstring for the test-only override)."""
+    return os.environ.get(HOSTNAME_OVERRIDE) or socket.gethostname()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +120,7 @@ class ManagerView:
             "started_at": manifest.get("started_at"),
             "workers": manifest.get("workers"),
             "resources": manifest.get("resources", {}),
+            "batch": manifest.get("batch"),
             "software_version": manifest.get("software_version"),
         }
         for name in MANIFEST_LISTS:
@@ -130,10 +157,17 @@ def list_managers(workspace: Workspace, *, now: datetime | None = None) -> list[
 
 
 def _gone_from_this_host(manifest: dict[str, Any]) -> bool:
-    """True only when the manifest names this host and no process has its id (signal 0 sends nothing)."""
+    """True only when the manifest names this host and its process is gone.
+
+    With the manifest's ``process`` (start tick, boot) a zombie or a recycled pid counts as gone;
+    without it, only a pid no process has (signal 0 sends nothing).
+    """
     pid = manifest.get("pid")
-    if manifest.get("host") != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool):
+    if manifest.get("host") != hostname() or not isinstance(pid, int) or isinstance(pid, bool):
         return False
+    process = manifest.get("process")
+    if isinstance(process, dict) and process.get("start_ticks") is not None:
+        return process_alive({**process, "host": manifest.get("host"), "pid": pid}) is False
     if pid <= 1:
         return False
     try:
@@ -174,6 +208,19 @@ def read_heartbeat(workspace: Workspace, manager_id: str) -> HeartbeatView:
         )
     except (InvalidDocumentError, KeyError, ValueError, TypeError):
         return HeartbeatView(manager_id, None, workspace.policy.lease_seconds, None, False)
+
+
+def recorded_batch(workspace: Workspace, manager_id: object) -> dict[str, Any] | None:
+    """The ``batch`` member of a manager's manifest: the batch job it ran in, if any."""
+    if not isinstance(manager_id, str) or "/" in manager_id or manager_id.startswith("."):
+        return None
+    try:
+        path = workspace.managers_dir / manager_id / "manager.json"
+        manifest = read_json_object(path, document="manager.json", max_bytes=MAX_MANIFEST_BYTES)
+    except InvalidDocumentError:
+        return None
+    batch = manifest.get("batch")
+    return batch if isinstance(batch, dict) else None
 
 
 def read_manifests(workspace: Workspace) -> list[dict[str, Any]]:
@@ -218,7 +265,7 @@ def identity_of(pid: int) -> ProcessIdentity:
     """The identity of this host's process ``pid`` as process.json records it (it leads its own group)."""
     stat = proc_stat(pid)
     return ProcessIdentity(
-        host=socket.gethostname(),
+        host=hostname(),
         pid=pid,
         pgid=pid,  # a new session: the gate leads its own process group
         start_ticks=None if stat is None else stat[2],
@@ -268,7 +315,7 @@ def process_alive(identity: Mapping[str, Any]) -> bool | None:
     started at another tick (a recycled pid). Another host, another boot id (a different machine with
     the same host name cannot be told from a reboot) or a malformed identity give ``None``.
     """
-    if identity.get("host") != socket.gethostname() or _boot_id() is None:
+    if identity.get("host") != hostname() or _boot_id() is None:
         return None
     if identity.get("boot_id") != _boot_id() or identity.get("pid_namespace") != _pid_namespace():
         return None
@@ -333,3 +380,144 @@ def read_process_file(control_dir: Path) -> dict[str, Any] | None:
         if isinstance(exc.__cause__, FileNotFoundError):
             return None
         raise
+
+
+# -- the batch system --------------------------------------------------------------------------------
+ENDED_STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "TIMEOUT",
+    }
+)
+SUFFICIENT_PROCTRACK = "proctrack/cgroup"
+QUERY_SECONDS = 20.0
+RECHECK_SECONDS = 30.0
+"""How long a job Slurm did not report ended is taken as still not ended: a manager's passes run
+several times a second, and slurmctld is shared by every user of the cluster."""
+
+
+def current_job(environ: Mapping[str, str]) -> dict[str, str] | None:
+    """The batch job this process runs in, as a manifest records it; ``None`` outside Slurm."""
+    job_id = environ.get("SLURM_JOB_ID")
+    if not job_id or not job_id.isdigit():
+        return None
+    record = {"system": "slurm", "job_id": job_id}
+    for key, name in (("cluster", "SLURM_CLUSTER_NAME"), ("node", "SLURMD_NODENAME")):
+        if environ.get(name):
+            record[key] = environ[name]
+    return record
+
+
+def _query(*argv: str) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        result = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=QUERY_SECONDS, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def job_end(job_id: str) -> datetime | None:
+    """When the job's time limit runs out (local time of the controller, naive), if Slurm knows it."""
+    text = _query("squeue", "-h", "-j", job_id, "-o", "%e")
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None  # "N/A", "Unknown", or a job without a limit
+
+
+def job_report(job_id: str) -> dict[str, str] | None:
+    """``scontrol -o show job``'s fields; ``{}`` when Slurm no longer knows the job; ``None`` unanswered."""
+    if shutil.which("scontrol") is None:
+        return None
+    try:
+        result = subprocess.run(
+            ["scontrol", "-o", "show", "job", job_id],
+            capture_output=True,
+            text=True,
+            timeout=QUERY_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if result.returncode != 0:
+        return {} if "Invalid job id" in result.stderr else None
+    fields = dict(word.split("=", 1) for word in result.stdout.split() if "=" in word)
+    return fields if fields.get("JobId") == job_id else None
+
+
+def config_value(name: str) -> str | None:
+    text = _query("scontrol", "show", "config")
+    for line in (text or "").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == name:
+            return value.strip()
+    return None
+
+
+@dataclass
+class SlurmOracle:
+    """Slurm's answers for one manager, remembered: the cluster's name and process tracking once,
+    each job's terminal state once it is terminal (a job never leaves one), and that a job has not
+    ended for :data:`RECHECK_SECONDS` (by ``monotonic``, a clock's)."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    _config: dict[str, str | None] = field(default_factory=dict)
+    _ended: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _not_ended: dict[str, float] = field(default_factory=dict)
+
+    def setting(self, name: str) -> str | None:
+        if name not in self._config:
+            self._config[name] = config_value(name)
+        return self._config[name]
+
+    def evidence(self, batch: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What Slurm says about the batch job a manifest recorded; ``None`` when it cannot say it ended.
+
+        The record names the job, its state, the cluster's process tracking and ``sufficient``: whether
+        that proves every process of the job gone.
+        """
+        job_id = batch.get("job_id")
+        if batch.get("system") != "slurm" or not isinstance(job_id, str):
+            return None
+        if job_id in self._ended:
+            return self._ended[job_id]
+        asked = self._not_ended.get(job_id)
+        if asked is not None and self.monotonic() - asked < RECHECK_SECONDS:
+            return None
+        self._not_ended[job_id] = self.monotonic()
+        cluster = self.setting("ClusterName")
+        if cluster is None or batch.get("cluster") not in (None, cluster):
+            return None  # another cluster's job id means nothing here
+        report = job_report(job_id)
+        if report is None:
+            return None
+        state = report.get("JobState", "PURGED") if report else "PURGED"
+        if state not in ENDED_STATES and state != "PURGED":
+            return None
+        tracking = self.setting("ProctrackType")
+        found = {
+            "system": "slurm",
+            "job_id": job_id,
+            "cluster": cluster,
+            "job_state": state,
+            "proctrack": tracking,
+            "sufficient": tracking == SUFFICIENT_PROCTRACK,
+        }
+        if report.get("EndTime"):
+            found["end_time"] = report["EndTime"]
+        self._ended[job_id] = found
+        del self._not_ended[job_id]
+        return found

@@ -26,6 +26,8 @@ process_exited         this manager launched the process and reaped it (status r
 process_group_absent   recorded on this host, in this boot, and neither the process nor a member of
                        its group is alive (a pid recycled as an unrelated group's leader counts as gone)
 no_launched_process    no process identity was ever recorded for the attempt
+allocation_ended       the process ran elsewhere, but its manager's Slurm job ended on a cluster
+                       that kills every process of a job (:mod:`._slurm`)
 =====================  ============================================================================
 
 A process recorded on another host (or before a reboot) cannot be proven stopped here: the marker stays
@@ -44,19 +46,25 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from httk.workflow.engine.core._frames import Frame, cancelled_directly, kept
-from httk.workflow.engine.core._liveness import group_alive, proc_stat, process_alive, read_process_file
+from httk.workflow.engine.core._liveness import (
+    group_alive,
+    hostname,
+    proc_stat,
+    process_alive,
+    read_process_file,
+)
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.protocol import InvalidDocumentError
 
 from ._recovery import ORPHAN_EXIT_SECONDS
+from ._slurm import allocation_evidence
 from ._state import LiveAttempt, ManagerState, PerManager
 
 log = logging.getLogger("httk.workflow.manager")
@@ -147,6 +155,7 @@ class Evidence:
 
     verified: str
     exit_status: int | None = None
+    batch: dict[str, Any] | None = None
 
 
 def on_cancelling(state: ManagerState, marker: MarkerLocation) -> bool | None:
@@ -166,8 +175,11 @@ def on_cancelling(state: ManagerState, marker: MarkerLocation) -> bool | None:
     if evidence is None:
         return False
     if evidence.verified == "unprovable":
-        _warn(state, marker, attempt_id, identity)
-        return None
+        batch = allocation_evidence(state, frame)
+        if batch is None or not batch["sufficient"]:
+            _warn(state, marker, attempt_id, identity)
+            return None
+        evidence = Evidence("allocation_ended", batch=batch)
     return _finish(state, marker, frame, attempt_id, evidence)
 
 
@@ -300,6 +312,8 @@ def _finish(
         cancellation["exit_status"] = evidence.exit_status
         if evidence.exit_status is not None and evidence.exit_status < 0:
             cancellation["signal"] = -evidence.exit_status
+    if evidence.batch is not None:
+        cancellation["batch"] = evidence.batch
     requested: dict[str, Any] = {key: frame[key] for key in REQUEST_ECHO if key in frame}
     verified = kept(
         Kind.CANCELLED,
@@ -325,7 +339,7 @@ def _forget(state: ManagerState, attempt_id: str) -> None:
 
 
 def _unprovable(identity: Mapping[str, Any]) -> str:
-    host, here = identity.get("host"), socket.gethostname()
+    host, here = identity.get("host"), hostname()
     what = f"the attempt's process (pid {identity.get('pid')})"
     if host != here:
         return f"{what} ran on host {host!r}, not on {here!r}; only a manager on {host!r} can verify its exit"

@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK, Clock, SystemClock, utc_timestamp
+from httk.workflow.engine.core._liveness import current_job, hostname, identity_of
 from httk.workflow.engine.core._scan import Anomaly, MarkerStream
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
@@ -46,6 +46,7 @@ from httk.workflow.protocol._jsonio import dump_compact, dump_pretty
 
 from . import _cancel, _commit, _launch, _recovery, _request_apply, _waiting
 from ._attempt import wait_for_exit
+from ._slurm import AllocationWatch
 from ._state import Census, LiveAttempt, ManagerConfig, ManagerState, take_census
 
 SOFTWARE_VERSION = "0.1.0"
@@ -67,6 +68,7 @@ class ManagerIdentity:
     workers: int = 1
     lease_seconds: float = 900.0
     label: str | None = None
+    batch: Mapping[str, str] | None = None  # the batch job it runs in (``_slurm.current_job``)
 
 
 class ManagerRecord:
@@ -78,14 +80,16 @@ class ManagerRecord:
         self.writer_id = writer_id
         self.directory = workspace.managers_dir / identity.manager_id
         self.sequence = 0
-        self.host = socket.gethostname()
+        self.host = hostname()
         self.pid = os.getpid()
 
     def create(self) -> None:
         """Publish the manifest and the first heartbeat."""
         durable = self.workspace.durable
         _fsops.make_dirs(self.workspace.managers_dir, durable=durable)
-        _fsops.make_dir(self.directory, durable=durable)
+        # A launcher may have made the directory for the manager's output; the manifest below is still
+        # created exclusively, so a manager id is never used twice.
+        _fsops.make_dir(self.directory, durable=durable, exist_ok=True)
         manifest: dict[str, Any] = {
             "format": "httk-workflow-manager",
             "format_version": 1,
@@ -110,6 +114,10 @@ class ManagerRecord:
             manifest["resources"] = dict(self.identity.resources)
         if self.identity.only_jobs is not None:
             manifest["only_jobs"] = list(self.identity.only_jobs)
+        if self.identity.batch is not None:
+            manifest["batch"] = dict(self.identity.batch)
+        own = identity_of(self.pid)  # so manager stop signals this process, never a recycled pid
+        manifest["process"] = {key: own[key] for key in ("start_ticks", "boot_id", "pid_namespace")}
         _fsops.create_file(self.directory / "manager.json", dump_pretty(manifest), durable=durable)
         self.beat()
 
@@ -177,6 +185,7 @@ class Manager:
         self.state = ManagerState(workspace, config, clock)
         self.draining = False
         self._drain_started: float | None = None
+        self._drain_reason: str | None = None  # logged by the next tick (never from a signal handler)
         self._last_beat = float("-inf")
         self._last_scan = float("-inf")
         self._window: list[MarkerLocation] = []
@@ -185,6 +194,7 @@ class Manager:
         self._quiet: set[Kind] = set()
         self._reported: set[Path] = set()
         self.gc = PeriodicCollection(config.gc_interval, clock)
+        self.allocation = AllocationWatch.of(config.drain_before_end, os.environ, clock)
         self.record: ManagerRecord | None = None
         self._streams = {
             kind: MarkerStream(
@@ -227,6 +237,7 @@ class Manager:
             lease_seconds=state.lease_seconds,
             label=config.label,
             only_jobs=None if config.only_jobs is None else tuple(sorted(config.only_jobs)),
+            batch=current_job(os.environ),
         )
         self.record = ManagerRecord(state.workspace, identity, state.writer_id)
         self.record.create()
@@ -300,6 +311,12 @@ class Manager:
         refills its slot from the ready window.
         """
         self.heartbeat_opportunity()
+        if not self.draining and self.allocation is not None and self.allocation.ending():
+            self.request_drain("its Slurm allocation is about to end")
+        if self._drain_reason is not None:
+            live = len(self.state.live)
+            log.info("draining (%s): no more claims; stopping %d running attempts", self._drain_reason, live)
+            self._drain_reason = None
         if self.draining:
             self._stop_live()  # also an attempt launched while the signal was being handled
         reaped = self._reap()
@@ -354,6 +371,27 @@ class Manager:
         return self.state.clock.monotonic() - self._last_join_pass >= self.config.scan_interval
 
     def _pass(self, kind: Kind, handler: Handler) -> bool:
+        started = self.state.clock.monotonic()
+        try:
+            return self._run_pass(kind, handler)
+        finally:
+            self._judge_pass(kind, self.state.clock.monotonic() - started)
+
+    def _judge_pass(self, kind: Kind, seconds: float) -> None:
+        """A pass using half of the lease is a warning, nine tenths an error (spec/03, "Long scans")."""
+        share = seconds / self.state.lease_seconds
+        if share >= 0.5:
+            log.log(
+                logging.ERROR if share >= 0.9 else logging.WARNING,
+                "the %s pass took %.1f s, %.0f%% of the %.0f s lease: raise lease_seconds, split the "
+                "workspace, or reduce what this manager scans (--placement-prefix)",
+                kind.value,
+                seconds,
+                100 * share,
+                self.state.lease_seconds,
+            )
+
+    def _run_pass(self, kind: Kind, handler: Handler) -> bool:
         result = self._streams[kind].next_pass()
         self._report(result.anomalies)
         acted = False
@@ -467,11 +505,12 @@ class Manager:
     def _on_signal(self, signum: int, _frame: object) -> None:
         if self.draining:
             os._exit(128 + signum)  # the second signal: leave at once, recovery handles the rest
-        self.request_drain()
+        self.request_drain(f"received {signal.Signals(signum).name}")
 
-    def request_drain(self) -> None:
+    def request_drain(self, reason: str = "asked to") -> None:
         """Stop claiming, stop the running attempts, and keep committing until the drain timeout."""
         self.draining = True
+        self._drain_reason = reason
         self._drain_started = self.state.clock.monotonic()
         self._stop_live()
 

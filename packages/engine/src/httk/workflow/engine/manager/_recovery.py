@@ -7,8 +7,10 @@ the running rename. An abandoned running attempt is first inspected for a publis
 committed rather than mistaken for a crash; otherwise a takeover rule must admit it:
 
 =================  ==================================================================================
-persistent workdir the recorded process is provably gone on this host, or --unsafe-persistent-takeover
-isolated workdir   provably gone, or the heartbeat silent for takeover_grace_factor leases, or
+persistent workdir the recorded process is provably gone on this host, or the batch system reports the
+                   manager's allocation ended where it tracks every process of a job
+                   (``allocation_ended``, :mod:`._slurm`), or --unsafe-persistent-takeover
+isolated workdir   either of those, or the heartbeat silent for takeover_grace_factor leases, or
                    --unsafe-isolated-takeover
 =================  ==================================================================================
 
@@ -35,6 +37,7 @@ from httk.workflow.protocol import InvalidDocumentError, WorkflowError
 
 from ._commit import commit, finish_committing
 from ._rules import retry_or_fail
+from ._slurm import allocation_evidence
 from ._state import ManagerState
 
 log = logging.getLogger("httk.workflow.manager")
@@ -136,6 +139,9 @@ def takeover_evidence(
         if not stop_orphan(state, identity):
             return None
         return {**base, "rule": "process_gone", "killed_orphan": True}
+    batch = allocation_evidence(state, frame)
+    if batch is not None and batch["sufficient"]:
+        return {**base, "rule": "allocation_ended", "batch": batch}
     config = state.config
     if mode == "persistent":
         if config.unsafe_persistent_takeover:

@@ -1,7 +1,13 @@
 """Running a manager for the command line: its labels and capacities checked, its log routed, a summary.
 
-A manager started here always schedules resources: its capacities are the SLURM allocation's (only
-inside one) overridden by ``--worker-resource``, possibly none at all.
+A manager started here always schedules resources: its capacities are the SLURM allocation's inside
+one, this host's processors and memory outside, overridden by ``--worker-resource``.
+
+**Host capacities.** A manager outside a Slurm allocation that was given no ``--worker-resource
+procs`` (or ``mem``) advertises the processors it may run on (its CPU affinity, so a ``taskset`` or
+container limit is respected) and the host's physical memory in MB. Manager ``I`` of ``N`` started
+together on one host (``--host-share I/N``) takes a quotient-plus-remainder part, so together they
+advertise the host exactly once; explicit capacities are per manager and never split.
 
 **SLURM capacities** (``spec/03``, "Resources"), only when ``SLURM_JOB_ID`` is set; then, each rule on
 its own:
@@ -18,6 +24,13 @@ divided by 1024 (rounded down). A missing variable omits only the capacity that 
 line's ``--worker-resource`` values override same-named derived ones (:func:`merged`).
 
 The capacities are a pure function of the environment mapping given; the caller logs the warnings.
+
+**Through a launcher** (DECISIONS D16): :func:`plan_run` decides what a command line means —
+``--inline`` (or the D16 default: no ``manager.launch``, one manager, no ``--detach``) runs one manager
+in the calling process; everything else goes to the launcher ``manager.launch`` names, with ``--count``
+(else ``manager.count``, else 1) managers. :func:`wait_for_managers` is what a ``run`` without
+``--detach`` does with local processes: forward SIGTERM and SIGINT to them (so Ctrl-C drains every
+manager), wait, and print the last line each wrote (its summary, or the error that stopped it).
 
 **Logging.** The complete record goes to a file, warnings to the console, optionally as JSON lines.
 Every record carries the manager id, so the logs of several managers sharing a file or a collector can
@@ -42,13 +55,27 @@ import json
 import logging
 import os
 import re
+import signal
+import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from httk.workflow.protocol import InvalidNameError, validate_capability, validate_placement, validate_pool
+from httk.workflow.engine.core import _states
+from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.protocol import (
+    InvalidNameError,
+    LauncherError,
+    validate_capability,
+    validate_placement,
+    validate_pool,
+    validate_uuid,
+)
 from httk.workflow.protocol._job_rules import MAX_COUNT
 
+from ._launchers import BUILT_IN, LaunchReport, LaunchRequest, launcher_for, selected_bundle
 from ._manager import Manager, RunSummary
 from ._rules import describe
 from ._state import ManagerConfig
@@ -66,6 +93,8 @@ def check_config(config: ManagerConfig) -> None:
         validate_placement(prefix)
     for label, amount in (config.resources or {}).items():
         check_capacity(label, amount)
+    if config.manager_id is not None:
+        validate_uuid(config.manager_id)  # it names a directory below managers/
 
 
 def check_capacity(label: str, amount: object) -> None:
@@ -78,10 +107,47 @@ def check_capacity(label: str, amount: object) -> None:
         raise InvalidNameError(f"amount of resource {label}", amount, "must be a non-negative integer")
 
 
-def with_capacities(config: ManagerConfig, environ: Mapping[str, str]) -> tuple[ManagerConfig, list[str]]:
-    """``config`` scheduling the SLURM allocation's capacities overridden by its own; SLURM's warnings."""
-    derived, warnings = slurm_capacities(environ)
+def with_capacities(
+    config: ManagerConfig, environ: Mapping[str, str], host_share: tuple[int, int] | None = None
+) -> tuple[ManagerConfig, list[str]]:
+    """``config`` scheduling the allocation's (or this host's) capacities overridden by its own; warnings."""
+    if "SLURM_JOB_ID" in environ:
+        derived, warnings = slurm_capacities(environ)
+    else:
+        derived, warnings = host_capacities(host_share), []
     return dataclasses.replace(config, resources=merged(derived, config.resources or {})), warnings
+
+
+def host_capacities(share: tuple[int, int] | None = None) -> dict[str, int]:
+    """``procs`` and ``mem`` (MB) of this host, or manager ``I``'s part of ``N`` when ``share`` is given."""
+    try:
+        processors: int | None = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        processors = os.cpu_count()
+    try:
+        memory: int | None = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024)
+    except (ValueError, OSError):
+        memory = None
+    present = {label: amount for label, amount in (("procs", processors), ("mem", memory)) if amount}
+    if share is None:
+        return present
+    index, count = share
+    return {label: split(amount, index, count) for label, amount in present.items()}
+
+
+def split(total: int, index: int, count: int) -> int:
+    """Part ``index`` of ``total`` divided ``count`` ways, the remainder going to the first parts."""
+    quotient, remainder = divmod(total, count)
+    return quotient + (1 if index < remainder else 0)
+
+
+def unmatched_prefixes(workspace: Workspace, prefixes: Sequence[str]) -> list[str]:
+    """The prefixes below which no state kind has a directory: a typo, or work not yet submitted."""
+    return [
+        prefix
+        for prefix in prefixes
+        if not any(workspace.marker_dir(kind, prefix).is_dir() for kind in _states.Kind)
+    ]
 
 
 def banner(manager: Manager, log_file: Path) -> str:
@@ -104,16 +170,23 @@ def run_manager(
     as_json: bool = False,
     echo: Callable[[str], object] = print,
     environ: Mapping[str, str] | None = None,
+    host_share: tuple[int, int] | None = None,
 ) -> RunSummary:
     check_config(config)
     level_number(log_level)  # refused before the manager writes anything
-    config, warnings = with_capacities(config, os.environ if environ is None else environ)
+    config, warnings = with_capacities(config, os.environ if environ is None else environ, host_share)
     manager = Manager(workspace, config)
     manager.start()
     path = log_file or manager.workspace.managers_dir / manager.manager_id / "log"
     with routed(manager.manager_id, path, level=log_level, json_logs=json_logs):
         for warning in warnings:
             log.warning("SLURM capacities: %s", warning)
+        for prefix in unmatched_prefixes(manager.workspace, config.placement_prefixes):
+            log.warning(
+                "--placement-prefix %s matches no job in any state yet; this manager serves that subtree "
+                "once work arrives there",
+                prefix,
+            )
         echo(banner(manager, path))
         summary = manager.run()
     if as_json:
@@ -137,6 +210,92 @@ def run_manager(
     return summary
 
 
+# -- through a launcher ----------------------------------------------------------------------------
+PROGRAM = (sys.executable, "-m", "httk.workflow.cli")
+"""How a launcher starts ``httk``: this interpreter, so a virtual environment's manager stays in it."""
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    root: Path  # the workspace root, absolute
+    inline: bool
+    count: int
+    settings: Mapping[str, Any]
+    bundle_name: str = BUILT_IN
+
+
+def positive_setting(settings: Mapping[str, Any], name: str) -> int | None:
+    value = settings.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise LauncherError(f"the setting {name} must be a positive integer, not {value!r}")
+    return value
+
+
+def plan_run(root: Path, *, count: int | None, detach: bool, inline: bool) -> RunPlan:
+    """Inline, or which launcher and how many managers; refuses ``--inline`` with several managers."""
+    workspace = attach(root)
+    settings, root = workspace.settings, workspace.root
+    workspace.close()
+    if inline:  # manager.count is the launch default; an inline manager is always one
+        if count not in (None, 1):
+            raise LauncherError(f"--inline runs one manager in this process; it cannot run {count}")
+        if detach:
+            raise LauncherError("--inline runs the manager in this process; it cannot --detach")
+        return RunPlan(root, True, 1, settings)
+    wanted = count if count is not None else positive_setting(settings, "manager.count") or 1
+    if settings.get("manager.launch") is None and wanted == 1 and not detach:
+        return RunPlan(root, True, 1, settings)  # D16: the process launcher's one foreground manager
+    bundle = selected_bundle(settings, root)
+    return RunPlan(root, False, wanted, settings, bundle.name)
+
+
+def launch(plan: RunPlan, arguments: Sequence[str]) -> LaunchReport:
+    """Start ``plan.count`` managers through the selected launcher."""
+    root = plan.root
+    bundle = selected_bundle(plan.settings, root)
+    request = LaunchRequest(
+        program=PROGRAM,
+        arguments=tuple(arguments),
+        workspace=root,
+        count=plan.count,
+        settings=plan.settings,
+        launcher=bundle.name,
+    )
+    return launcher_for(bundle).launch(request)
+
+
+def wait_for_managers(report: LaunchReport, echo: Callable[[str], object]) -> int:
+    """Wait for the launched processes (signals forwarded); print each one's last line; worst status."""
+    processes: Sequence[subprocess.Popen[bytes]] = report.processes
+
+    def forward(signum: int, _frame: object) -> None:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        statuses = [process.wait() for process in processes]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for started, status in zip(report.started, statuses, strict=True):
+        last = _last_line(started.output)
+        echo(f"manager {started.manager_id} (pid {started.ident}) exited {status}: {last}")
+    return max((abs(status) for status in statuses), default=0)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"(no output: {exc})"
+    return lines[-1] if lines else "(no output)"
+
+
+# -- SLURM capacities ------------------------------------------------------------------------------
 _INTEGER = re.compile(r"[0-9]+\Z")
 _MEMORY = re.compile(r"([0-9]+)([MGK]?)\Z", re.IGNORECASE)
 _GPUS = re.compile(r"(?:[^:\s]+:)?([0-9]+)\Z")

@@ -95,6 +95,8 @@ class ManagerConfig:
     idle_poll_interval: float = DEFAULT_IDLE_POLL_INTERVAL
     only_jobs: frozenset[str] | None = None
     gc_interval: float | None = None  # seconds between garbage collections at the end of a tick; None: never
+    manager_id: str | None = None  # chosen by a launcher (so it can put output beside the log); else random
+    drain_before_end: float | None = None  # inside a Slurm job: drain once its end is this many seconds away
 
     def heartbeat_interval(self, lease_seconds: float) -> float:
         """Beat often enough that two missed beats still leave most of the lease."""
@@ -133,7 +135,7 @@ class ManagerState:
         self.workspace = workspace
         self.config = config
         self.clock = clock
-        self.manager_id = str(uuid.uuid4())
+        self.manager_id = config.manager_id or str(uuid.uuid4())
         self.lease_seconds = config.lease_seconds or workspace.policy.lease_seconds
         self.jobs = JobCache(workspace)
         # Invariant: an attempt id is in ``live`` exactly while its process is neither reaped nor handed

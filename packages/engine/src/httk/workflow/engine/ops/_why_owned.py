@@ -35,9 +35,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from httk.workflow.engine.core._clock import age_seconds, parse_time
-from httk.workflow.engine.core._liveness import ManagerView, process_alive
+from httk.workflow.engine.core._liveness import ManagerView, SlurmOracle, process_alive, recorded_batch
 from httk.workflow.engine.core._states import Kind
-from httk.workflow.engine.manager._rules import DEFAULT_TAKEOVER_GRACE_FACTOR
+from httk.workflow.engine.manager._rules import DEFAULT_TAKEOVER_GRACE_FACTOR, describe
 from httk.workflow.engine.publish._outcome import OUTCOME_DIR
 
 from ._precheck import fit, manager_name
@@ -72,15 +72,20 @@ class Owner:
         state = "live" if self.live else "its lease has expired"
         if self.view is not None and self.view.exited:
             state += "; its process is gone from this host"
+        batch = self.view.member("batch") if self.view is not None else None
+        resources = self.view.member("resources") if self.view is not None else None
         details = {
             "manager_id": self.manager_id,
             "heartbeat_age_seconds": self.age,
             "lease_seconds": self.lease,
+            "resources": resources,
+            "batch": batch,
         }
+        where = f" in Slurm job {batch.get('job_id')}" if isinstance(batch, dict) else ""
+        capacities = f", capacities {describe(resources)}" if isinstance(resources, dict) else ""
         status = OK if self.live else WARNING
-        return Finding(
-            "owner", status, f"manager {self.name}: {heartbeat}, lease {self.lease:g} s ({state})", details
-        )
+        text = f"manager {self.name}{where}: {heartbeat}, lease {self.lease:g} s ({state}){capacities}"
+        return Finding("owner", status, text, details)
 
 
 def owner_of(case: Case) -> Owner:
@@ -151,6 +156,9 @@ def diagnose_running(case: Case) -> Answer:
         text = f"a live manager on host {host} ({names(on_host)}) proves the process stopped, then retries it"
         found.append(Finding("recovery", OK, text))
         return Answer("its manager's lease expired: recovery, not a stuck job", False, found)
+    ended = _allocation_finding(case, owner, found)
+    if ended:
+        return _recovered_by_anyone(case, found, "it is taken over on Slurm's evidence (allocation_ended)")
     mode = (case.job or {}).get("workdir", {}).get("mode")
     if mode == "isolated" and scope:
         return _isolated_takeover(owner, found, scope)
@@ -168,6 +176,28 @@ def diagnose_running(case: Case) -> Answer:
     return Answer(
         f"blocked: its writer ran on host {host} and no live manager there can recover it", True, found, steps
     )
+
+
+def _allocation_finding(case: Case, owner: Owner, found: list[Finding]) -> bool:
+    """What Slurm says about the owner's allocation (when it ran in one); whether that proves it gone."""
+    batch = recorded_batch(case.workspace, owner.manager_id)
+    if batch is None:
+        return False
+    evidence = SlurmOracle().evidence(batch)
+    job = f"Slurm job {batch.get('job_id')}"
+    if evidence is None:
+        found.append(Finding("batch", INFO, f"its manager ran in {job}, which Slurm does not report ended"))
+        return False
+    state, tracking = evidence["job_state"], evidence["proctrack"]
+    if evidence["sufficient"]:
+        text = f"Slurm reports {job} {state} under {tracking}: no process of it is left"
+        found.append(Finding("batch", OK, text, evidence))
+        return True
+    text = (
+        f"Slurm reports {job} {state}, but under {tracking} a process can escape its job: evidence, not proof"
+    )
+    found.append(Finding("batch", WARNING, text, evidence))
+    return False
 
 
 def _isolated_takeover(owner: Owner, found: list[Finding], scope: Sequence[ManagerView]) -> Answer:

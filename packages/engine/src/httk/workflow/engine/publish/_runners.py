@@ -37,7 +37,6 @@ import importlib.util
 import os
 import re
 import shutil
-import socket
 import stat
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._liveness import hostname
 from httk.workflow.engine.core._workspace import Workspace
 from httk.workflow.protocol import RunnerStoreError, WorkflowError
 from httk.workflow.protocol._digest import sha256_file, tree_digest
@@ -469,7 +469,7 @@ def manager_refusal(runner: Mapping[str, Any], manifest: Mapping[str, Any]) -> s
     search = [str(root) for root in manifest.get("runner_search_paths") or ()]
     if not search:
         return f"installed runner {path!r} needs a runner search path, and it has none"
-    if manifest.get("host") != socket.gethostname():
+    if manifest.get("host") != hostname():
         return None  # its search paths are on its own machine: not checkable from here
     if not _found_below(search, path):
         return f"installed runner {path!r} is not below its runner search paths ({', '.join(search)})"
