@@ -327,7 +327,7 @@ _BATCHES: PerManager[dict[str, dict[str, Any] | None]] = PerManager(dict)
 
 
 def allocation_evidence(
-    state: ManagerState, frame: dict[str, Any], oracle: SlurmOracle | None = None
+    state: ManagerState, frame: Mapping[str, Any], oracle: SlurmOracle | None = None
 ) -> dict[str, Any] | None:
     """What the batch system says about the allocation the frame's manager ran in, once it ended.
 
