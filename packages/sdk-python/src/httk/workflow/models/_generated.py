@@ -167,6 +167,32 @@ Tag syntax, shared by job tags, claim pools, capabilities and child labels: 1 to
 """
 
 
+class Batch(BaseModel):
+    """
+    The batch job this manager runs in, recorded at start so that a recoverer can ask the batch system whether that allocation ended (DECISIONS D17); absent outside one.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    cluster: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    SLURM_CLUSTER_NAME: a job id means something only on its cluster.
+    """
+    job_id: Annotated[StrictStr, Field(pattern="^[0-9]+$")]
+    """
+    SLURM_JOB_ID.
+    """
+    node: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    SLURMD_NODENAME, the node of the batch step.
+    """
+    system: Literal["slurm"]
+    """
+    The batch system.
+    """
+
+
 Executor = TypeAliasType("Executor", Annotated[StrictStr, Field(min_length=1)])
 
 
@@ -174,6 +200,18 @@ ManagerLabel = TypeAliasType("ManagerLabel", Annotated[StrictStr, Field(min_leng
 """
 A stable administrative name, separate from the incarnation UUID.
 """
+
+
+class Process(BaseModel):
+    """
+    The manager process's start time in clock ticks and the kernel boot id, so that manager stop signals this process and never one that reused its pid.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    boot_id: StrictStr | None = None
+    start_ticks: Annotated[StrictInt | None, Field(ge=0)] = None
 
 
 RunnerModule = TypeAliasType("RunnerModule", Annotated[StrictStr, Field(min_length=1)])
@@ -295,7 +333,7 @@ The process's start time in clock ticks since boot (/proc/<pid>/stat), which tel
 """
 
 
-class Process(BaseModel):
+class Process1(BaseModel):
     """
     The identity of the launched runner process (as process.json records it), recorded before the launch gate is released.
     """
@@ -1063,6 +1101,10 @@ class ManagerManifest(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    batch: Batch | None = None
+    """
+    The batch job this manager runs in, recorded at start so that a recoverer can ask the batch system whether that allocation ended (DECISIONS D17); absent outside one.
+    """
     capabilities: list[Label]
     """
     The capabilities advertised.
@@ -1118,6 +1160,10 @@ class ManagerManifest(BaseModel):
     pools: list[Label]
     """
     The claim pools served; a manager without pool configuration serves default.
+    """
+    process: Process | None = None
+    """
+    The manager process's start time in clock ticks and the kernel boot id, so that manager stop signals this process and never one that reused its pid.
     """
     resources: Annotated[
         dict[
@@ -1824,6 +1870,10 @@ class Takeover(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    batch: dict[str, Any] | None = None
+    """
+    What the batch system reported about the previous manager's job (system, job_id, cluster, job_state, proctrack, sufficient) when allocation_ended admitted the takeover.
+    """
     grace_seconds: Annotated[StrictFloat | None, Field(gt=0.0)] = None
     """
     The takeover grace heartbeat_silent waited out (takeover_grace_factor leases).
@@ -1854,9 +1904,10 @@ class Takeover(BaseModel):
         "heartbeat_silent",
         "unsafe_persistent_takeover",
         "unsafe_isolated_takeover",
+        "allocation_ended",
     ]
     """
-    Which rule admitted the takeover: the recorded process is provably gone on this host (process_gone), none was ever recorded (no_launched_process), an isolated attempt's manager was silent for the takeover grace (heartbeat_silent), or an explicitly unsafe policy (lease expiry alone).
+    Which rule admitted the takeover: the recorded process is provably gone on this host (process_gone), none was ever recorded (no_launched_process), an isolated attempt's manager was silent for the takeover grace (heartbeat_silent), or an explicitly unsafe policy (lease expiry alone). allocation_ended: the batch system reports the previous manager's allocation ended and tracks every process of a job (Slurm's proctrack/cgroup), so none of its processes is left (DECISIONS D17).
     """
     unsafe: StrictBool = False
     """
@@ -2872,7 +2923,7 @@ class StateFrame(BaseModel):
     """
     The priority of the marker this frame is for.
     """
-    process: Process | None = None
+    process: Process1 | None = None
     reason: Annotated[StrictStr, Field(min_length=1)]
     """
     Why the transition happened, as a code. This implementation writes registered, invalid_submission, claimed, launched, prepare_failure, outcome, unusable_outcome, advance, wait, succeed, pause, retry, failure, released_stale_claim, join_satisfied, join_impossible, join_unresolved, join_resolved, invalid_join, dependency_failure, operator_continue, operator_override_step, operator_pause, operator_set_priority, operator_cancel, cancel_verified, operator_delete and fsck_repair; a frame of another writer may carry another code.
