@@ -148,7 +148,8 @@ def test_environment_has_every_protocol_variable(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     job, job_dir = _payload_job(ws)
     plan = _plan(ws, job, job_dir, is_restart=True, attempt_reason="timeout", step="relax")
-    prepared = prepare_attempt(plan, bash_api=tmp_path / "api.bash", python="/opt/py/bin/python3")
+    bash_apis = {"HTTK_WORKFLOW_BASH_API": str(tmp_path / "api.bash")}
+    prepared = prepare_attempt(plan, bash_apis=bash_apis, python="/opt/py/bin/python3")
 
     env = prepared.env
     assert ENV_VARIABLES | {"HTTK_WORKFLOW_BASH_API"} == set(env)

@@ -7,8 +7,10 @@ groups at the top level (DECISIONS D6), and every command that takes a WORKSPACE
 ``submit`` (= job submit), ``run``, ``request``, ``status`` and ``precheck``.
 
 Each group is a module with its own ``typer.Typer`` (``_workspace_cmd``, ``_job_cmd``, ``_runner_cmd``,
-``_manager_cmd``, ``_launcher_cmd``); this module only assembles them. Every command reports our errors
-as one ``error:`` line and a documented exit status (``_reporting``, whose table the epilog repeats).
+``_manager_cmd``, ``_launcher_cmd``); this module only assembles them. Other packages add groups to
+``httk workflow`` through the entry point group ``httk.workflow.cli``, loaded only when used
+(``_addons``). Every command reports our errors as one ``error:`` line and a documented exit status
+(``_reporting``, whose table the epilog repeats).
 
 Loading this module (and so ``--help``) imports typer and the command modules only: the engine, the
 protocol rules, pydantic, jsonschema and rich tables are imported inside command bodies, and only
@@ -17,7 +19,16 @@ through the engine's public face, :mod:`httk.workflow.engine`.
 
 import typer
 
-from . import _job_cmd, _launcher_cmd, _manager_cmd, _request_cmd, _runner_cmd, _why_cmd, _workspace_cmd
+from . import (
+    _addons,
+    _job_cmd,
+    _launcher_cmd,
+    _manager_cmd,
+    _request_cmd,
+    _runner_cmd,
+    _why_cmd,
+    _workspace_cmd,
+)
 from ._inspect_cmd import status
 from ._reporting import DEBUG_VARIABLE, reported
 
@@ -55,6 +66,13 @@ workflow_app.command("run", help="Run task managers through the workspace's laun
 workflow_app.command("precheck")(_why_cmd.precheck)
 
 app = _root("httk", "The httk command line.")
+
+
+@app.callback()
+def _root_callback(ctx: typer.Context) -> None:
+    _addons.install(ctx, "workflow")  # ``httk workflow NAME`` also finds the add-ons' groups
+
+
 app.add_typer(workflow_app)
 app.add_typer(_workspace_cmd.app, help="Alias of 'httk workflow workspace'.")
 app.add_typer(_job_cmd.app, help="Alias of 'httk workflow job'.")
