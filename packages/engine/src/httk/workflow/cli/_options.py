@@ -53,7 +53,7 @@ ModuleOpt = Annotated[
     typer.Option(
         "--runner-module",
         metavar="MODULE",
-        help="Allow pkg:MODULE/... runners (repeatable) [default: httk.workflow].",
+        help="Allow pkg: runners of MODULE and its subpackages (repeatable) [default: httk.workflow].",
     ),
 ]
 
