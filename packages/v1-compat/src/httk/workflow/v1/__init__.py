@@ -1,3 +1,64 @@
-"""Compatibility runner for legacy httk v1 ``ht.task.*`` trees (not yet implemented)."""
+"""httk v1 compatibility: read legacy ``ht.task.*`` trees and run them under the httk-workflow engine.
 
-__all__: list[str] = []
+The public names below are what the ``httk workflow v1`` commands and library callers use; everything
+else lives in private modules (``_names``, ``_reader``, ...) and may change without notice. Names load
+lazily, so importing this package costs only what the first name used needs.
+
+Examples
+--------
+>>> from httk.workflow.v1 import read_tree  # doctest: +SKIP
+>>> tree = read_tree("Runs")  # doctest: +SKIP
+>>> sorted({task.name.status.value for task in tree.walk()})  # doctest: +SKIP
+['finished', 'waitstart']
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._errors import TaskNameError, TreeError, V1Error
+    from ._names import Status, TaskName
+    from ._reader import STALE_SECONDS, Ignored, Problem, Task, Tree, View, live_evidence, read_tree
+
+_HOMES = {
+    "Ignored": "_reader",
+    "Problem": "_reader",
+    "STALE_SECONDS": "_reader",
+    "Status": "_names",
+    "Task": "_reader",
+    "TaskName": "_names",
+    "TaskNameError": "_errors",
+    "Tree": "_reader",
+    "TreeError": "_errors",
+    "V1Error": "_errors",
+    "View": "_reader",
+    "live_evidence": "_reader",
+    "read_tree": "_reader",
+}
+
+__all__ = [
+    "Ignored",
+    "Problem",
+    "STALE_SECONDS",
+    "Status",
+    "Task",
+    "TaskName",
+    "TaskNameError",
+    "Tree",
+    "TreeError",
+    "V1Error",
+    "View",
+    "live_evidence",
+    "read_tree",
+]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

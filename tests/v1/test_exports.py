@@ -1,0 +1,37 @@
+"""The public surface of ``httk.workflow.v1``: exactly these names, sorted, each loadable."""
+
+from __future__ import annotations
+
+import pytest
+from httk.workflow import v1
+
+EXPECTED = [
+    "Ignored",
+    "Problem",
+    "STALE_SECONDS",
+    "Status",
+    "Task",
+    "TaskName",
+    "TaskNameError",
+    "Tree",
+    "TreeError",
+    "V1Error",
+    "View",
+    "live_evidence",
+    "read_tree",
+]
+
+
+def test_all_is_exactly_the_public_surface_sorted() -> None:
+    assert v1.__all__ == EXPECTED
+    assert sorted(v1.__all__) == v1.__all__
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_every_public_name_loads(name: str) -> None:
+    assert getattr(v1, name) is not None
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = v1.nothing
