@@ -101,16 +101,22 @@ _ht_atomic_drop() { # <base>
 }
 
 # Replay every committed transaction of BASE (see the header). Returns 0, or 1 when a move of staged
-# entries failed (the transaction stays committed for the next replay).
+# entries failed (the transaction stays committed for the next replay). A base holding neither an
+# ht.atomic.* nor an ht.tmp.atomic.* costs one directory listing: every step replays four times.
 _ht_atomic_replay() { # <base>
-  local _htr_base=$1 _htr_txn _htr_record _htr_target _htr_status=0 _htr_moved=''
-  local -a _htr_txns _htr_records
-  _ht_atomic_drop "$_htr_base"
-  _ht_glob "$_htr_base" ht.atomic.
-  _htr_txns=(${_ht_matches[@]+"${_ht_matches[@]}"})
+  local _htr_base=$1 _htr_txn _htr_record _htr_target _htr_status=0 _htr_entry _htr_pending=''
+  local -a _htr_txns=() _htr_records
+  _ht_glob "$_htr_base" ht.
+  for _htr_entry in ${_ht_matches[@]+"${_ht_matches[@]}"}; do
+    case ${_htr_entry##*/} in
+      ht.atomic.*) _htr_txns+=("$_htr_entry") ;;
+      ht.tmp.atomic.*) _htr_pending=1 ;;
+    esac
+  done
+  ((${#_htr_txns[@]} > 0)) || [[ -n $_htr_pending ]] || return 0
+  [[ -z $_htr_pending ]] || _ht_atomic_drop "$_htr_base"
   for _htr_txn in ${_htr_txns[@]+"${_htr_txns[@]}"}; do
     [[ -d $_htr_txn && ! -L $_htr_txn ]] || continue
-    _htr_moved=1
     _ht_glob "$_htr_txn" ht.atommv.
     _htr_records=(${_ht_matches[@]+"${_ht_matches[@]}"})
     for _htr_record in ${_htr_records[@]+"${_htr_records[@]}"}; do
@@ -130,7 +136,7 @@ _ht_atomic_replay() { # <base>
     command rmdir -- "$_htr_txn" 2>/dev/null || :
   done
   _ht_atomic_drop "$_htr_base"
-  if [[ -n $_htr_moved ]] && _ht_durable; then
+  if ((${#_htr_txns[@]} > 0)) && _ht_durable; then
     command sync -- "$_htr_base" || _htr_status=1
   fi
   return "$_htr_status"
