@@ -7,18 +7,30 @@ from httk.workflow import v1
 
 EXPECTED = [
     "Ignored",
+    "ImportAction",
+    "ImportEntry",
+    "ImportOptions",
+    "ImportRefusedError",
+    "ImportReport",
+    "JobPlan",
     "Problem",
+    "RUNNER_PATH",
     "STALE_SECONDS",
     "Status",
     "Task",
     "TaskName",
     "TaskNameError",
+    "TaskRefusedError",
     "Tree",
     "TreeError",
     "V1Error",
     "View",
+    "import_tree",
     "live_evidence",
+    "plan_job",
     "read_tree",
+    "runner_root",
+    "runner_sha256",
 ]
 
 

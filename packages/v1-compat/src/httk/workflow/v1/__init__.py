@@ -18,11 +18,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._errors import TaskNameError, TreeError, V1Error
+    from ._errors import ImportRefusedError, TaskNameError, TreeError, V1Error
+    from ._import_report import ImportAction, ImportEntry, ImportReport
+    from ._importer import ImportOptions, import_tree
+    from ._jobdoc import JobPlan, TaskRefusedError, plan_job
     from ._names import Status, TaskName
     from ._reader import STALE_SECONDS, Ignored, Problem, Task, Tree, View, live_evidence, read_tree
+    from ._runner import RUNNER_PATH, runner_root, runner_sha256
 
 _HOMES = {
+    "ImportAction": "_import_report",
+    "ImportEntry": "_import_report",
+    "ImportOptions": "_importer",
+    "ImportRefusedError": "_errors",
+    "ImportReport": "_import_report",
+    "JobPlan": "_jobdoc",
+    "RUNNER_PATH": "_runner",
+    "TaskRefusedError": "_jobdoc",
+    "import_tree": "_importer",
+    "plan_job": "_jobdoc",
+    "runner_root": "_runner",
+    "runner_sha256": "_runner",
     "Ignored": "_reader",
     "Problem": "_reader",
     "STALE_SECONDS": "_reader",
@@ -40,18 +56,30 @@ _HOMES = {
 
 __all__ = [
     "Ignored",
+    "ImportAction",
+    "ImportEntry",
+    "ImportOptions",
+    "ImportRefusedError",
+    "ImportReport",
+    "JobPlan",
     "Problem",
+    "RUNNER_PATH",
     "STALE_SECONDS",
     "Status",
     "Task",
     "TaskName",
     "TaskNameError",
+    "TaskRefusedError",
     "Tree",
     "TreeError",
     "V1Error",
     "View",
+    "import_tree",
     "live_evidence",
+    "plan_job",
     "read_tree",
+    "runner_root",
+    "runner_sha256",
 ]
 
 

@@ -1,0 +1,160 @@
+"""``httk workflow v1 …``: the command group of the v1 compatibility package.
+
+The ``httk`` command finds this Typer app through the entry point group ``httk.workflow.cli`` (name
+``v1``). Loading it imports typer and this module only: the importer, the reader and the engine are
+imported inside the command bodies.
+
+Exit status
+-----------
+=====  ===========================================================================================
+0      done: every task that can run was imported (import), the summary was printed (status)
+1      import: some tasks were refused or skipped as live, or some names could not be parsed (the
+       report lists each with its path and why); another failure of the engine or the filesystem
+2      bad input: options, a v1 tree that cannot be read, a template that cannot be instantiated
+3      the workspace cannot be attached or changed
+=====  ===========================================================================================
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from ._import_report import ImportReport
+
+DEBUG_VARIABLE = "HTTK_WORKFLOW_DEBUG"
+
+app = typer.Typer(
+    name="v1",
+    help="Import and inspect httk v1 ht.task trees, and run them under httk-workflow.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@app.callback()
+def _group() -> None:
+    """Import and inspect httk v1 ht.task trees, and run them under httk-workflow."""
+
+
+WorkspaceArg = Annotated[str, typer.Argument(metavar="WORKSPACE", help="The workspace directory.")]
+RootArg = Annotated[str, typer.Argument(metavar="ROOT", help="The root of the v1 task tree.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+DurableOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--durable/--no-durable",
+        show_default=False,
+        help="Synchronize writes to storage, or not, for this command only [default: the workspace's mode].",
+    ),
+]
+
+
+@contextmanager
+def _reporting() -> Iterator[None]:
+    """Our errors as one ``error:`` line on stderr and the documented exit status."""
+    from httk.workflow.protocol import InvalidNameError, WorkflowError, WorkspaceError
+
+    from ._errors import ImportRefusedError, TemplateError, TreeError
+
+    try:
+        yield
+    except Exception as exc:
+        if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+            raise
+        if isinstance(exc, ImportRefusedError | TemplateError | TreeError | InvalidNameError):
+            code = 2
+        elif isinstance(exc, WorkspaceError):
+            code = 3
+        elif isinstance(exc, WorkflowError) or (isinstance(exc, OSError) and exc.errno != errno.EPIPE):
+            code = 1
+        else:
+            raise
+        typer.echo("error: " + " ".join(str(exc).splitlines()), err=True)
+        raise typer.Exit(code) from None
+
+
+PlacementOpt = Annotated[str, typer.Option("--placement", metavar="P", help="Placement prefix of the jobs.")]
+MoveOpt = Annotated[
+    bool, typer.Option("--move", help="Rename the task directories into the workspace (one filesystem).")
+]
+FinishedOpt = Annotated[
+    bool, typer.Option("--include-finished", help="Import finished, broken, timeout and stopped tasks too.")
+]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Import tasks a live v1 task manager may own, too.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Report what would be done; write nothing.")]
+AttemptsOpt = Annotated[
+    int, typer.Option("--attempts", min=0, help="The v1 attempt limit (taskmanager.sh -a).")
+]
+IMPORT_EPILOG = "Exit status: 0 all imported; 1 something left behind; 2 bad input; 3 the workspace."
+
+
+@app.command("import", epilog=IMPORT_EPILOG)
+def import_command(
+    *,
+    workspace: WorkspaceArg,
+    root: RootArg,
+    placement: PlacementOpt = "v1",
+    move: MoveOpt = False,
+    include_finished: FinishedOpt = False,
+    force: ForceOpt = False,
+    dry_run: DryRunOpt = False,
+    attempts: AttemptsOpt = 10,
+    durable: DurableOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Turn each top-level runnable task of a v1 tree into a job (see the package README)."""
+    with _reporting():
+        from ._importer import ImportOptions, import_tree
+
+        options = ImportOptions(
+            placement=placement,
+            move=move,
+            include_finished=include_finished,
+            force=force,
+            dry_run=dry_run,
+            attempts=attempts,
+            durable=durable,
+        )
+        report = import_tree(workspace, root, options)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        _print_import(report)
+    if not report.complete:
+        raise typer.Exit(1)
+
+
+_LABELS = {
+    "imported": "imported",
+    "would_import": "would import",
+    "already_imported": "already imported",
+    "completed": "completed (interrupted before)",
+    "skipped_live": "skipped as live",
+    "skipped_terminal": "skipped as terminal",
+    "skipped_legacy": "skipped (legacy status)",
+    "refused": "refused",
+}
+
+
+def _print_import(report: ImportReport) -> None:
+    verb = "dry run of importing" if report.dry_run else "imported"
+    counts = ", ".join(f"{count} {_LABELS[action]}" for action, count in report.counts.items()) or "no task"
+    typer.echo(f"{verb} {report.root} into {report.workspace} at {report.placement}: {counts}")
+    for entry in report.entries:
+        if entry.action.value in ("imported", "would_import", "already_imported"):
+            continue
+        typer.echo(f"  {_LABELS[entry.action.value]}: {entry.relpath}: {entry.reason}")
+    for problem in report.problems:
+        typer.echo(f"  not a v1 task name: {problem.relpath}: {problem.message}")
+    if report.ignored:
+        typer.echo(f"  {len(report.ignored)} entries v1 itself ignores (ht.tmp.*), not imported")
