@@ -23,6 +23,7 @@ EXPECTED = [
     "TaskRefusedError",
     "Tree",
     "TreeError",
+    "TreeStatus",
     "V1Error",
     "View",
     "import_tree",
@@ -31,6 +32,7 @@ EXPECTED = [
     "read_tree",
     "runner_root",
     "runner_sha256",
+    "tree_status",
 ]
 
 

@@ -25,8 +25,11 @@ if TYPE_CHECKING:
     from ._names import Status, TaskName
     from ._reader import STALE_SECONDS, Ignored, Problem, Task, Tree, View, live_evidence, read_tree
     from ._runner import RUNNER_PATH, runner_root, runner_sha256
+    from ._status import TreeStatus, tree_status
 
 _HOMES = {
+    "TreeStatus": "_status",
+    "tree_status": "_status",
     "ImportAction": "_import_report",
     "ImportEntry": "_import_report",
     "ImportOptions": "_importer",
@@ -72,6 +75,7 @@ __all__ = [
     "TaskRefusedError",
     "Tree",
     "TreeError",
+    "TreeStatus",
     "V1Error",
     "View",
     "import_tree",
@@ -80,6 +84,7 @@ __all__ = [
     "read_tree",
     "runner_root",
     "runner_sha256",
+    "tree_status",
 ]
 
 

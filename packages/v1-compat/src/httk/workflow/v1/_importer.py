@@ -35,36 +35,20 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from httk.workflow.engine import Submitter, Workspace, attach
-from httk.workflow.protocol import InvalidNameError, JobKey, MarkerName, WorkflowError, validate_placement
+from httk.workflow.protocol import InvalidNameError, WorkflowError, validate_placement
 
 from . import _mutations as mutations
 from ._errors import ImportRefusedError
 from ._import_plan import classify, entry_for
 from ._import_report import ImportAction, ImportEntry, ImportReport
 from ._jobdoc import DEFAULT_ATTEMPTS, JobPlan
+from ._placements import Placement, Placements, imported_from
 from ._reader import STALE_SECONDS, Tree, read_tree
 
-STATE_KINDS = (
-    "submitted",
-    "ready",
-    "claimed",
-    "running",
-    "committing",
-    "cancelling",
-    "relocating",
-    "transferring",
-    "waiting",
-    "paused",
-    "succeeded",
-    "failed",
-    "cancelled",
-)
-"""Every state kind of the protocol (spec/01 "State machine"): a placement's markers are below these."""
 STAGING_PREFIX = "v1-import."
 _COPY_BATCH_BYTES = 64 * 1024
 
@@ -155,17 +139,6 @@ def _check_layout(workspace: Workspace, root: Path, options: ImportOptions) -> N
         )
 
 
-@dataclass
-class _Placement:
-    """What one placement directory of the workspace holds, listed once per import."""
-
-    path: Path
-    payloads: set[str]
-    marked: set[str]
-    views: dict[str, str]
-    targets: set[str] = field(default_factory=set)
-
-
 class _Run:
     """One import's writing half: staging, views, submissions, the orphan sweep."""
 
@@ -176,45 +149,14 @@ class _Run:
         self.prefix = prefix
         self.durable = workspace.durable
         self.submitter = None if options.dry_run else Submitter(workspace)
-        self._placements: dict[str, _Placement] = {}
+        self._placements = Placements(workspace)
         self._staging: Path | None = None
         self._batches = 0
         if not options.dry_run:
             self._remove_dead_staging()
 
-    # -- placements ----------------------------------------------------------------------------------
-    def placement(self, name: str) -> _Placement:
-        found = self._placements.get(name)
-        if found is None:
-            found = self._list_placement(name)
-            self._placements[name] = found
-        return found
-
-    def _list_placement(self, name: str) -> _Placement:
-        path = self.workspace.root / name
-        payloads: set[str] = set()
-        views: dict[str, str] = {}
-        try:
-            with os.scandir(path) as listing:
-                for item in listing:
-                    if item.is_symlink():
-                        views[item.name] = os.readlink(item.path)
-                    elif item.is_dir(follow_symlinks=False):
-                        payloads.add(item.name)
-        except FileNotFoundError:
-            pass
-        marked: set[str] = set()
-        for kind in STATE_KINDS:
-            try:
-                with os.scandir(self.workspace.marker_dir(kind, name)) as listing:
-                    for item in listing:
-                        try:
-                            marked.add(str(MarkerName.parse(item.name).key))
-                        except InvalidNameError:
-                            continue
-            except FileNotFoundError:
-                continue
-        return _Placement(path, payloads, marked, views, set(views.values()))
+    def placement(self, name: str) -> Placement:
+        return self._placements.get(name)
 
     # -- settling each planned job -------------------------------------------------------------------
     def settle(self, plans: list[JobPlan]) -> list[ImportEntry]:
@@ -245,7 +187,7 @@ class _Run:
             )
         if placed != plan.data:
             return entry_for(plan, ImportAction.REFUSED, _conflict(placed, plan))
-        if str(plan.key) in placement.marked:
+        if str(plan.key) in placement.kinds:
             return entry_for(plan, ImportAction.ALREADY_IMPORTED)
         if self.options.dry_run:
             return entry_for(plan, ImportAction.WOULD_IMPORT, "completes an interrupted import of it")
@@ -253,7 +195,7 @@ class _Run:
         assert self.submitter is not None
         digest = _sha256(plan.data)
         self.submitter.submit_bundle(payload, plan.key, plan.document["priority"], digest, plan.placement)
-        placement.marked.add(str(plan.key))
+        placement.kinds[str(plan.key)] = "submitted"
         return entry_for(plan, ImportAction.COMPLETED, "an interrupted import of it is completed")
 
     def _copy_and_submit(self, batch: list[JobPlan]) -> Iterator[ImportEntry]:
@@ -285,7 +227,7 @@ class _Run:
             return entry_for(plan, ImportAction.REFUSED, f"it cannot be submitted: {exc}")
         placement = self.placement(plan.placement)
         placement.payloads.add(str(plan.key))
-        placement.marked.add(str(plan.key))
+        placement.kinds[str(plan.key)] = "submitted"
         return entry_for(plan, ImportAction.IMPORTED)
 
     # -- views ---------------------------------------------------------------------------------------
@@ -320,43 +262,30 @@ class _Run:
             if not (self.workspace.root / name).is_dir():
                 continue
             placement = self.placement(name)
-            for payload in sorted(placement.payloads - placement.marked):
+            for payload in sorted(placement.payloads - placement.kinds.keys()):
                 entry = self._orphan(placement, name, payload, planned)
                 if entry is not None:
                     entries.append(entry)
         return entries
 
-    def _orphan(
-        self, placement: _Placement, name: str, payload: str, planned: set[str]
-    ) -> ImportEntry | None:
-        try:
-            key = JobKey.parse(payload)
-        except InvalidNameError:
+    def _orphan(self, placement: Placement, name: str, payload: str, planned: set[str]) -> ImportEntry | None:
+        job = imported_from(placement.path / payload, self.tree.root)
+        if job is None or job.key.job_id in planned:
             return None
-        if key.job_id in planned:
-            return None
-        document = _read_job(placement.path / payload)
-        inputs = (document or {}).get("inputs") or {}
-        if not isinstance(inputs, dict) or inputs.get("v1.root") != str(self.tree.root):
-            return None
-        relpath = str(inputs.get("v1.relpath", payload))
-        status = str(inputs.get("v1.status", "?"))
         if self.options.dry_run:
             return ImportEntry(
-                relpath, status, ImportAction.WOULD_IMPORT, "completes an interrupted import of it"
+                job.relpath, job.status, ImportAction.WOULD_IMPORT, "completes an interrupted import of it"
             )
-        data = (placement.path / payload / "job.json").read_bytes()
-        assert self.submitter is not None and document is not None
-        self.submitter.submit_bundle(
-            placement.path / payload, key, int(document["priority"]), _sha256(data), name
-        )
-        placement.marked.add(payload)
+        assert self.submitter is not None
+        priority = int(job.document["priority"])
+        self.submitter.submit_bundle(placement.path / payload, job.key, priority, _sha256(job.data), name)
+        placement.kinds[payload] = "submitted"
         return ImportEntry(
-            relpath,
-            status,
+            job.relpath,
+            job.status,
             ImportAction.COMPLETED,
             "an interrupted import of it is completed",
-            job_id=key.job_id,
+            job_id=job.key.job_id,
             job_key=payload,
             placement=name,
         )
@@ -430,14 +359,6 @@ def _conflict(placed: bytes, plan: JobPlan) -> str:
         f"job {plan.job_id} was imported before with another definition (differing: "
         f"{', '.join(differing) or 'formatting'}); a job id names one definition, so it is left as it is"
     )
-
-
-def _read_job(payload: Path) -> dict[str, Any] | None:
-    try:
-        document = json.loads((payload / "job.json").read_bytes())
-    except (OSError, ValueError):
-        return None
-    return document if isinstance(document, dict) else None
 
 
 def _sha256(data: bytes) -> str:

@@ -28,6 +28,7 @@ import typer
 
 if TYPE_CHECKING:
     from ._import_report import ImportReport
+    from ._status import TreeStatus
 
 DEBUG_VARIABLE = "HTTK_WORKFLOW_DEBUG"
 
@@ -158,3 +159,70 @@ def _print_import(report: ImportReport) -> None:
         typer.echo(f"  not a v1 task name: {problem.relpath}: {problem.message}")
     if report.ignored:
         typer.echo(f"  {len(report.ignored)} entries v1 itself ignores (ht.tmp.*), not imported")
+
+
+StatusWorkspaceOpt = Annotated[
+    str | None,
+    typer.Option("--workspace", metavar="WS", help="Also show which jobs of WS the tasks became."),
+]
+
+
+@app.command("status")
+def status_command(
+    *,
+    root: RootArg,
+    workspace: StatusWorkspaceOpt = None,
+    placement: PlacementOpt = "v1",
+    as_json: JsonOpt = False,
+) -> None:
+    """Summarise a v1 tree: tasks per status and set, running tasks and their owners, quirks."""
+    with _reporting():
+        from ._status import tree_status
+
+        status = tree_status(root, workspace=workspace, placement=placement)
+    if as_json:
+        typer.echo(json.dumps(status.to_json(), indent=2))
+        return
+    for line in _status_lines(status):
+        typer.echo(line)
+
+
+def _status_lines(status: TreeStatus) -> Iterator[str]:
+    nested = status.tasks - status.top_level
+    yield f"v1 tree {status.root}: {status.tasks} tasks ({status.top_level} top-level, {nested} nested)"
+    if status.by_status:
+        yield f"  {'status':<14}{'top-level':>10}{'nested':>8}"
+    for name, counts in status.by_status.items():
+        yield f"  {name:<14}{counts['top_level']:>10}{counts['nested']:>8}"
+    if status.by_set:
+        yield "  sets: " + ", ".join(f"{name} {count}" for name, count in status.by_set.items())
+    for task in status.running:
+        state, age = "live" if task.live else "stale", _age(task.age_seconds)
+        yield f"  running, {state}: {task.relpath} (owner {task.owner}, modified {age} ago)"
+    for beat in status.heartbeats:
+        fresh = "fresh" if beat.fresh else "old"
+        yield f"  heartbeat alive.{beat.owner}: {_age(beat.age_seconds)} ago ({fresh})"
+    for quirk in status.quirks:
+        yield f"  note: {quirk.relpath}: {quirk.note}"
+    for problem in status.problems:
+        yield f"  not a v1 task name: {problem.relpath}: {problem.message}"
+    for ignored in status.ignored:
+        yield f"  ignored: {ignored.relpath}: {ignored.reason}"
+    if status.views:
+        yield f"  {len(status.views)} status view(s) (symbolic links named like tasks), not followed"
+    if status.workspace is not None:
+        yield f"jobs in {status.workspace} at {status.placement}:"
+        for job in status.jobs:
+            where = f"{job.kind} {job.placement}/{job.job_key}" if job.kind else "not imported"
+            yield f"  {job.relpath}: {where}" + (f" ({job.note})" if job.note else "")
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    if seconds < 172800:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} days"
