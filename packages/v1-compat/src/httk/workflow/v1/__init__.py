@@ -18,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._errors import ImportRefusedError, TaskNameError, TreeError, V1Error
+    from ._errors import ImportRefusedError, TaskNameError, TemplateError, TreeError, V1Error
     from ._import_report import ImportAction, ImportEntry, ImportReport
     from ._importer import ImportOptions, import_tree
     from ._jobdoc import JobPlan, TaskRefusedError, plan_job
@@ -26,8 +26,12 @@ if TYPE_CHECKING:
     from ._reader import STALE_SECONDS, Ignored, Problem, Task, Tree, View, live_evidence, read_tree
     from ._runner import RUNNER_PATH, runner_root, runner_sha256
     from ._status import TreeStatus, tree_status
+    from ._template import NewTask, new_task
 
 _HOMES = {
+    "NewTask": "_template",
+    "TemplateError": "_errors",
+    "new_task": "_template",
     "TreeStatus": "_status",
     "tree_status": "_status",
     "ImportAction": "_import_report",
@@ -65,6 +69,7 @@ __all__ = [
     "ImportRefusedError",
     "ImportReport",
     "JobPlan",
+    "NewTask",
     "Problem",
     "RUNNER_PATH",
     "STALE_SECONDS",
@@ -73,6 +78,7 @@ __all__ = [
     "TaskName",
     "TaskNameError",
     "TaskRefusedError",
+    "TemplateError",
     "Tree",
     "TreeError",
     "TreeStatus",
@@ -80,6 +86,7 @@ __all__ = [
     "View",
     "import_tree",
     "live_evidence",
+    "new_task",
     "plan_job",
     "read_tree",
     "runner_root",

@@ -27,7 +27,6 @@ job files.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
@@ -38,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from httk.workflow.engine import Submitter, Workspace, attach
+from httk.workflow.engine import Workspace, attach
 from httk.workflow.protocol import InvalidNameError, WorkflowError, validate_placement
 
 from . import _mutations as mutations
@@ -46,7 +45,8 @@ from ._errors import ImportRefusedError
 from ._import_plan import classify, entry_for
 from ._import_report import ImportAction, ImportEntry, ImportReport
 from ._jobdoc import DEFAULT_ATTEMPTS, JobPlan
-from ._placements import Placement, Placements, imported_from
+from ._placements import Placement, imported_from
+from ._placing import JobPlacer
 from ._reader import STALE_SECONDS, Tree, read_tree
 
 STAGING_PREFIX = "v1-import."
@@ -147,16 +147,14 @@ class _Run:
         self.tree = tree
         self.options = options
         self.prefix = prefix
-        self.durable = workspace.durable
-        self.submitter = None if options.dry_run else Submitter(workspace)
-        self._placements = Placements(workspace)
+        self.placer = JobPlacer(workspace, dry_run=options.dry_run)
         self._staging: Path | None = None
         self._batches = 0
         if not options.dry_run:
             self._remove_dead_staging()
 
     def placement(self, name: str) -> Placement:
-        return self._placements.get(name)
+        return self.placer.placements.get(name)
 
     # -- settling each planned job -------------------------------------------------------------------
     def settle(self, plans: list[JobPlan]) -> list[ImportEntry]:
@@ -191,11 +189,8 @@ class _Run:
             return entry_for(plan, ImportAction.ALREADY_IMPORTED)
         if self.options.dry_run:
             return entry_for(plan, ImportAction.WOULD_IMPORT, "completes an interrupted import of it")
-        self._ensure_view(plan)
-        assert self.submitter is not None
-        digest = _sha256(plan.data)
-        self.submitter.submit_bundle(payload, plan.key, plan.document["priority"], digest, plan.placement)
-        placement.kinds[str(plan.key)] = "submitted"
+        self.placer.ensure_view(plan)
+        self.placer.complete(payload, plan.key, plan.document["priority"], plan.data, plan.placement)
         return entry_for(plan, ImportAction.COMPLETED, "an interrupted import of it is completed")
 
     def _copy_and_submit(self, batch: list[JobPlan]) -> Iterator[ImportEntry]:
@@ -210,44 +205,12 @@ class _Run:
             yield self._submit(plan, target / plan.task.path.name)
 
     def _submit(self, plan: JobPlan, source: Path) -> ImportEntry:
-        """job.json into the copy (or the task itself with --move), the view, then the engine's submit."""
-        assert self.submitter is not None
-        created_view = False
+        """Place the copy (or, with --move, the task itself) as the job (:meth:`JobPlacer.place`)."""
         try:
-            mutations.write_file(source / "job.json", plan.data, durable=self.durable)
-            if self.durable and not self.options.move:
-                mutations.fsync_tree(source)
-            created_view = self._ensure_view(plan)
-            self.submitter.submit_payload(source, plan.placement, move=True)
+            self.placer.place(plan, source, in_tree=self.options.move)
         except (WorkflowError, OSError) as exc:
-            if created_view:
-                self._drop_view(plan)
-            if self.options.move:
-                mutations.unlink(source / "job.json", durable=self.durable)  # the task is as it was
             return entry_for(plan, ImportAction.REFUSED, f"it cannot be submitted: {exc}")
-        placement = self.placement(plan.placement)
-        placement.payloads.add(str(plan.key))
-        placement.kinds[str(plan.key)] = "submitted"
         return entry_for(plan, ImportAction.IMPORTED)
-
-    # -- views ---------------------------------------------------------------------------------------
-    def _ensure_view(self, plan: JobPlan) -> bool:
-        """The status view beside the payload, unless one of this job's exists; True when made now."""
-        placement = self.placement(plan.placement)
-        target = str(plan.key)
-        if target in placement.targets or plan.view in placement.views:
-            return False
-        mutations.make_dirs(placement.path, durable=self.durable)
-        mutations.symlink(target, placement.path / plan.view, durable=self.durable)
-        placement.views[plan.view] = target
-        placement.targets.add(target)
-        return True
-
-    def _drop_view(self, plan: JobPlan) -> None:
-        placement = self.placement(plan.placement)
-        mutations.unlink(placement.path / plan.view, durable=self.durable)
-        placement.views.pop(plan.view, None)
-        placement.targets.discard(str(plan.key))
 
     # -- orphans of interrupted imports --------------------------------------------------------------
     def sweep_orphans(self, planned: set[str]) -> list[ImportEntry]:
@@ -276,10 +239,8 @@ class _Run:
             return ImportEntry(
                 job.relpath, job.status, ImportAction.WOULD_IMPORT, "completes an interrupted import of it"
             )
-        assert self.submitter is not None
         priority = int(job.document["priority"])
-        self.submitter.submit_bundle(placement.path / payload, job.key, priority, _sha256(job.data), name)
-        placement.kinds[payload] = "submitted"
+        self.placer.complete(placement.path / payload, job.key, priority, job.data, name)
         return ImportEntry(
             job.relpath,
             job.status,
@@ -359,10 +320,6 @@ def _conflict(placed: bytes, plan: JobPlan) -> str:
         f"job {plan.job_id} was imported before with another definition (differing: "
         f"{', '.join(differing) or 'formatting'}); a job id names one definition, so it is left as it is"
     )
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _alive(pid: int) -> bool:

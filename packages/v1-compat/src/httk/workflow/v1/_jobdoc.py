@@ -28,9 +28,11 @@ written: the importer reports the task with its path.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,5 +196,17 @@ def plan_job(task: Task, *, root: Path, prefix: str, attempts: int = DEFAULT_ATT
     }
     if key.tag is None:
         del document["tag"]
-    data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
-    return JobPlan(task, document, data, placement, key)
+    return JobPlan(task, document, _serialized(document), placement, key)
+
+
+def with_inputs(plan: JobPlan, changes: Mapping[str, Any], *, remove: Iterable[str] = ()) -> JobPlan:
+    """The same job with some ``inputs`` replaced, added or removed (and job.json serialized again)."""
+    inputs = {k: v for k, v in plan.document["inputs"].items() if k not in set(remove)}
+    inputs.update(changes)
+    document = {**plan.document, "inputs": inputs}
+    return dataclasses.replace(plan, document=document, data=_serialized(document))
+
+
+def _serialized(document: Mapping[str, Any]) -> bytes:
+    """job.json as this package writes it: indented, UTF-8 unescaped, one final newline."""
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()

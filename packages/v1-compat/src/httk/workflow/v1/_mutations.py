@@ -102,6 +102,14 @@ def unlink(path: Path, *, durable: bool) -> None:
     _done("unlink", path)
 
 
+def rename(source: Path, target: Path, *, durable: bool) -> None:
+    """Rename within one directory tree nobody else references yet (a staging copy)."""
+    os.rename(source, target)
+    if durable:
+        fsync_path(target.parent)
+    _done("rename", target)
+
+
 def copy_trees(sources: Sequence[Path], target: Path, *, durable: bool) -> None:
     """``cp -a`` of several directories into ``target`` in one process (one mutation: the copies).
 

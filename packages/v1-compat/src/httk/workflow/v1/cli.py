@@ -226,3 +226,83 @@ def _age(seconds: float) -> str:
     if seconds < 172800:
         return f"{seconds // 3600} h"
     return f"{seconds // 86400} days"
+
+
+TemplateArg = Annotated[str, typer.Argument(metavar="TEMPLATE_DIR", help="A v1 task template directory.")]
+StructureOpt = Annotated[
+    str, typer.Option("--structure", metavar="POSCAR", help="The structure, written as the task's POSCAR.")
+]
+NameOpt = Annotated[
+    str | None, typer.Option("--name", help="The v1 task id [default: the structure file's name].")
+]
+SetOpt = Annotated[str, typer.Option("--set", metavar="SET", help="The v1 task set (the job's pool).")]
+PriorityOpt = Annotated[int, typer.Option("--priority", min=1, max=5, help="The v1 priority, 1 highest.")]
+VarOpt = Annotated[
+    list[str] | None,
+    typer.Option("--var", metavar="NAME=VALUE", help="A value for $NAME in *.template files (repeatable)."),
+]
+InstantiateOpt = Annotated[
+    bool, typer.Option("--run-instantiate", help="Run the template's ht.instantiate.py (needs legacy httk).")
+]
+PythonOpt = Annotated[
+    str,
+    typer.Option("--python", metavar="PY", help="The interpreter with legacy httk for ht.instantiate.py."),
+]
+
+
+@app.command("new")
+def new_command(
+    *,
+    workspace: WorkspaceArg,
+    template: TemplateArg,
+    structure: StructureOpt,
+    name: NameOpt = None,
+    task_set: SetOpt = "any",
+    priority: PriorityOpt = 3,
+    placement: PlacementOpt = "v1",
+    var: VarOpt = None,
+    run_instantiate: InstantiateOpt = False,
+    python: PythonOpt = "python3",
+    attempts: AttemptsOpt = 10,
+    durable: DurableOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Instantiate a v1 template directory for a structure as a new job."""
+    with _reporting():
+        from ._template import new_task
+
+        made = new_task(
+            workspace,
+            template,
+            structure,
+            name=name,
+            task_set=task_set,
+            priority=priority,
+            placement=placement,
+            variables=_variables(var or []),
+            run_instantiate=run_instantiate,
+            python=python,
+            attempts=attempts,
+            durable=durable,
+        )
+    if as_json:
+        typer.echo(json.dumps({name: getattr(made, name) for name in made.__slots__}, indent=2))
+        return
+    verb = "created" if made.created else "already there:"
+    typer.echo(f"{verb} job {made.job_key} at {made.placement} (view {made.view})")
+    if not made.instantiated:
+        typer.echo(
+            "  POSCAR is the --structure file; ht.instantiate.py did not run (--run-instantiate runs it)"
+        )
+
+
+def _variables(pairs: list[str]) -> dict[str, str]:
+    from ._errors import TemplateError
+
+    found: dict[str, str] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.isidentifier():
+            raise TemplateError(f"--var {pair!r} must be NAME=VALUE with NAME a $placeholder name")
+        found[key] = value
+    return found
