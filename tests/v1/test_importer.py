@@ -267,3 +267,30 @@ def test_move_across_filesystems_is_refused(tmp_path: Path, v1ws: V1Workspace) -
         import shutil
 
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_task_that_cannot_be_copied_is_refused_alone(
+    tmp_path: Path, v1ws: V1Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from httk.workflow.v1 import _importer
+    from httk.workflow.v1._reader import read_tree
+
+    for name in ("a", "b", "c"):
+        make_task(tmp_path / "Runs", f"ht.task.any.{name}.start.0.unclaimed.3.waitstart")
+
+    def read_then_lose_one(root: Path) -> object:
+        tree = read_tree(root)
+        shutil.rmtree(root / "ht.task.any.b.start.0.unclaimed.3.waitstart")  # gone before its copy
+        return tree
+
+    monkeypatch.setattr(_importer, "read_tree", read_then_lose_one)
+    report = import_tree(v1ws.path, tmp_path / "Runs")
+    assert [(e.relpath.split(".")[3], e.action) for e in report.entries] == [
+        ("a", ImportAction.IMPORTED),
+        ("b", ImportAction.REFUSED),
+        ("c", ImportAction.IMPORTED),
+    ]
+    assert "it cannot be copied: cp -a" in str(report.entries[1].reason)
+    assert sorted(j["tag"] for j in v1ws.list_jobs()) == ["a", "c"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -278,3 +279,29 @@ def test_reading_changes_nothing(tmp_path: Path) -> None:
     before = snapshot()
     read_tree(tmp_path)
     assert snapshot() == before
+
+
+def test_what_no_payload_may_hold_is_found_anywhere_below_a_task(tmp_path: Path) -> None:
+    make_task(tmp_path, "ht.task.any.clean.start.0.unclaimed.3.waitstart")
+    linked = make_task(
+        tmp_path, "ht.task.any.link.start.0.unclaimed.3.waitstep", files={"ht.run.current/x": ""}
+    )
+    (linked / "ht.run.current" / "POTCAR").symlink_to("/nowhere")
+    fifo = make_task(tmp_path, "ht.task.any.fifo.start.0.unclaimed.3.waitstart")
+    os.mkfifo(fifo / "pipe")
+    staged = make_task(tmp_path, "ht.task.any.txn.start.0.unclaimed.3.waitstep", files={"ht.atomic.0/a": ""})
+    (staged / "ht.atomic.0" / "b").symlink_to("a")
+    parent = make_task(tmp_path, "ht.task.any.parent.start.0.unclaimed.3.waitsubtasks")
+    inner = make_task(parent / "ht.run.current", "ht.task.any.inner.start.0.none.3.waitstart")
+    (inner / "view").symlink_to(".")
+    reserved = make_task(tmp_path, "ht.task.any.res.start.0.unclaimed.3.waitstart", files={"job.json": "{}"})
+    (reserved / ".httk-job").mkdir()
+    tasks = by_id(read_tree(tmp_path))
+    assert tasks["clean"].unsafe is None and tasks["clean"].reserved == ()
+    assert tasks["link"].unsafe == f"{linked.name}/ht.run.current/POTCAR"
+    assert tasks["fifo"].unsafe == f"{fifo.name}/pipe"
+    assert tasks["txn"].unsafe == f"{staged.name}/ht.atomic.0/b"
+    assert (
+        tasks["parent"].unsafe == tasks["inner"].unsafe == f"{parent.name}/ht.run.current/{inner.name}/view"
+    )
+    assert tasks["res"].reserved == (".httk-job", "job.json") and tasks["res"].unsafe is None

@@ -516,7 +516,8 @@ def test_a_subtask_whose_directory_is_gone_fails_naming_it(tmp_path: Path, v1ws:
         "v1.name": "ht.task.any.gone.start.0.none.3.waitstart",
     }
     (staged / "job.json").write_text(json.dumps(document))
-    Submitter(v1ws.workspace).submit_payload(staged, "v1", move=True)
+    children = f"{job.placement}/{job.key}.children/0"  # where the runner spawns a subtask's job
+    Submitter(v1ws.workspace).submit_payload(staged, children, move=True)
     v1ws.run()
     show = v1ws.show("orphan")
     assert show["kind"] == "failed" and show["failure"]["code"] == "v1.task_missing"

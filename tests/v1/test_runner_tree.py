@@ -23,6 +23,7 @@ def test_the_tree_holds_the_runner_its_libraries_and_the_v1_api() -> None:
         "lib/apply.sh",
         "lib/atomic.sh",
         "lib/finish.sh",
+        "lib/rare.sh",
         "lib/spawn.sh",
         "lib/step.sh",
         "lib/task.sh",

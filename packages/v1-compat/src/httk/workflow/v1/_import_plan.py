@@ -10,7 +10,6 @@ same job id (two tasks differing only in the fields v1 changes are one task to v
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -20,8 +19,6 @@ from ._reader import Task, Tree, live_evidence
 
 if TYPE_CHECKING:
     from ._importer import ImportOptions
-
-RESERVED_NAMES = ("job.json", ".httk-job")
 
 
 def classify(tree: Tree, options: ImportOptions, now: float) -> tuple[list[ImportEntry], list[JobPlan]]:
@@ -64,10 +61,8 @@ def classify(tree: Tree, options: ImportOptions, now: float) -> tuple[list[Impor
 
 def _reserved(plan: JobPlan) -> str | None:
     """A name the payload reserves, held by the task; its own job.json (a --move cut short) is not."""
-    for name in RESERVED_NAMES:
+    for name in plan.task.reserved:
         path = plan.task.path / name
-        if not os.path.lexists(path):
-            continue
         if name == "job.json" and path.is_file() and not path.is_symlink() and path.read_bytes() == plan.data:
             continue
         return f"it holds {name}, a name the job's payload reserves"

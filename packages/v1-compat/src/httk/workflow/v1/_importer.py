@@ -9,17 +9,18 @@ What :func:`import_tree` guarantees:
   fields v1 changes left out (:func:`job_id_of`), and job.json holds nothing that changes between runs,
   so importing the same tree again finds every job placed with the same bytes and adds nothing. A
   placed job whose job.json differs is a conflict, reported and left alone.
-* **Crash-safe.** Per task: (1) the copy is made below the workspace's ``tmp/`` (``cp -a``, batched),
-  (2) job.json is written into it, (3) the status view is created beside where the payload goes, (4)
-  the engine renames the copy into place and publishes its marker (the commit point). Interrupted
-  before (4), the rerun copies again (a dead run's staging is removed); between the payload rename and
-  the marker, the payload is an orphan the rerun finds at its placement and completes. With ``move``
-  the task directory itself is renamed at (4); an orphan of a moved task is found by the sweep of the
-  placements below the tree's directories (its job.json names the tree as ``v1.root``).
+* **Crash-safe.** Per task: (1) the copy is made below the workspace's ``tmp/`` (batched ``cp -a
+  --parents``), (2) job.json is written into it, (3) the status view is created beside where the
+  payload goes, (4) the engine renames the copy into place and publishes its marker (the commit
+  point). Interrupted before (4), the rerun copies again (a dead run's staging is removed); between
+  the payload rename and the marker, the payload is an orphan the rerun finds at its placement and
+  completes. With ``move`` the task directory itself is renamed at (4); an orphan of a moved task is
+  found by the sweep of the placements below the tree's directories (its job.json names the tree as
+  ``v1.root``).
 * **Nothing else changes.** A refused task is reported with its path and why; what was staged for it
   is removed; the tree is read, never written, except for job.json and the rename a ``move`` makes.
 
-Cost: the reader's walk; one ``cp -a`` process per batch of tasks sharing a directory; per job one
+Cost: the reader's walk; one ``cp -a`` process per batch of about a thousand tasks; per job one
 job.json, one status view, the engine's submission (payload rename, marker); per placement one listing
 of the placement and of each state kind there, so a second import of 10,000 tasks reads directories, not
 job files.
@@ -32,7 +33,6 @@ import os
 import posixpath
 import socket
 import time
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,15 +194,19 @@ class _Run:
         return entry_for(plan, ImportAction.COMPLETED, "an interrupted import of it is completed")
 
     def _copy_and_submit(self, batch: list[JobPlan]) -> Iterator[ImportEntry]:
+        """One ``cp -a`` for the batch; when it fails, one per task, so only the failing ones are refused."""
         target = self._batch_dir()
         try:
-            mutations.copy_trees([plan.task.path for plan in batch], target, durable=False)
+            mutations.copy_trees(self.tree.root, [plan.task.relpath for plan in batch], target, durable=False)
         except OSError as exc:
-            for plan in batch:
-                yield entry_for(plan, ImportAction.REFUSED, f"it cannot be copied: {exc}")
+            if len(batch) > 1:
+                for plan in batch:
+                    yield from self._copy_and_submit([plan])
+                return
+            yield entry_for(batch[0], ImportAction.REFUSED, f"it cannot be copied: {exc}")
             return
         for plan in batch:
-            yield self._submit(plan, target / plan.task.path.name)
+            yield self._submit(plan, target / plan.task.relpath)
 
     def _submit(self, plan: JobPlan, source: Path) -> ImportEntry:
         """Place the copy (or, with --move, the task itself) as the job (:meth:`JobPlacer.place`)."""
@@ -282,22 +286,18 @@ class _Run:
 
 
 def _batches(plans: Iterable[JobPlan]) -> Iterator[list[JobPlan]]:
-    """Plans grouped by their task's directory (one cp -a per group), each group in bounded chunks."""
-    groups: dict[Path, list[JobPlan]] = defaultdict(list)
+    """Plans in chunks whose ``cp`` argument list stays small (each chunk one ``cp -a`` process)."""
+    chunk: list[JobPlan] = []
+    size = 0
     for plan in plans:
-        groups[plan.task.path.parent].append(plan)
-    for group in groups.values():
-        chunk: list[JobPlan] = []
-        size = 0
-        for plan in group:
-            length = len(os.fsencode(plan.task.path)) + 1
-            if chunk and size + length > _COPY_BATCH_BYTES:
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(plan)
-            size += length
-        if chunk:
+        length = len(os.fsencode(plan.task.relpath)) + 1
+        if chunk and size + length > _COPY_BATCH_BYTES:
             yield chunk
+            chunk, size = [], 0
+        chunk.append(plan)
+        size += length
+    if chunk:
+        yield chunk
 
 
 def _conflict(placed: bytes, plan: JobPlan) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import posixpath
 import uuid
 from collections.abc import Iterable, Mapping
@@ -155,6 +156,11 @@ def plan_job(task: Task, *, root: Path, prefix: str, attempts: int = DEFAULT_ATT
         raise TaskRefusedError("it has neither ht_steps nor ht_run (v1 would stop it with exit code 127)")
     if not task.executable:
         raise TaskRefusedError(f"its {task.program} is not executable (v1 would stop it with exit code 126)")
+    if task.unsafe is not None:
+        raise TaskRefusedError(
+            f"it holds {task.unsafe}, a symbolic link or special file; a job's payload holds only files "
+            "and directories (symlinks are refused)"
+        )
     try:
         initial_step = validate_step(name.step)
     except InvalidNameError as exc:
@@ -162,7 +168,7 @@ def plan_job(task: Task, *, root: Path, prefix: str, attempts: int = DEFAULT_ATT
     placement = placement_of(prefix, task.relpath)
     key = JobKey(job_id_of(prefix, task.relpath, name), tag_of(name.id))
     restarts = name.restarts + (1 if name.status is Status.RUNNING else 0)
-    origin = Path(root).absolute() / task.relpath
+    root_text = os.path.abspath(root)
     document: dict[str, Any] = {
         "format": "httk-workflow-job",
         "format_version": 1,
@@ -180,8 +186,8 @@ def plan_job(task: Task, *, root: Path, prefix: str, attempts: int = DEFAULT_ATT
         "resources": {},
         "parent": None,
         "inputs": {
-            "v1.origin": str(origin),
-            "v1.root": str(Path(root).absolute()),
+            "v1.origin": os.path.join(root_text, task.relpath),
+            "v1.root": root_text,
             "v1.relpath": task.relpath,
             "v1.name": task.path.name,
             "v1.set": name.set,
@@ -208,5 +214,6 @@ def with_inputs(plan: JobPlan, changes: Mapping[str, Any], *, remove: Iterable[s
 
 
 def _serialized(document: Mapping[str, Any]) -> bytes:
-    """job.json as this package writes it: indented, UTF-8 unescaped, one final newline."""
-    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
+    """job.json as this package writes it: compact (the indenting encoder has no C accelerator, and an
+    import writes thousands), UTF-8 unescaped, one final newline."""
+    return (json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n").encode()

@@ -110,14 +110,16 @@ def rename(source: Path, target: Path, *, durable: bool) -> None:
     _done("rename", target)
 
 
-def copy_trees(sources: Sequence[Path], target: Path, *, durable: bool) -> None:
-    """``cp -a`` of several directories into ``target`` in one process (one mutation: the copies).
+def copy_trees(base: Path, sources: Sequence[str], target: Path, *, durable: bool) -> None:
+    """``cp -a --parents`` of directories given relative to ``base`` into ``target``, in one process.
 
-    GNU cp keeps modes, times and symbolic links as they are; a copy that fails raises ``OSError``
-    with cp's message and leaves a partial copy below ``target`` that nobody references.
+    Each ``base/<source>`` becomes ``target/<source>`` (one mutation: the copies). GNU cp keeps modes,
+    times and symbolic links as they are; a copy that fails raises ``OSError`` with cp's message and
+    leaves a partial copy below ``target`` that nobody references.
     """
     result = subprocess.run(
-        ["cp", "-a", "--target-directory", str(target), "--", *map(str, sources)],
+        ["cp", "-a", "--parents", "--target-directory", str(target), "--", *sources],
+        cwd=base,
         capture_output=True,
         text=True,
         check=False,

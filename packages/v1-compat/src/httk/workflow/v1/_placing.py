@@ -3,9 +3,16 @@
 Shared by the importer and ``v1 new``. The order is the one their crash safety rests on: job.json is
 written into a directory nobody references yet (a staging copy, or with ``in_tree`` the v1 task itself),
 the view is created beside where the payload goes (a view that names a payload not yet there only
-points nowhere for a moment), and the engine's :meth:`Submitter.submit_payload` renames the payload
+points nowhere for a moment), and the engine's :meth:`Submitter.submit_bundle` renames the payload
 into place and publishes its marker. Whatever fails before the marker is undone here: the view this
 call made is removed, and a job.json written into a v1 task is taken out again.
+
+``submit_bundle`` is the engine's submission of an already checked payload (what a committing parent
+uses for its children): it does not walk the payload again or re-read job.json. The payload was
+checked by the reader's walk, which found no symbolic link or special file below the task
+(:attr:`Task.unsafe`), and job.json is composed by :func:`plan_job` from validated names; a manager
+validates job.json once more when it registers the job (a bad one fails as ``protocol_error``). On an
+import of 10,000 tasks the second walk and parse were a third of the time.
 """
 
 from __future__ import annotations
@@ -42,7 +49,8 @@ class JobPlacer:
             if self.durable and not in_tree:
                 mutations.fsync_tree(source)
             created_view = self.ensure_view(plan)
-            submitter.submit_payload(source, plan.placement, move=True)
+            digest = hashlib.sha256(plan.data).hexdigest()
+            submitter.submit_bundle(source, plan.key, plan.document["priority"], digest, plan.placement)
         except (WorkflowError, OSError):
             if created_view:
                 self.drop_view(plan)

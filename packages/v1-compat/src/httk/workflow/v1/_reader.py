@@ -45,6 +45,7 @@ STALE_SECONDS = 15 * 60
 """v1's staleness rule: a ``running`` directory untouched for more than 15 minutes (``find -mmin +15``)."""
 WATCHDOG_CODE = 43
 _ATOMIC = ("ht.atomic.", "ht.tmp.atomic.")
+_RESERVED = ("job.json", ".httk-job")
 _TMP_TASK = "ht.tmp.task."
 _REASON_CODE = re.compile(r"non-defined error code \((\d*)\)")
 _READ_LIMIT = 1 << 16
@@ -74,6 +75,11 @@ class Task:
     resume: bool
     """An ``ht.run.resume`` directory waits to become the run directory."""
     subtasks: tuple[Task, ...] = ()
+    unsafe: str | None = None
+    """The first symbolic link or special file anywhere below the task (root-relative), if any: a job's
+    payload holds only regular files and directories."""
+    reserved: tuple[str, ...] = ()
+    """Names directly in the task directory that a job's payload reserves (job.json, .httk-job)."""
 
     @property
     def reason_code(self) -> int | None:
@@ -264,7 +270,10 @@ class _Walker:
                 self._tmp(inner, child)
 
     # -- tasks ---------------------------------------------------------------------------------------
-    def _task_entry(self, entry: os.DirEntry[str], relpath: str) -> Task | None:
+    def _task_entry(
+        self, entry: os.DirEntry[str], relpath: str, hazards: list[str] | None = None
+    ) -> Task | None:
+        """A task, a view, an ignored entry or a problem; a nested one's hazards go to ``hazards``."""
         if entry.is_symlink():
             self.views.append(View(relpath, os.readlink(entry.path)))
             return None
@@ -275,8 +284,13 @@ class _Walker:
             name = TaskName.parse(entry.name)
         except TaskNameError as exc:
             self.problems.append(Problem(relpath, exc.rule))
+            if hazards is not None:  # not entered as a task, but it travels in its parent's payload
+                hazards.extend(_hazards_below(Path(entry.path), relpath))
             return None
-        return self._task(Path(entry.path), relpath, name, entry.stat(follow_symlinks=False).st_mtime)
+        task = self._task(Path(entry.path), relpath, name, entry.stat(follow_symlinks=False).st_mtime)
+        if hazards is not None and task.unsafe is not None:
+            hazards.append(task.unsafe)
+        return task
 
     def _task(self, path: Path, relpath: str, name: TaskName, mtime: float) -> Task:
         program: str | None = None
@@ -287,8 +301,14 @@ class _Walker:
         subtasks: list[Task] = []
         reason: str | None = None
         nextstep_dir: Path | None = None
+        hazards: list[str] = []
+        reserved: list[str] = []
         for entry in self._list(path, relpath):
             child = _join(relpath, entry.name)
+            if entry.name in _RESERVED:
+                reserved.append(entry.name)
+            if _hazard(entry):
+                hazards.append(child)
             if entry.name in PROGRAMS and entry.is_file(follow_symlinks=False):
                 if program != PROGRAMS[0]:  # ht_steps takes precedence over ht_run
                     program = entry.name
@@ -297,10 +317,12 @@ class _Walker:
                 reason = _last_line(Path(entry.path))
             elif entry.name.startswith(_ATOMIC) and _is_dir(entry):
                 pending.append(entry.name)
+                hazards.extend(_hazards_below(Path(entry.path), child))
             elif entry.name.startswith(TMP_PREFIX):
                 self._tmp(entry, child)
+                hazards.extend(_hazards_below(Path(entry.path), child) if _is_dir(entry) else ())
             elif looks_like_task(entry.name):
-                subtask = self._task_entry(entry, child)
+                subtask = self._task_entry(entry, child, hazards)
                 if subtask is not None:
                     subtasks.append(subtask)
             elif _is_dir(entry):
@@ -313,7 +335,7 @@ class _Walker:
                     resume = True
                 elif entry.name.startswith(RUN_PREFIX):
                     archives.append(entry.name)
-                subtasks.extend(self._inside(Path(entry.path), child, atomics))
+                subtasks.extend(self._inside(Path(entry.path), child, hazards, atomics))
                 pending.extend(f"{RUN_CURRENT}/{name}" for name in atomics or ())
         if program == PROGRAMS[1]:
             nextstep_dir = path  # ht_run runs in the task directory itself
@@ -331,28 +353,36 @@ class _Walker:
             pending_transactions=tuple(pending),
             resume=resume,
             subtasks=tuple(subtasks),
+            unsafe=hazards[0] if hazards else None,
+            reserved=tuple(reserved),
         )
 
-    def _inside(self, directory: Path, relpath: str, atomics: list[str] | None = None) -> list[Task]:
+    def _inside(
+        self, directory: Path, relpath: str, hazards: list[str], atomics: list[str] | None = None
+    ) -> list[Task]:
         """The tasks anywhere below a directory of a task (v1 subtasks may live at any depth).
 
-        ``atomics`` collects the transaction directories found directly in ``directory``; staged
-        transaction contents are never searched for tasks.
+        ``hazards`` collects symbolic links and special files; ``atomics`` the transaction directories
+        found directly in ``directory``; staged transaction contents are never searched for tasks.
         """
         found: list[Task] = []
         for entry in self._list(directory, relpath):
             child = _join(relpath, entry.name)
+            if _hazard(entry):
+                hazards.append(child)
             if entry.name.startswith(_ATOMIC):
                 if atomics is not None and _is_dir(entry):
                     atomics.append(entry.name)
+                hazards.extend(_hazards_below(Path(entry.path), child) if _is_dir(entry) else ())
             elif entry.name.startswith(TMP_PREFIX):
                 self._tmp(entry, child)
+                hazards.extend(_hazards_below(Path(entry.path), child) if _is_dir(entry) else ())
             elif looks_like_task(entry.name):
-                task = self._task_entry(entry, child)
+                task = self._task_entry(entry, child, hazards)
                 if task is not None:
                     found.append(task)
             elif _is_dir(entry):
-                found.extend(self._inside(Path(entry.path), child))
+                found.extend(self._inside(Path(entry.path), child, hazards))
         return found
 
     # -- listing -------------------------------------------------------------------------------------
@@ -374,6 +404,28 @@ def _join(relpath: str, name: str) -> str:
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
     return entry.is_dir(follow_symlinks=False)
+
+
+def _hazard(entry: os.DirEntry[str]) -> bool:
+    """A symbolic link or a special file: what a job's payload may not hold."""
+    return entry.is_symlink() or not (entry.is_dir() or entry.is_file())
+
+
+def _hazards_below(directory: Path, relpath: str) -> list[str]:
+    """The symbolic links and special files anywhere below a directory the walk does not enter."""
+    found: list[str] = []
+    try:
+        with os.scandir(directory) as listing:
+            entries = list(listing)
+    except OSError:
+        return found
+    for entry in entries:
+        child = _join(relpath, entry.name)
+        if _hazard(entry):
+            found.append(child)
+        elif entry.is_dir(follow_symlinks=False):
+            found.extend(_hazards_below(Path(entry.path), child))
+    return found
 
 
 def _read_text(path: Path) -> str | None:

@@ -106,7 +106,7 @@ def new_task(
     staging = attached.tmp_dir / f"{STAGING_PREFIX}{os.getpid()}.{os.urandom(4).hex()}"
     try:
         mutations.make_dirs(staging, durable=False)
-        mutations.copy_trees([template_dir], staging, durable=False)
+        mutations.copy_trees(template_dir.parent, [template_dir.name], staging, durable=False)
         task = staging / task_name
         mutations.rename(staging / template_dir.name, task, durable=False)
         values = {

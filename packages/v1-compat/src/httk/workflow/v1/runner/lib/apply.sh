@@ -64,15 +64,6 @@ _v1_priority_option() { # <array var>
   fi
 }
 
-# Source lib/LIBRARY.sh once (the end of a task and subtasks are not parsed for an ordinary step).
-_v1_need() { # <library>
-  local probe=_v1_finish
-  [[ $1 != spawn ]] || probe=_v1_spawn_and_wait
-  declare -F "$probe" >/dev/null && return 0
-  # shellcheck source=/dev/null # each library is checked on its own
-  . "$HTTK_DIR/lib/$1.sh"
-}
-
 # Carry out the decision D_* and publish the outcome.
 _v1_apply() {
   local view

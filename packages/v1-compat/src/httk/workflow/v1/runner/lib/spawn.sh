@@ -40,6 +40,7 @@ _v1_spawn_and_wait() {
     return
   fi
   _v1_json json_anchor "$V1_ANCHOR"
+  _v1_attempts || return 1
   attempts=$V1_ATTEMPTS
   for rel in "${V1_SUBTASKS[@]}"; do
     name=${rel##*/}

@@ -22,13 +22,12 @@
 # (v1.name, the task's name when it became this job; a stale running one counts one more restart, as
 # v1 counted it when it claimed the task), and the job key and placement from the exported paths.
 _v1_load() {
-  local attempts timeout name
+  local timeout name
   V1_STEP=$HTTK_WORKFLOW_STEP V1_ATTEMPT_REASON=${HTTK_WORKFLOW_ATTEMPT_REASON-} V1_ACTIVATION=''
   V1_JOB_KEY=${HTTK_WORKFLOW_JOB_DIR##*/}
   V1_PLACEMENT=${HTTK_WORKFLOW_JOB_DIR#"$HTTK_WORKFLOW_WORKSPACE_DIR"/}
   V1_PLACEMENT=${V1_PLACEMENT%/*}
   httk_workflow_context V1_ACTIVATION_ORDINAL activation_ordinal || return 1
-  httk_workflow_context V1_ACTIVATION_REASON activation_reason || return 1
   httk_workflow_context V1_TOTAL_ATTEMPTS total_attempts || return 1
   # The seven fields of the task's v1 name when it became this job (v1.name): one read, not seven.
   if ! httk_workflow_setting name v1.name 2>/dev/null || ! _v1_parse_name "$name"; then
@@ -38,16 +37,28 @@ _v1_load() {
   V1_SET=$V1N_SET V1_ID=$V1N_ID V1_PRIO=$V1N_PRIO V1_ORIGIN_STATUS=$V1N_STATUS
   V1_ORIGIN_RESTARTS=$V1N_RESTARTS
   [[ $V1N_STATUS != running ]] || V1_ORIGIN_RESTARTS=$((V1N_RESTARTS + 1))
-  httk_workflow_setting attempts v1.attempts "${HT_TASKMGR_ATTEMPTS:-10}"
   httk_workflow_setting timeout v1.timeout "${HT_TASKMGR_TIMEOUT:-21600}"
   httk_workflow_setting V1_WRAP v1.wrap "${HT_TASKMGR_WRAP-}"
-  if [[ $attempts == *[!0-9]* || -z $attempts || $timeout == *[!0-9]* || -z $timeout ]]; then
-    printf 'httk v1: v1.attempts (%s) and v1.timeout (%s) must be whole numbers\n' "$attempts" "$timeout" >&2
+  if [[ $timeout == *[!0-9]* || -z $timeout ]]; then
+    printf 'httk v1: v1.timeout (%s) must be a whole number of seconds\n' "$timeout" >&2
     return 1
   fi
-  V1_ATTEMPTS=$((10#$attempts)) V1_TIMEOUT=$((10#$timeout))
+  V1_TIMEOUT=$((10#$timeout)) V1_ATTEMPTS=''
   # v1's counter: claims of a stale running task; here, the retries of every activation so far.
   V1_RESTARTS=$((V1_ORIGIN_RESTARTS + V1_TOTAL_ATTEMPTS - V1_ACTIVATION_ORDINAL))
+}
+
+# The v1 attempt limit into V1_ATTEMPTS (read once, when a restart is checked or a step runs).
+# Returns 0, or 1 with a message.
+_v1_attempts() {
+  local attempts
+  [[ -z $V1_ATTEMPTS ]] || return 0
+  httk_workflow_setting attempts v1.attempts "${HT_TASKMGR_ATTEMPTS:-10}"
+  if [[ $attempts == *[!0-9]* || -z $attempts ]]; then
+    printf 'httk v1: v1.attempts (%s) must be a whole number\n' "$attempts" >&2
+    return 1
+  fi
+  V1_ATTEMPTS=$((10#$attempts))
 }
 
 # This activation's id into V1_ACTIVATION (read once). Returns 0, or 1 with a message.
@@ -73,39 +84,6 @@ _v1_preflight() {
   [[ ! -d $V1_TASK/ht.run.current ]] || _ht_atomic_replay "$V1_TASK/ht.run.current" || :
 }
 
-# ht.run.resume becomes ht.run.current in one v1 transaction of the task directory; a nonempty
-# ht.run.current is archived as ht.run.<stamp> first, an empty one dropped.
-_v1_resume() {
-  local txn stamp current=$V1_TASK/ht.run.current note
-  _ht_atomic_open txn "$V1_TASK" || return 1
-  if [[ -d $current ]]; then
-    if [[ -n $(command find "$current" -mindepth 1 -print -quit) ]]; then
-      _v1_free_stamp stamp
-      printf 'ht.run.%s\n' "$stamp" >"$txn/ht.atommv.ht.run.current"
-      note="; the previous ht.run.current is now ht.run.$stamp"
-    else
-      printf 'ht.tmp.atomic.empty\n' >"$txn/ht.atommv.ht.run.current"
-    fi
-  fi
-  printf 'ht.run.current\n' >"$txn/ht.atommv.ht.run.resume"
-  _ht_atomic_commit "$txn" && _ht_atomic_replay "$V1_TASK"
-  _v1_activation || return 1
-  printf 'httk v1: resuming from ht.run.resume (activation %s)%s\n' "$V1_ACTIVATION" "${note-}" |
-    command tee -a -- "$V1_TASK/ht.taskmgr.stdout"
-}
-
-# The first ht.run.<%Y-%m-%d_%H.%M.%S> stamp from now on that names no directory of the task, into VAR.
-_v1_free_stamp() { # <var>
-  local _v1s_now _v1s_stamp
-  printf -v _v1s_now '%(%s)T' -1
-  while :; do
-    printf -v _v1s_stamp '%(%Y-%m-%d_%H.%M.%S)T' "$_v1s_now"
-    [[ -e $V1_TASK/ht.run.$_v1s_stamp ]] || break
-    _v1s_now=$((_v1s_now + 1))
-  done
-  printf -v "$1" '%s' "$_v1s_stamp"
-}
-
 # A decision that needs no program run into D_KIND / D_STEP; returns 1 when the program must run.
 _v1_decide_before() {
   local active
@@ -118,9 +96,12 @@ _v1_decide_before() {
         ;;
     esac
   fi
-  if [[ $V1_ATTEMPT_REASON != manual_continue ]] && ((V1_RESTARTS > V1_ATTEMPTS)); then
-    D_KIND=restarts
-    return 0
+  if [[ $V1_ATTEMPT_REASON != manual_continue ]] && ((V1_RESTARTS > 0)); then
+    _v1_attempts || exit 1
+    if ((V1_RESTARTS > V1_ATTEMPTS)); then
+      D_KIND=restarts
+      return 0
+    fi
   fi
   _v1_effective_step
   [[ -z $D_KIND ]] || return 0
@@ -135,13 +116,14 @@ _v1_decide_before() {
   return 1
 }
 
-# The step to run into V1_EFFECTIVE: this activation's after an operator's override_step (written to
-# ht.nextstep, as v1 scripts read it there), else ht.nextstep's when present, else this activation's.
+# The step to run into V1_EFFECTIVE: this activation's after an operator's override_step (its first
+# attempt; written to ht.nextstep, as v1 scripts read it there), else ht.nextstep's when present, else
+# this activation's.
 # A sentinel, or another step than this activation's, is a decision already taken (D_KIND).
 _v1_effective_step() {
   local nextstep=$V1_RUN_DIR/ht.nextstep active=0
   V1_EFFECTIVE=$V1_STEP
-  if [[ $V1_ACTIVATION_REASON == override_step ]]; then
+  if [[ $V1_ATTEMPT_REASON == override_step ]]; then
     command mkdir -p -- "$V1_RUN_DIR"
     printf '%s\n' "$V1_STEP" >"$nextstep"
     return 0
@@ -173,21 +155,6 @@ _v1_next_step() { # <step> <kind>
   fi
 }
 
-# The active subtasks directly below the task directory (not below ht.tmp.*, a transaction, or another
-# task) into V1_SUBTASKS (task-relative paths, in C order); their count into VAR.
-_v1_subtasks() { # <var>
-  local _v1t_path
-  V1_SUBTASKS=()
-  while IFS= read -r -d '' _v1t_path; do
-    _v1_parse_name "${_v1t_path##*/}" || continue
-    case $V1N_STATUS in
-      waitstart | waitstep | waitsubtasks | running) V1_SUBTASKS+=("${_v1t_path#"$V1_TASK"/}") ;;
-    esac
-  done < <(command find "$V1_TASK" -mindepth 1 \( -name 'ht.tmp.*' -o -name 'ht.atomic.*' \) -prune -o \
-    -name 'ht.task.*' -prune -type d -print0 | LC_ALL=C command sort -z)
-  printf -v "$1" '%s' "${#V1_SUBTASKS[@]}"
-}
-
 # Run the program with the v1 environment under the watchdog: V1_EXIT (its status) and V1_TIMED_OUT.
 # Returns 1 when this runner was asked to stop (the manager's cancellation): publish nothing then.
 _v1_run() {
@@ -200,6 +167,7 @@ _v1_run() {
   cd -P -- "$V1_RUN_DIR" || return 1
   export HT_TASK_CURRENT_DIR=$PWD HT_TASK_STEP=$V1_EFFECTIVE TASKMGRPID=$$ HTTK_DIR
   export HT_TASKMGR_TIMEOUT=$V1_TIMEOUT HT_TASKMGR_WRAP=$V1_WRAP HT_TASKMGR_SET=$V1_SET
+  _v1_attempts || return 1
   export HT_TASKMGR_ROOTDIR=$HTTK_WORKFLOW_WORKSPACE_DIR HT_TASKMGR_ATTEMPTS=$V1_ATTEMPTS
   if [[ $V1_PROGRAM == ht_steps ]]; then
     export HT_TASK_RUN_NAME=ht.run.current
@@ -233,31 +201,6 @@ _v1_run() {
   ((V1_STOP == 0))
 }
 
-# The watchdog fired: SIGTERM to the runner's process group (the runner itself ignoring it), SIGKILL
-# to what is left of it 10 s later, as v1's wrapper did.
-_v1_stop_program() { # <pid>
-  local grace line rest pid
-  trap '' TERM
-  kill -TERM 0 2>/dev/null || :
-  trap 'V1_STOP=1' TERM
-  command sleep 10 &
-  grace=$!
-  while kill -0 "$1" 2>/dev/null && kill -0 "$grace" 2>/dev/null; do
-    wait -n 2>/dev/null || :
-  done
-  kill "$grace" 2>/dev/null || :
-  kill -0 "$1" 2>/dev/null || return 0
-  for line in /proc/[0-9]*/stat; do
-    IFS= read -r line <"$line" 2>/dev/null || continue
-    pid=${line%% *}
-    rest=${line##*) }
-    rest=${rest#* * } # state and ppid
-    if [[ ${rest%% *} == "$$" && $pid != "$$" ]]; then
-      kill -KILL "$pid" 2>/dev/null || :
-    fi
-  done
-}
-
 # What the exit code means (reference §2.3) into D_KIND / D_STEP / D_EXIT.
 _v1_decide_exit() {
   local next=unknown
@@ -279,3 +222,19 @@ _v1_decide_exit() {
     *) D_KIND=stopped ;;
   esac
 }
+
+# Stubs of what an ordinary step never runs (lib/rare.sh holds them, sourced on the first call).
+_v1_resume() { _v1_need rare && _v1_resume "$@"; }
+_v1_free_stamp() { _v1_need rare && _v1_free_stamp "$@"; }
+_v1_subtasks() { _v1_need rare && _v1_subtasks "$@"; }
+_v1_stop_program() { _v1_need rare && _v1_stop_program "$@"; }
+
+# Source lib/LIBRARY.sh once: the end of a task, subtasks and the rare paths are not parsed for an
+# ordinary step, whose runner pays every line it parses.
+_v1_need() { # <library>
+  [[ $_V1_LOADED != *" $1 "* ]] || return 0
+  # shellcheck source=/dev/null # each library is checked on its own
+  . "$HTTK_DIR/lib/$1.sh" || return 1
+  _V1_LOADED+="$1 "
+}
+_V1_LOADED=' '

@@ -52,7 +52,11 @@ _v1_priority() { # <var> <p>
 _v1_locate() {
   local anchor='' path='' dir part candidate
   local -a parts=() found=()
-  httk_workflow_setting anchor v1.anchor '' 2>/dev/null || anchor=
+  # A subtask's job is at the default child placement <parent placement>/<parent key>.children/<n>
+  # (the runner spawns it there): any other job is a top-level task, and costs no input read here.
+  if [[ $V1_PLACEMENT == *.children/* ]]; then
+    httk_workflow_setting anchor v1.anchor '' 2>/dev/null || anchor=
+  fi
   if [[ -z $anchor ]]; then
     V1_TASK=$HTTK_WORKFLOW_JOB_DIR
     V1_LOCATOR=
