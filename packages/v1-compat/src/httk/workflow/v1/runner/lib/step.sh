@@ -34,7 +34,7 @@ _v1_load() {
     printf 'httk v1: this job was not made from a v1 task (its input v1.name is no v1 task name)\n' >&2
     return 1
   fi
-  V1_SET=$V1N_SET V1_ID=$V1N_ID V1_PRIO=$V1N_PRIO V1_ORIGIN_STATUS=$V1N_STATUS
+  V1_NAME=$name V1_SET=$V1N_SET V1_ID=$V1N_ID V1_PRIO=$V1N_PRIO V1_ORIGIN_STATUS=$V1N_STATUS
   V1_ORIGIN_RESTARTS=$V1N_RESTARTS
   [[ $V1N_STATUS != running ]] || V1_ORIGIN_RESTARTS=$((V1N_RESTARTS + 1))
   httk_workflow_setting timeout v1.timeout "${HT_TASKMGR_TIMEOUT:-21600}"

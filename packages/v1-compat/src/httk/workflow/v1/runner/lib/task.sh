@@ -92,11 +92,25 @@ _v1_locate() {
   V1_TASK=$dir
 }
 
+# The first of the symbolic links PATH... that is this job's status view into V1_VIEW (empty if none).
+_v1_find_view() { # <path>...
+  local view
+  V1_VIEW=''
+  for view in "$@"; do
+    if [[ -L $view && $view -ef $HTTK_WORKFLOW_JOB_DIR ]]; then
+      V1_VIEW=$view
+      return 0
+    fi
+  done
+}
+
 # Rename this task's status view to NAME: the symbolic link beside a top-level payload (created when it
 # is missing), or a subtask's own directory (V1_TASK follows it). A view that cannot be renamed only
-# costs a warning: it is derived, never read back.
+# costs a warning: it is derived, never read back. The link is looked for under the names the import or
+# an earlier step gave it (v1.name; waitstep or waitsubtasks at this step) before the placement is read:
+# a glob costs a millisecond per thousand entries of the placement directory.
 _v1_set_view() { # <name>
-  local dir view current=''
+  local dir waitstep waitsubtasks
   if [[ -n $V1_LOCATOR ]]; then
     [[ ${V1_TASK##*/} != "$1" ]] || return 0
     if command mv -T -- "$V1_TASK" "${V1_TASK%/*}/$1" 2>/dev/null; then
@@ -107,17 +121,17 @@ _v1_set_view() { # <name>
     return 0
   fi
   dir=$HTTK_WORKFLOW_WORKSPACE_DIR/$V1_PLACEMENT
-  _ht_glob "$dir" "ht.task.$V1_SET.$V1_ID."
-  for view in "${_ht_matches[@]}"; do
-    if [[ -L $view && $view -ef $HTTK_WORKFLOW_JOB_DIR ]]; then
-      current=$view
-      break
-    fi
-  done
-  if [[ $current == "$dir/$1" ]]; then
+  _v1_view_name waitstep waitstep "$V1_STEP"
+  _v1_view_name waitsubtasks waitsubtasks "$V1_STEP"
+  _v1_find_view "$dir/$V1_NAME" "$dir/$waitstep" "$dir/$waitsubtasks"
+  if [[ -z $V1_VIEW ]]; then
+    _ht_glob "$dir" "ht.task.$V1_SET.$V1_ID."
+    _v1_find_view ${_ht_matches[@]+"${_ht_matches[@]}"}
+  fi
+  if [[ $V1_VIEW == "$dir/$1" ]]; then
     return 0
-  elif [[ -n $current ]]; then
-    command mv -T -- "$current" "$dir/$1" 2>/dev/null && return 0
+  elif [[ -n $V1_VIEW ]]; then
+    LC_ALL=C command mv -T -- "$V1_VIEW" "$dir/$1" 2>/dev/null && return 0
   elif command ln -s -- "$V1_JOB_KEY" "$dir/$1" 2>/dev/null; then
     return 0
   fi
