@@ -219,6 +219,30 @@ sleep 1000 & wait
     assert v1ws.views() == ["ht.task.any.slow.relax.0.unclaimed.3.timeout"]
 
 
+def test_a_step_that_ignores_the_watchdogs_sigterm_is_killed_after_the_grace(
+    tmp_path: Path, v1ws: V1Workspace
+) -> None:
+    script = r"""#!/bin/bash
+cd "$HT_TASK_CURRENT_DIR" || exit 1
+echo "$1" >>"$HT_TASK_TOP_DIR/trace"
+[ "$1" = freeze ] && exit 0
+echo $$ >"$HT_TASK_TOP_DIR/pid"
+trap 'echo ignored >>"$HT_TASK_TOP_DIR/trace"' TERM
+while :; do sleep 0.1; done
+"""
+    task = make_task(tmp_path, "ht.task.any.stuck.relax.0.unclaimed.3.waitstep", script=script)
+    job = v1ws.submit(task)
+    v1ws.run(env={"HTTK_V1_TIMEOUT": "1"})
+    show = v1ws.show(job)
+    assert show["kind"] == "failed" and show["failure"]["code"] == "timeout"
+    payload = v1ws.payload(job)
+    assert trace(payload) == ["relax", "ignored", "freeze"]
+    assert not Path("/proc", (payload / "pid").read_text().strip()).exists()
+    log = v1ws.log(job)
+    term = log.index("httk v1 any.stuck: the step ran longer than 1 s: SIGTERM to its processes")
+    assert log.index("httk v1 any.stuck: the step outlived SIGTERM by 10 s: SIGKILL") > term
+
+
 def test_transactions_are_replayed_before_the_program_as_v1_did(tmp_path: Path, v1ws: V1Workspace) -> None:
     made = fixture_tree(tmp_path / "tree")
     job = v1ws.submit(made["txn"], root=tmp_path / "tree")

@@ -91,6 +91,8 @@ class V1Workspace:
         return sorted(p.name for p in (self.path / placement).iterdir() if p.is_symlink())
 
     def log(self, job: JobPlan) -> str:
-        """Everything the job's attempts printed (``logs/stdio.log``)."""
-        path = self.payload(job) / "logs" / "stdio.log"
-        return path.read_text() if path.exists() else ""
+        """What the job's attempts printed: ``logs/stdio.log``, then the stdout of retained attempts (a
+        failed job keeps its last attempt's control directory)."""
+        payload = self.payload(job)
+        paths = [payload / "logs" / "stdio.log", *sorted(payload.glob(".httk-attempt.*/stdout.log"))]
+        return "".join(path.read_text() for path in paths if path.exists())

@@ -51,22 +51,26 @@ _v1_subtasks() { # <var>
   printf -v "$1" '%s' "${#V1_SUBTASKS[@]}"
 }
 
-# The watchdog fired: SIGTERM to the runner's process group (the runner itself ignoring it), SIGKILL
-# to what is left of it 10 s later, as v1's wrapper did.
-_v1_stop_program() { # <pid>
-  local grace line rest pid
-  trap '' TERM
-  kill -TERM 0 2>/dev/null || :
-  trap 'V1_STOP=1' TERM
-  command sleep 10 &
-  grace=$!
-  while kill -0 "$1" 2>/dev/null && kill -0 "$grace" 2>/dev/null; do
-    wait -n 2>/dev/null || :
-  done
-  kill "$grace" 2>/dev/null || :
-  kill -0 "$1" 2>/dev/null || return 0
+# The watchdog fired (called by _v1_on_child when V1_SLEEPER has ended and the program V1_PID has not):
+# the first time, SIGTERM to the runner's process group (the runner itself ignoring it) and v1's 10 s
+# grace as the next V1_SLEEPER; when the grace has ended too, SIGKILL to every process the runner
+# started that is left, as v1's wrapper did.
+_v1_stop_program() {
+  local line rest pid
+  if ((V1_TIMED_OUT == 0)); then
+    V1_TIMED_OUT=1
+    _v1_say "the step ran longer than $V1_TIMEOUT s: SIGTERM to its processes"
+    trap '' TERM
+    kill -TERM 0 2>/dev/null || :
+    trap _v1_on_stop TERM
+    command sleep 10 &
+    V1_SLEEPER=$!
+    return 0
+  fi
+  V1_SLEEPER=''
+  _v1_say "the step outlived SIGTERM by 10 s: SIGKILL"
   for line in /proc/[0-9]*/stat; do
-    IFS= read -r line <"$line" 2>/dev/null || continue
+    IFS= read -r line 2>/dev/null <"$line" || continue
     pid=${line%% *}
     rest=${line##*) }
     rest=${rest#* * } # state and ppid

@@ -158,7 +158,7 @@ _v1_next_step() { # <step> <kind>
 # Run the program with the v1 environment under the watchdog: V1_EXIT (its status) and V1_TIMED_OUT.
 # Returns 1 when this runner was asked to stop (the manager's cancellation): publish nothing then.
 _v1_run() {
-  local program log pid sleeper='' status=0
+  local program log status=0
   local -a argv
   [[ $V1_PROGRAM != ht_steps || -d $V1_RUN_DIR ]] || command mkdir -p -- "$V1_RUN_DIR"
   log=$V1_TASK/ht.taskmgr.stdout
@@ -178,27 +178,44 @@ _v1_run() {
   fi
   argv=("$program" "$V1_EFFECTIVE")
   [[ -z $V1_WRAP ]] || argv=("$V1_WRAP" "${argv[@]}")
-  V1_TIMED_OUT=0 V1_STOP=0
-  trap 'V1_STOP=1' TERM INT HUP
+  V1_TIMED_OUT=0 V1_STOP=0 V1_PID='' V1_SLEEPER=''
+  trap _v1_on_stop TERM INT HUP
   "${argv[@]}" </dev/null >>"$log" 2>&1 &
-  pid=$!
+  V1_PID=$!
   if ((V1_TIMEOUT > 0)); then
+    trap _v1_on_child CHLD
     command sleep "$V1_TIMEOUT" &
-    sleeper=$!
+    V1_SLEEPER=$!
   fi
-  while kill -0 "$pid" 2>/dev/null; do
-    wait -n 2>/dev/null || :
-    if [[ -n $sleeper ]] && ! kill -0 "$sleeper" 2>/dev/null && kill -0 "$pid" 2>/dev/null; then
-      V1_TIMED_OUT=1
-      _v1_stop_program "$pid"
-    fi
+  # `wait PID` has the program's status however early it ended (`wait -n` misses a job the shell has
+  # already reaped and waits for the watchdog instead). A trapped signal interrupts it with a status
+  # above 128 (V1_WOKEN says so) while the program may run on: wait again, which returns the status
+  # the shell kept when the program has ended meanwhile. The manager's TERM reaches the program too.
+  while :; do
+    V1_WOKEN=0 status=0
+    wait "$V1_PID" || status=$?
+    ((status > 128 && V1_WOKEN)) || break
   done
-  wait "$pid" || status=$?
-  [[ -z $sleeper ]] || kill "$sleeper" 2>/dev/null || :
+  trap - CHLD
+  [[ -z $V1_SLEEPER ]] || kill "$V1_SLEEPER" 2>/dev/null || :
   trap - TERM INT HUP
   V1_EXIT=$status
   cd -- "$V1_TASK" || return 1
   ((V1_STOP == 0))
+}
+
+# The TERM, INT and HUP trap while the program runs: this runner is asked to stop (V1_STOP).
+_v1_on_stop() {
+  V1_STOP=1 V1_WOKEN=1
+}
+
+# The CHLD trap while the program runs: when the watchdog's sleep (V1_SLEEPER) has ended and the
+# program has not, stop the program (lib/rare.sh).
+_v1_on_child() {
+  V1_WOKEN=1
+  if [[ -n $V1_SLEEPER ]] && ! kill -0 "$V1_SLEEPER" 2>/dev/null && kill -0 "$V1_PID" 2>/dev/null; then
+    _v1_stop_program
+  fi
 }
 
 # What the exit code means (reference §2.3) into D_KIND / D_STEP / D_EXIT.
