@@ -24,6 +24,7 @@ def test_the_tree_holds_the_runner_its_libraries_and_the_v1_api() -> None:
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     assert files == [
         "Execution/tasks/ht_tasks_api.sh",
+        "Execution/tasks/vasp/vasptools.sh",
         "lib/apply.sh",
         "lib/atomic.sh",
         "lib/finish.sh",
