@@ -79,7 +79,7 @@ def test_each_job_says_what_the_task_was(tmp_path: Path, v1ws: V1Workspace) -> N
         "format_version": 1,
         "id": expected_id,
         "tag": "si-a1",
-        "name": "httk v1 task proj/ht.task.hpc--main.Si-A1.relax2.3.unclaimed.2.waitstep",
+        "name": f"httk v1 task {task.absolute()}",
         "workflow": "httk.v1",
         "runner": {
             "backend": "path",

@@ -4,6 +4,7 @@ an import made of its tasks, including the ones a --move took out of the tree.""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from httk.workflow.v1._importer import ImportOptions, import_tree
@@ -91,8 +92,17 @@ def test_with_a_workspace_each_task_names_its_job_and_its_state(tmp_path: Path, 
     }
     twostep = next(job for job in status.jobs if "twostep" in job.relpath)
     assert twostep.placement == "v1" and str(twostep.job_key).startswith("twostep--")
-    # `job show` names the task the job came from
-    assert v1ws.show(str(twostep.job_key))["job"]["name"] == f"httk v1 task {twostep.relpath}"
+    # `job show` names the v1 task each job came from: the task's path, a subtask's in its parent
+    origin = tmp_path / "Runs" / twostep.relpath
+    assert re.search(
+        rf"^name +httk v1 task {re.escape(str(origin))} / httk\.v1$",
+        v1ws.show_text(str(twostep.job_key)),
+        re.M,
+    )
+    parent = next(job for job in status.jobs if ".parent." in job.relpath)
+    (sub1,) = [job["job_key"] for job in v1ws.list_jobs() if job.get("tag") == "sub1"]
+    subtask = f"{parent.placement}/{parent.job_key}/ht.run.current/ht.task.any.sub1.start.0.none.2.waitstart"
+    assert re.search(rf"^name +httk v1 subtask {re.escape(subtask)}$", v1ws.show_text(sub1), re.M)
 
 
 def test_tasks_a_move_took_out_of_the_tree_are_found_in_the_workspace(

@@ -71,6 +71,8 @@ def test_a_template_becomes_a_job_that_runs(tmp_path: Path, v1ws: V1Workspace, p
     inputs = json.loads((payload / "job.json").read_text())["inputs"]
     assert inputs["v1.template"] == inputs["v1.origin"] == str(source)
     assert inputs["v1.structure"] == str(poscar) and "v1.root" not in inputs
+    name = f"httk v1 task {made.view} from the template {source}"
+    assert v1ws.show(made.job_key)["job"]["name"] == name  # what `job show` prints
     assert v1ws.views() == [made.view]
     assert not list((v1ws.path / ".httk-workflow" / "tmp").iterdir())
     v1ws.run()

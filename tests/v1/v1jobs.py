@@ -73,6 +73,11 @@ class V1Workspace:
         shown: dict[str, Any] = json.loads(_httk("workflow", "job", "show", str(self.path), key, "--json"))
         return shown
 
+    def show_text(self, job: JobPlan | str) -> str:
+        """``httk workflow job show WS JOB``, the text a person reads."""
+        key = str(job.key) if isinstance(job, JobPlan) else str(job)
+        return _httk("workflow", "job", "show", str(self.path), key)
+
     def list_jobs(self) -> list[dict[str, Any]]:
         """Every job of the workspace (``httk workflow job list --json``; one page is enough here)."""
         jobs: list[dict[str, Any]] = json.loads(_httk("workflow", "job", "list", str(self.path), "--json"))[

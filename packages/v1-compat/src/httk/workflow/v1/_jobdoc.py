@@ -9,6 +9,8 @@ member             value
                    with the name fields a v1 manager changes (step, restarts, owner, status) left out,
                    so importing the same tree again names the same jobs
 ``tag``            the v1 task id in tag syntax (lower case, other characters as ``-``), when any is left
+``name``           ``httk v1 task <the task directory's absolute path>``: ``job show`` prints it, so every
+                   job says which v1 task it came from (an instantiated template names its template)
 ``runner``         the installed v1 runner (:mod:`._runner`)
 ``workdir``        persistent ``ht.run.current``, where v1 ran every step
 ``initial_step``   the STEP field (the runner lets ``ht.nextstep`` override it, as v1 did)
@@ -57,6 +59,7 @@ NAMESPACE = uuid.UUID("2ef16c7c-ec7d-48b5-89e0-066e2cfd42da")
 DEFAULT_ATTEMPTS = 10
 """v1's default attempt limit (``taskmanager.sh -a``)."""
 WORKFLOW = "httk.v1"
+NAME_PREFIX = "httk v1 task "
 WORKDIR = "ht.run.current"
 RETRY_ON = ("lease_lost", "process_failure")
 _TAG_MAX = 40
@@ -169,12 +172,13 @@ def plan_job(task: Task, *, root: Path, prefix: str, attempts: int = DEFAULT_ATT
     key = JobKey(job_id_of(prefix, task.relpath, name), tag_of(name.id))
     restarts = name.restarts + (1 if name.status is Status.RUNNING else 0)
     root_text = os.path.abspath(root)
+    origin = os.path.join(root_text, task.relpath)
     document: dict[str, Any] = {
         "format": "httk-workflow-job",
         "format_version": 1,
         "id": key.job_id,
         "tag": key.tag,
-        "name": f"httk v1 task {task.relpath}",
+        "name": f"{NAME_PREFIX}{origin}",
         "workflow": WORKFLOW,
         "runner": runner_reference(),
         "workdir": {"mode": "persistent", "path": WORKDIR},
@@ -186,7 +190,7 @@ def plan_job(task: Task, *, root: Path, prefix: str, attempts: int = DEFAULT_ATT
         "resources": {},
         "parent": None,
         "inputs": {
-            "v1.origin": os.path.join(root_text, task.relpath),
+            "v1.origin": origin,
             "v1.root": root_text,
             "v1.relpath": task.relpath,
             "v1.name": task.path.name,
@@ -205,11 +209,16 @@ def plan_job(task: Task, *, root: Path, prefix: str, attempts: int = DEFAULT_ATT
     return JobPlan(task, document, _serialized(document), placement, key)
 
 
-def with_inputs(plan: JobPlan, changes: Mapping[str, Any], *, remove: Iterable[str] = ()) -> JobPlan:
-    """The same job with some ``inputs`` replaced, added or removed (and job.json serialized again)."""
+def with_inputs(
+    plan: JobPlan, changes: Mapping[str, Any], *, remove: Iterable[str] = (), name: str | None = None
+) -> JobPlan:
+    """The same job with some ``inputs`` replaced, added or removed, and another ``name`` when given
+    (and job.json serialized again)."""
     inputs = {k: v for k, v in plan.document["inputs"].items() if k not in set(remove)}
     inputs.update(changes)
     document = {**plan.document, "inputs": inputs}
+    if name is not None:
+        document["name"] = name
     return dataclasses.replace(plan, document=document, data=_serialized(document))
 
 

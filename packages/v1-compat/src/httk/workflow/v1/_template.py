@@ -37,7 +37,7 @@ from httk.workflow.protocol import InvalidNameError, validate_placement
 
 from . import _mutations as mutations
 from ._errors import TemplateError
-from ._jobdoc import DEFAULT_ATTEMPTS, TaskRefusedError, plan_job, with_inputs
+from ._jobdoc import DEFAULT_ATTEMPTS, NAME_PREFIX, TaskRefusedError, plan_job, with_inputs
 from ._placing import JobPlacer
 from ._reader import read_tree
 
@@ -211,7 +211,8 @@ def _submit(
         plan = plan_job(found, root=staging, prefix=prefix, attempts=attempts)
     except TaskRefusedError as exc:
         raise TemplateError(f"the instantiated template cannot be a job: {exc}") from None
-    plan = with_inputs(plan, origin, remove=("v1.root",))
+    name = f"{NAME_PREFIX}{found.path.name} from the template {origin['v1.template']}"
+    plan = with_inputs(plan, origin, remove=("v1.root",), name=name)
     placer = JobPlacer(workspace)
     placement = placer.placements.get(plan.placement)
     made = NewTask(plan.job_id, str(plan.key), plan.placement, plan.view, True, ran)

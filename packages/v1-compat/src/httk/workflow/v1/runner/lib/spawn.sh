@@ -31,7 +31,7 @@ _v1_json() { # <var> <text>
 # active subtask the parent continues at once, as v1 did.
 _v1_spawn_and_wait() {
   local count rel name base label n locator initial child_locator json_anchor json_locator json_name json_origin
-  local json_step json_owner json_set json_id view priority attempts restarts
+  local json_step json_owner json_set json_id view priority attempts restarts origin
   local -A labels=()
   _v1_subtasks count
   if ((count == 0)); then
@@ -59,7 +59,8 @@ _v1_spawn_and_wait() {
     [[ $V1N_STATUS != running ]] || restarts=$((restarts + 1))
     _v1_json json_locator "$child_locator"
     _v1_json json_name "$name"
-    _v1_json json_origin "$V1_ANCHOR/${V1_LOCATOR:+$V1_LOCATOR/}$rel"
+    origin=$V1_ANCHOR/${V1_LOCATOR:+$V1_LOCATOR/}$rel
+    _v1_json json_origin "$origin"
     _v1_json json_set "$V1N_SET"
     _v1_json json_id "$V1N_ID"
     _v1_json json_step "$V1N_STEP"
@@ -72,7 +73,7 @@ _v1_spawn_and_wait() {
       initial=start
     fi
     httk_workflow_spawn "$label" "$initial" --tag "$label" --priority "$priority" \
-      --name "v1 task $name" --input "v1.anchor=$json_anchor" --input "v1.task=$json_locator" \
+      --name "httk v1 subtask $origin" --input "v1.anchor=$json_anchor" --input "v1.task=$json_locator" \
       --input "v1.name=$json_name" --input "v1.origin=$json_origin" --input "v1.set=$json_set" \
       --input "v1.id=$json_id" --input "v1.step=$json_step" --input "v1.restarts=$restarts" \
       --input "v1.owner=$json_owner" --input "v1.priority=$V1N_PRIO" --input "v1.status=\"$V1N_STATUS\"" \
