@@ -63,7 +63,7 @@ def test_prepare_incar_completes_it_and_applies_every_remedy(tmp_path: Path) -> 
     (tmp_path / "POTCAR").write_text(" PAW Si\n   ZVAL   =    4.000\n End of Dataset\n" * 1)
     (tmp_path / "INCAR").write_text("NSW = 20\nICHARG = 1\nLREAL = Auto\nISYM = 2\n")
     (tmp_path / "CHGCAR").write_text("a charge density\n")
-    (tmp_path / "ht.remedy.zpotrf").write_text("0 1 no_symmetry\nISYM=0\n-LREAL\n")
+    (tmp_path / "ht.remedy.zpotrf").write_text("0 1 no_symmetry\nISYM=0\n-LREAL\n  RWIGS=1.1 0.9 \n")
     (tmp_path / "ht.remedy.elecrelax").write_text("1\nSOFTMIX\n")  # an imported task's, v1's keyword
     run(tmp_path, "VASP_PREPARE_INCAR", HT_NBR_NODES="4")
     tags = dict(line.split(" = ") for line in (tmp_path / "INCAR").read_text().splitlines())
@@ -78,6 +78,7 @@ def test_prepare_incar_completes_it_and_applies_every_remedy(tmp_path: Path) -> 
         "AMIX": "0.10",
         "BMIX": "0.01",
         "ISYM": "0",
+        "RWIGS": "1.1 0.9",
     }
 
 

@@ -39,14 +39,15 @@ _vt_python() { # <argument>...
   "${HTTK_WORKFLOW_PYTHON:-python3}" -P -m httk.workflow.v1.vasptools "$@"
 }
 
-# Print the remedy lines (line 2 on) of every ht.remedy.* file in the current directory, in C order.
+# Print the remedy lines (line 2 on, trimmed) of every ht.remedy.* file in the current directory, in C
+# order.
 _vt_remedy_lines() {
   local -a files=()
-  local file
+  local file LC_COLLATE=C
   for file in ht.remedy.*; do
     [[ -f $file ]] && files+=("$file")
   done
-  ((${#files[@]} == 0)) || command awk 'FNR > 1 && NF { print $1 }' "${files[@]}"
+  ((${#files[@]} == 0)) || command awk 'FNR > 1 && NF { sub(/^[ \t]+/, ""); sub(/[ \t]+$/, ""); print }' "${files[@]}"
 }
 
 # Return 0 when some remedy line of the current directory is KEYWORD.
