@@ -21,6 +21,7 @@ MODELS = [
     "QuarantineRecord",
     "Request",
     "RetiredRequest",
+    "RunnerEvent",
     "Spawn",
     "StateFrame",
     "TransactionManifest",

@@ -1502,6 +1502,66 @@ class RetiredRequest(BaseModel):
     """
 
 
+class RunnerEvent(BaseModel):
+    """
+    One runner-reported event: one line of .httk-job/events.jsonl (or of events.1.jsonl, the previous file), appended by Attempt.record_event or httk_workflow_record_event and read back by inspection tools (docs/runner-events.md). A line is at most 8192 bytes of compact UTF-8 JSON with its newline. Evidence for an operator, never an input of a manager decision.
+    """
+
+    attempt_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The attempt that recorded it.
+    """
+    attempt_ordinal: Annotated[StrictInt, Field(ge=0, title="Ordinal")]
+    """
+    That attempt's ordinal within its activation.
+    """
+    details: dict[str, Any] | None = None
+    """
+    Structured evidence chosen by the runner.
+    """
+    format: Literal["httk-workflow-runner-event"]
+    """
+    Document type.
+    """
+    format_version: Literal[1]
+    """
+    Format version.
+    """
+    kind: Annotated[StrictStr, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
+    """
+    What happened, as a namespaced token (vasp.error, vasp.remedy).
+    """
+    message: Annotated[StrictStr, Field(min_length=1)]
+    """
+    One human sentence.
+    """
+    step: Annotated[
+        StrictStr,
+        Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9_][A-Za-z0-9._-]*$", title="Step name"),
+    ]
+    """
+    The step of the attempt that recorded it.
+    """
+    time: Annotated[
+        StrictStr,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]{1,9})?Z$",
+            title="UTC timestamp",
+        ),
+    ]
+    """
+    When the runner recorded the event (the runner's clock, microseconds).
+    """
+
+
 class SpawnEntry(BaseModel):
     """
     One child: its identity, its mandatory label and the placement it is registered at.
