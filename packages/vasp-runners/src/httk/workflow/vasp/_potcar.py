@@ -28,6 +28,7 @@ from ._structure import element_of
 _END = "End of Dataset"
 _TITEL = re.compile(r"^\s*TITEL\s*=\s*(.+?)\s*$")
 _ZVAL = re.compile(r"ZVAL\s*=\s*([-+0-9.Ee]+)")
+_ENMAX = re.compile(r"ENMAX\s*=\s*([-+0-9.Ee]+)")
 _CANDIDATES = ("POTCAR", "POTCAR.gz", "POTCAR.bz2")
 
 
@@ -65,6 +66,7 @@ class PotcarDataset:
     sha256: str
     choice: str | None = None
     file: str | None = None
+    enmax: float | None = None
 
     def describe(self) -> dict[str, object]:
         """What results.json records of the dataset."""
@@ -98,17 +100,19 @@ def parse_potcar(text: str, *, path: str = "POTCAR") -> list[PotcarDataset]:
 
 
 def _dataset(text: str, path: str, line: int) -> PotcarDataset:
-    titel = zval = None
+    titel = zval = enmax = None
     for row in text.splitlines():
         if titel is None and (match := _TITEL.match(row)):
             titel = match.group(1)
         if zval is None and (found := _ZVAL.search(row)):
             zval = float(found.group(1))
+        if enmax is None and (cutoff := _ENMAX.search(row)):
+            enmax = float(cutoff.group(1))
     if titel is None or zval is None:
         missing = "TITEL" if titel is None else "ZVAL"
         raise VaspInputError(f"has a dataset without its {missing} line", path=path, line=line)
     element = element_of(titel.split()[1] if len(titel.split()) > 1 else titel.split()[0])
-    return PotcarDataset(titel, zval, element, hashlib.sha256(text.encode()).hexdigest())
+    return PotcarDataset(titel, zval, element, hashlib.sha256(text.encode()).hexdigest(), enmax=enmax)
 
 
 def check_potcar_species(datasets: Sequence[PotcarDataset], species: Sequence[str], *, path: str) -> None:
@@ -193,6 +197,7 @@ def assemble_potcar(
                 dataset.sha256,
                 choice=choice,
                 file=str(path.relative_to(library)),
+                enmax=dataset.enmax,
             )
         )
         parts.append(text if text.endswith("\n") else text + "\n")

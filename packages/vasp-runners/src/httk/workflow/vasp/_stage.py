@@ -1,0 +1,164 @@
+"""One attempt of a VASP stage (``relax`` or ``static``): recover, prepare, run, and decide the outcome.
+
+:func:`run_stage` is the whole step of every packaged VASP workflow, shared by the Python runner (which
+publishes the returned :class:`~._decide.Decision` through ``Attempt``) and the Bash API (which
+publishes it through ``httk-workflow.sh``), so both end with the same documents. In order:
+
+1. **Settings**: ``vasp.command`` and the other knobs (:mod:`._knobs`); no command fails the job with
+   ``vasp.command_missing`` before anything is touched.
+2. **Recovery**, whatever the attempt's reason: a VASP a dead runner left running is stopped
+   (``.httk-vasp/process.json``); a remedy its predecessor left half-applied is undone from its backup;
+   a run that was in progress when the previous attempt died (job state says so) is judged -- a usable
+   CONTCAR becomes the next POSCAR, an incomplete WAVECAR or CHGCAR is deleted, the truncated outputs
+   are archived -- so the new run continues where the old one was, never from stale files.
+3. **Preparation**, once per stage: the inputs are written into the workdir (:mod:`._inputs`); the
+   static stage of a relax-then-static job starts from the relaxed structure.
+4. **The run**, supervised (:mod:`._process`), its output watched for the errors VASP runs on with.
+5. **The decision** (:mod:`._decide`): a remedy (``retry``), a repeat (``advance`` to the same step),
+   the next stage, success with results.json, or a failure with a namespaced code.
+
+Job state (``.httk-job/state.json``, member ``vasp``) is saved before VASP starts (``running``) and
+before the outcome is published, so every crash point leaves a state the next attempt understands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.sdk import Attempt
+
+from . import _decide, _knobs
+from ._catalog import CATALOG
+from ._decide import Decision, record_event
+from ._detect import TextScanner
+from ._errors import PseudoLibraryError, VaspCommandError, VaspInputError
+from ._inputs import prepare, write_atomically
+from ._ladder import restore
+from ._process import run_vasp, stop_leftover
+from ._restart import archive_outputs, judge_restart_files, read_outputs, usable_contcar
+from ._structure import format_poscar, parse_poscar
+
+STATE_KEY = "vasp"
+STATE_VERSION = 1
+
+
+def load_state(attempt: Attempt) -> dict[str, Any]:
+    """The VASP part of the job state, with every member present."""
+    state = dict(attempt.state.get(STATE_KEY) or {})
+    state.setdefault("version", STATE_VERSION)
+    for member, empty in (("prepared", {}), ("runs", []), ("remedies", []), ("ladders", {})):
+        state.setdefault(member, empty)
+    state.setdefault("running", None)
+    state.setdefault("pending", None)
+    return state
+
+
+def save_state(attempt: Attempt, state: dict[str, Any]) -> None:
+    """Replace the VASP part of the job state (synchronized when the workspace is durable)."""
+    attempt.save_state({**attempt.state, STATE_KEY: state})
+
+
+def run_stage(attempt: Attempt, workflow: str) -> Decision:
+    """Run one attempt of the current stage and return what to publish (see the module docstring)."""
+    stage = attempt.step
+    workdir = attempt.workdir
+    state = load_state(attempt)
+    try:
+        knobs = _knobs.resolve(attempt.setting, int(attempt.resources.get("procs", 1) or 1))
+    except VaspCommandError as exc:
+        return _decide.failure(attempt, exc.code, exc.message, {"setting": "vasp.command"})
+    except VaspInputError as exc:
+        return _decide.failure(attempt, "vasp.input_invalid", exc.message, {})
+    _recover(attempt, state, workdir, stage, knobs.kill_grace)
+    if stage not in state["prepared"]:
+        try:
+            structure = None
+            if stage == "static" and "relax" in state["prepared"]:
+                structure = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
+            state["prepared"][stage] = prepare(
+                stage, workdir, attempt.job_dir, attempt.inputs, attempt.setting, structure=structure
+            )
+        except (VaspInputError, PseudoLibraryError) as exc:
+            return _decide.failure(attempt, "vasp.input_invalid", str(exc), {"stage": stage})
+        record_event(
+            attempt, "vasp.prepared", f"{stage} inputs written", _prepared_summary(state["prepared"][stage])
+        )
+    index = len(state["runs"]) + 1
+    state["running"] = {"run": index, "stage": stage, "attempt_id": attempt.attempt_id}
+    save_state(attempt, state)
+    watch = TextScanner(workdir, [row for row in CATALOG if row.stop_running])
+    try:
+        report = run_vasp(
+            knobs.argv,
+            workdir,
+            timeout=knobs.timeout,
+            stop_grace=knobs.stop_grace,
+            kill_grace=knobs.kill_grace,
+            poll_seconds=knobs.poll_seconds,
+            monitor=watch.first,
+        )
+    except VaspCommandError as exc:
+        state["running"] = None
+        save_state(attempt, state)
+        return _decide.failure(attempt, exc.code, exc.message, {"argv": knobs.argv})
+    return _decide.after_run(attempt, workflow, state, index, report=report, knobs=knobs)
+
+
+def _prepared_summary(prepared: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kpoints": prepared["kpoints"],
+        "potcar": [d["titel"] for d in prepared["potcar"]["datasets"]],
+        "incar_defaults": prepared["incar"]["defaults"],
+    }
+
+
+def _recover(attempt: Attempt, state: dict[str, Any], workdir: Path, stage: str, grace: float) -> None:
+    """Step 2 of the module docstring: leave the workdir as a finished run would have left it."""
+    leftover = stop_leftover(workdir, grace)
+    if leftover is not None:
+        record_event(
+            attempt, "vasp.leftover", f"a VASP left by an earlier attempt: {leftover}", {"verdict": leftover}
+        )
+    pending = state.get("pending")
+    if pending:
+        restored = restore(workdir, pending)
+        state["pending"] = None
+        record_event(
+            attempt,
+            "vasp.remedy_undone",
+            f"an interrupted remedy was undone ({pending.get('remedy')})",
+            {"restored": restored, **{k: pending.get(k) for k in ("problem", "remedy", "run")}},
+        )
+    running = state.get("running")
+    if running is None and not (workdir / "OUTCAR").exists():
+        return
+    index = running["run"] if running else len(state["runs"]) + 1
+    run_stage_name = running["stage"] if running else stage
+    poscar = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
+    outputs = read_outputs(workdir)
+    contcar = usable_contcar(workdir, poscar)
+    verdicts = judge_restart_files(workdir)
+    run = _decide.run_record(attempt, index, run_stage_name, outputs, None)
+    run.update(
+        outcome="interrupted" if running else "stale", restart_files=verdicts, contcar=contcar is not None
+    )
+    run["archive"] = archive_outputs(workdir, index, run_stage_name)
+    moved = contcar is not None and len(outputs.oszicar) >= 1 and run_stage_name == "relax"
+    if moved:
+        write_atomically(workdir / "POSCAR", format_poscar(contcar))  # type: ignore[arg-type]
+    state["runs"].append(run)
+    state["running"] = None
+    record_event(
+        attempt,
+        "vasp.restart",
+        f"run {index} was interrupted after {len(outputs.oszicar)} ionic steps; "
+        + ("continuing from its CONTCAR" if moved else "starting it again from its POSCAR"),
+        {
+            "run": index,
+            "restart_files": verdicts,
+            "contcar": contcar is not None,
+            "unclean": attempt.is_unclean_restart,
+        },
+    )
+    save_state(attempt, state)
