@@ -25,6 +25,7 @@ MODELS = [
     "Spawn",
     "StateFrame",
     "TransactionManifest",
+    "VaspResults",
 ]
 
 

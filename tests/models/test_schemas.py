@@ -42,6 +42,7 @@ MODEL_OF: dict[str, str] = {
     "spawn": "Spawn",
     "state-frame": "StateFrame",
     "transaction": "TransactionManifest",
+    "vasp-results": "VaspResults",
 }
 FORMAT_OF: dict[str, str] = {
     "attempt-context": "httk-workflow-attempt-context",
@@ -59,6 +60,7 @@ FORMAT_OF: dict[str, str] = {
     "spawn": "httk-workflow-spawn",
     "state-frame": "httk-workflow-state",
     "transaction": "httk-workflow-transaction",
+    "vasp-results": "httk-workflow-vasp-results",
 }
 SPEC_EXAMPLES = sorted((HERE / "examples").glob("*.json"))
 DOCUMENTS = sorted((HERE / "documents").glob("*.json"))

@@ -58,6 +58,13 @@ class Job:
         vasp: dict[str, Any] = document["vasp"]
         return vasp
 
+    def show(self) -> dict[str, Any]:
+        """What ``httk workflow job show --json`` says of the job."""
+        shown: dict[str, Any] = json.loads(
+            httk("job", "show", str(self.workspace), self.key, "--json").stdout
+        )
+        return shown
+
     def events(self) -> list[dict[str, Any]]:
         from httk.workflow.sdk import read_events
 
@@ -88,22 +95,34 @@ def httk(
     return completed
 
 
-def workspace(root: Path, *, command: str | None = None, **settings: object) -> Path:
+def workspace(
+    root: Path, *, command: str | None = None, settings: Mapping[str, object] | None = None
+) -> Path:
     """A durable-off workspace with transactional data, the mock as vasp.command and a POTCAR library."""
     path = root / "ws"
     init(path, durable=False, extensions=("transactional-data-v1",)).close()
     library = pseudo_library(root / "potcars")
-    values = {
-        "vasp.command": command or MOCK,
+    values: dict[str, object] = {
+        "vasp.command": MOCK if command is None else command,
         "vasp.pseudo_library": str(library),
         "vasp.poll_seconds": 0.05,
         "vasp.stop_grace": 5,
         "vasp.kill_grace": 5,
-        **settings,
+        **(settings or {}),
     }
     for name, value in values.items():
+        if value == "":
+            continue  # not set at all
         httk("workspace", "settings", "set", str(path), name, json.dumps(value))
     return path
+
+
+def mock_command(*faults: str, step_seconds: float | None = None) -> str:
+    """A vasp.command running the mock with ``faults`` (and a pause before each electronic step)."""
+    words = [MOCK, *(f"--fault={fault}" for fault in faults)]
+    if step_seconds is not None:
+        words.append(f"--step-seconds={step_seconds}")
+    return " ".join(words)
 
 
 def submit(
@@ -114,14 +133,14 @@ def submit(
     placement: str = "vasp",
     tag: str | None = None,
     poscar: str = SILICON,
-    **inputs: object,
+    inputs: Mapping[str, object] | None = None,
 ) -> Job:
     """Build a payload of ``workflow`` (the structure written to a file first) and submit it."""
     scratch.mkdir(parents=True, exist_ok=True)
     structure = scratch / f"POSCAR.{len(list(scratch.iterdir()))}"
     structure.write_text(poscar)
     payload = scratch / f"payload.{len(list(scratch.iterdir()))}"
-    build_payload(workflow, {"structure": str(structure), **inputs}, payload, tag=tag)
+    build_payload(workflow, {"structure": str(structure), **(inputs or {})}, payload, tag=tag)
     job = json.loads((payload / "job.json").read_text())
     httk("job", "submit", str(ws), str(payload), "--placement", placement)
     key = f"{tag}--{job['id']}" if tag else job["id"]

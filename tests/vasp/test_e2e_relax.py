@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from httk.workflow import models
 from httk.workflow.vasp import VASP_RELAX, VASP_RELAX_STATIC, VASP_STATIC
 
 from tests.vasp.e2e import run_manager, submit, workspace
@@ -15,6 +16,8 @@ def test_vasp_relax_repeats_until_consecutive_runs_agree_and_stores_results(tmp_
     run_manager(ws)
     assert job.kind() == "succeeded"
     results = job.results()
+    assert list(models.validator("vasp-results").iter_errors(results)) == []
+    models.VaspResults.model_validate(results)
     assert results["format"] == "httk-workflow-vasp-results" and results["calculation"] == "relax"
     runs = results["runs"]
     assert len(runs) >= 3 and [r["outcome"] for r in runs][-1] == "converged"
@@ -38,6 +41,7 @@ def test_vasp_static_is_one_run(tmp_path: Path) -> None:
     run_manager(ws)
     assert job.kind() == "succeeded"
     results = job.results()
+    assert list(models.validator("vasp-results").iter_errors(results)) == []
     assert results["calculation"] == "static" and len(results["runs"]) == 1
     assert results["convergence"]["relaxation"] is None and results["provenance"]["incar"]["NSW"] == 0
 

@@ -3,9 +3,10 @@
 ``schemas/`` holds one JSON Schema (draft 2020-12) per protocol document -- format.json, job.json, the
 failure object, outcome.json, the transaction manifest, spawn.json, the attempt context, the state frame,
 requests and their retirement records, the manager heartbeat and manifest, the gc frame, the quarantine
-record and a runner-reported event -- plus ``common.schema.json`` with the definitions they share. The
-schemas are the contract. The models are derived from them by ``scripts/generate_models.py``, all into the
-one module ``_generated``, and never edited by hand.
+record, a runner-reported event and the results of the packaged VASP workflows -- plus
+``common.schema.json`` with the definitions they share. The schemas are the contract. The models are
+derived from them by ``scripts/generate_models.py``, all into the one module ``_generated``, and never
+edited by hand.
 
 Rules a schema cannot express (byte limits of a serialization, path containment, digest agreement,
 uniqueness within a list) are checked by ``httk.workflow.protocol``, not here; and the generated models
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
         Spawn,
         StateFrame,
         TransactionManifest,
+        VaspResults,
     )
 
 __all__ = [
@@ -74,6 +76,7 @@ __all__ = [
     "Spawn",
     "StateFrame",
     "TransactionManifest",
+    "VaspResults",
     "load_schema",
     "schema_path",
     "validator",
@@ -97,6 +100,7 @@ _MODELS: dict[str, str] = {
     "Spawn": "spawn",
     "StateFrame": "state-frame",
     "TransactionManifest": "transaction",
+    "VaspResults": "vasp-results",
 }
 
 # Every schema file is ``schemas/<name>.schema.json``; ``common`` holds only shared definitions.

@@ -91,7 +91,7 @@ CATALOG: tuple[Problem, ...] = (
         "subspacematrix",
         "the sub-space matrix of the Davidson step is not hermitian",
         ("WARNING: Sub-Space-Matrix is not hermitian in DAV",),
-        _ladder("lreal_false", "accurate_precision"),
+        _ladder("lreal_false", "accurate_precision", "algo_all"),
         stop_running=True,
     ),
     Problem(
@@ -242,7 +242,7 @@ CATALOG: tuple[Problem, ...] = (
     ),
     Problem(
         "walltime",
-        None,
+        "WalltimeHandler",
         "a time limit stopped the run (the batch system's, or vasp.timeout)",
         ("DUE TO TIME LIMIT", "process killed (SIGTERM)"),
         _ladder(("continue_from_contcar", 5), "rerun"),
@@ -251,7 +251,7 @@ CATALOG: tuple[Problem, ...] = (
     ),
     Problem(
         "nelm",
-        "unconverged (electronic)",
+        "UnconvergedErrorHandler (electronic)",
         "the electronic minimization of the last ionic step reached NELM",
         (),
         _ladder("more_electronic_steps", "soft_mixing", "algo_all", "algo_damped"),
@@ -260,7 +260,7 @@ CATALOG: tuple[Problem, ...] = (
     ),
     Problem(
         "ionic",
-        "unconverged (ionic)",
+        "UnconvergedErrorHandler (ionic)",
         "the relaxation used its NSW ionic steps without reaching EDIFFG",
         (),
         _ladder(("continue_from_contcar", 3), "quasi_newton"),
