@@ -56,7 +56,7 @@ class Incar(MutableMapping[str, str]):
         for number, raw in enumerate(text.splitlines(), start=1):
             line = _strip_comment(raw)
             if pending:
-                line = pending + " " + line.lstrip()
+                line = pending.rstrip() + " " + line.lstrip()
             else:
                 start = number
             if line.rstrip().endswith("\\"):
