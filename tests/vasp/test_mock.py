@@ -126,7 +126,7 @@ def test_nelm_leaves_the_electronic_minimization_unconverged(tmp_path: Path) -> 
     assert done.returncode == 0
     steps = read_oszicar(run / "OSZICAR")
     assert steps[0].electronic_steps < 30 and all(s.electronic_steps == 30 for s in steps[1:])
-    assert read_outcar(run / "OUTCAR").unconverged_steps == list(range(2, len(steps) + 1))
+    assert (run / "OUTCAR").read_text().count("aborting loop EDIFF was not reached") == len(steps) - 1
     assert "The electronic self-consistency was not achieved in the given" in done.stdout
 
 

@@ -48,7 +48,7 @@ def _write_fields(path: str, fields: Sequence[str]) -> None:
 def _step(workflow: str, out: str) -> int:
     from httk.workflow.sdk import Attempt
 
-    from ._inputs import write_atomically
+    from ._files import write_atomically
     from ._runner import RESULTS, STEPS, STRUCTURE
     from ._stage import run_stage
 

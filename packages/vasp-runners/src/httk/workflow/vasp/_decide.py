@@ -26,17 +26,14 @@ from typing import Any
 
 from httk.workflow.sdk import Attempt, SdkError
 
-from ._catalog import problem as catalog_row
 from ._detect import diagnose
+from ._files import write_atomically
 from ._incar import Incar
-from ._inputs import job_structure, write_atomically
 from ._knobs import Knobs
 from ._kpoints import parse_kpoints
-from ._ladder import apply_with_record, back_up, climbed, next_remedy
 from ._process import RunReport
 from ._remedies import Calculation
 from ._restart import Outputs, archive_outputs, read_outputs, usable_contcar
-from ._results import encoded, results_document
 from ._structure import Structure, format_poscar, parse_poscar
 
 AFTER_RELAX = {"vasp-relax-static": "static"}
@@ -173,6 +170,10 @@ def _stopped(run: _Run, report: RunReport) -> Decision:
 
 
 def _remedy(run: _Run) -> Decision:
+    # Imported only when a run went wrong: a clean step does not pay for the ladder machinery.
+    from ._catalog import problem as catalog_row
+    from ._ladder import apply_with_record, back_up, climbed, next_remedy
+
     state, record = run.state, run.record
     row = catalog_row(record["problems"][0])
     record["outcome"] = "error"
@@ -255,6 +256,9 @@ def _relaxed(run: _Run) -> Decision | None:
 
 
 def _done(run: _Run, structure: Structure, relaxation: dict[str, Any] | None) -> Decision:
+    from ._inputs import job_structure
+    from ._results import encoded, results_document
+
     attempt = run.attempt
     run.record["outcome"] = run.record["outcome"] or "converged"
     document = results_document(

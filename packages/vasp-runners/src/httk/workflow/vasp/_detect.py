@@ -84,8 +84,7 @@ def diagnose(workdir: Path, outputs: Outputs, report: RunReport | None, incar: I
     if outputs.finished and not stopped_by_us:
         nelm = (outcar.parameter("nelm") if outcar else None) or incar.get_int("NELM", 60) or 60
         last = outputs.oszicar[-1] if outputs.oszicar else None
-        unconverged = outcar is not None and outcar.steps and len(outcar.steps) in outcar.unconverged_steps
-        if last is not None and (last.electronic_steps >= nelm or unconverged):
+        if last is not None and last.electronic_steps >= nelm:
             steps = f"ionic step {last.index} took {last.electronic_steps} electronic steps"
             found.setdefault("nelm", f"OSZICAR: {steps} (NELM = {nelm})")
         nsw = incar.get_int("NSW", 0) or 0

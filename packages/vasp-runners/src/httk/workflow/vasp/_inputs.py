@@ -22,13 +22,13 @@ from there into results.json.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from . import _defaults
 from ._errors import PseudoLibraryError, VaspInputError
+from ._files import write_atomically
 from ._incar import Incar
 from ._kpoints import GAMMA, STYLES, Kpoints, mesh_for_density, parse_kpoints
 from ._potcar import PotcarDataset, assemble_potcar, check_potcar_species, parse_choices, parse_potcar
@@ -184,12 +184,3 @@ def _potcar(
         Path(str(library)), structure.species, {str(k): str(v) for k, v in choices.items()}
     )
     return text, datasets, f"library {library}"
-
-
-def write_atomically(path: Path, text: str | bytes) -> None:
-    """Replace ``path`` through a temporary name in the same directory (not synchronized: run/ is
-    application data, and VASP itself synchronizes nothing)."""
-    temporary = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    data = text.encode("ascii", errors="replace") if isinstance(text, str) else text
-    temporary.write_bytes(data)
-    os.replace(temporary, path)

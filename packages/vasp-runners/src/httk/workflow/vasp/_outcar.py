@@ -4,7 +4,7 @@ step's forces, stress, cell and magnetization, and whether the run finished.
 The header (everything before the first electronic iteration) is read line by line: the VASP version,
 the POTCAR ``TITEL`` lines and the start parameters (NIONS, NELM, NSW, IBRION, ISIF, EDIFF, EDIFFG,
 NBANDS, NELECT). The rest is scanned in chunks of whole lines (:mod:`._scan`): each single-line fact is
-found with a compiled pattern whose literal prefix the regular-expression engine searches for at C speed,
+found by ``bytes.find`` on its literal text (C speed, no regular expression) and only its line decoded,
 and multi-line blocks (forces, the cell, magnetization) are only located -- their last offset kept -- and
 read once after the scan. Memory is one chunk plus one record per ionic step, whatever the file's size.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._errors import VaspOutputError
-from ._scan import chunks, number
+from ._scan import chunks, number, tail
 
 _HEADER_END = "Iteration"
 _VERSION = re.compile(r"^\s*vasp\.(\S+)")
@@ -36,10 +36,10 @@ _PARAMETERS = {
     "ediffg": re.compile(r"^\s*EDIFFG\s*=\s*(\S+)"),
     "nelect": re.compile(r"^\s*NELECT\s*=\s*(\S+)"),
 }
-_FREE = re.compile(rb"free  energy   TOTEN  =\s*(\S+)")
-_SIGMA = re.compile(rb"energy  without entropy=\s*(\S+)\s+energy\(sigma->0\) =\s*(\S+)")
-_STRESS = re.compile(rb"  in kB ([^\n]*)")
-_UNCONVERGED = re.compile(rb"aborting loop EDIFF was not reached")
+_FREE = b"free  energy   TOTEN  ="
+_SIGMA = b"energy  without entropy="
+_STRESS = b"  in kB "
+_TAIL_BYTES = 1 << 16
 _FINISHED = b"General timing and accounting informations for this job"
 _REACHED = b"reached required accuracy - stopping structural energy minimisation"
 _BLOCKS = {
@@ -67,7 +67,6 @@ class Outcar:
     titels: list[str] = field(default_factory=list)
     parameters: dict[str, float | int] = field(default_factory=dict)
     steps: list[OutcarStep] = field(default_factory=list)
-    unconverged_steps: list[int] = field(default_factory=list)
     finished: bool = False
     reached_accuracy: bool = False
     forces: list[tuple[float, float, float]] | None = None
@@ -104,6 +103,7 @@ def read_outcar(path: Path) -> Outcar:
         for offset, buffer in chunks(path, start=start):
             _scan_chunk(buffer, offset, result, last)
         _read_blocks(path, result, last)
+        _read_tail(path, result)
     except OSError as exc:
         raise VaspOutputError(f"cannot be read: {exc.strerror or exc}", path=path) from exc
     return result
@@ -137,33 +137,58 @@ def _parameters(line: str, result: Outcar) -> None:
 
 
 def _scan_chunk(buffer: bytes, offset: int, result: Outcar, last: dict[str, int]) -> None:
-    events: list[tuple[int, str, re.Match[bytes] | None]] = []
-    events += [(m.start(), "free", m) for m in _FREE.finditer(buffer)]
-    events += [(m.start(), "sigma", m) for m in _SIGMA.finditer(buffer)]
-    events += [(m.start(), "unconverged", None) for m in _UNCONVERGED.finditer(buffer)]
-    for _, kind, match in sorted(events, key=lambda event: event[0]):
-        if kind == "free" and match is not None:
-            energy = number(match.group(1).decode())
-            if energy is not None:
-                result.steps.append(OutcarStep(energy))
-        elif kind == "sigma" and match is not None and result.steps:
-            result.steps[-1].energy_wo_entropy = number(match.group(1).decode())
-            result.steps[-1].energy = number(match.group(2).decode())
-        elif kind == "unconverged":
-            result.unconverged_steps.append(len(result.steps) + 1)
-    stress = None
-    for found in _STRESS.finditer(buffer):
-        stress = found
-    if stress is not None:
-        values = [number(token) for token in stress.group(1).decode().split()]
+    """The energies of every ionic step in ``buffer``, and where its last multi-line blocks start.
+
+    One forward pass of ``bytes.find`` over the free-energy line of each ionic step; the sigma -> 0
+    line two lines below is read from the same place (or, when the chunk ends between the two, from
+    the start of the next chunk: ``last["pending"]``).
+    """
+    position = 0
+    if last.pop("pending", 0) and result.steps:
+        position = _sigma(buffer, buffer.find(_SIGMA), result.steps[-1])
+    while (position := buffer.find(_FREE, position)) >= 0:
+        end = buffer.find(b"\n", position)
+        energy = number(buffer[position + len(_FREE) : end].split(b"eV")[0].strip().decode())
+        position = end
+        if energy is None:
+            continue
+        step = OutcarStep(energy)
+        result.steps.append(step)
+        sigma = buffer.find(_SIGMA, end, end + 400)
+        if sigma < 0 and len(buffer) - end < 400:
+            last["pending"] = 1
+        elif sigma >= 0:
+            position = _sigma(buffer, sigma, step)
+    stress = buffer.rfind(_STRESS)
+    if stress >= 0:
+        end = buffer.find(b"\n", stress)
+        line = buffer[stress + len(_STRESS) : end if end >= 0 else None]
+        values = [number(token) for token in line.decode().split()]
         if len(values) == 6 and all(v is not None for v in values):
             result.stress = [v for v in values if v is not None]
-    result.finished = result.finished or _FINISHED in buffer
-    result.reached_accuracy = result.reached_accuracy or _REACHED in buffer
     for name, needle in _BLOCKS.items():
         where = buffer.rfind(needle)
         if where >= 0:
             last[name] = offset + where
+
+
+def _sigma(buffer: bytes, position: int, step: OutcarStep) -> int:
+    """Read the sigma -> 0 line at ``position`` into ``step``; the offset after it."""
+    if position < 0:
+        return 0
+    end = buffer.find(b"\n", position)
+    end = len(buffer) if end < 0 else end
+    without, _, sigma0 = buffer[position + len(_SIGMA) : end].partition(b"energy(sigma->0) =")
+    step.energy_wo_entropy = number(without.strip().decode())
+    step.energy = number(sigma0.strip().decode())
+    return end
+
+
+def _read_tail(path: Path, result: Outcar) -> None:
+    """What only the end of an OUTCAR says: the relaxation's verdict and the closing banner."""
+    _, data = tail(path, _TAIL_BYTES)
+    result.finished = _FINISHED in data
+    result.reached_accuracy = _REACHED in data
 
 
 def _read_blocks(path: Path, result: Outcar, last: dict[str, int]) -> None:

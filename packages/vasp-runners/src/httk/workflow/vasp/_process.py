@@ -162,12 +162,24 @@ def _signal_group(pgid: int, sig: int) -> None:
             os.killpg(pgid, sig)
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: be killed when the runner dies (Linux ``prctl(PR_SET_PDEATHSIG)``)."""
+def _death_signal() -> Callable[[], None] | None:
+    """What the child calls before exec to be killed when the runner dies (``prctl(PR_SET_PDEATHSIG)``).
+
+    The C library is loaded here, in the parent: loading it between fork and exec would make every
+    VASP start wait for an import.
+    """
     import ctypes
 
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    kill = int(signal.SIGKILL)
+
+    def die_with_parent() -> None:
+        prctl(1, kill, 0, 0, 0)
+
+    return die_with_parent
 
 
 class _Signals:
@@ -239,7 +251,7 @@ def run_vasp(
                 stdout=out,
                 stderr=err,
                 process_group=0,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 -- a runner is single-threaded
+                preexec_fn=_death_signal(),  # noqa: PLW1509 -- a runner is single-threaded
                 env=None if environ is None else dict(environ),
             )
         except OSError as exc:

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ._files import write_atomically
 from ._incar import Incar, spell
-from ._inputs import write_atomically
 from ._kpoints import GAMMA, MONKHORST_PACK, Kpoints
 from ._structure import Structure, format_poscar
 

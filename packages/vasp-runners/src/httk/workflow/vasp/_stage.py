@@ -33,8 +33,7 @@ from ._catalog import CATALOG
 from ._decide import Decision, record_event
 from ._detect import TextScanner
 from ._errors import PseudoLibraryError, VaspCommandError, VaspInputError
-from ._inputs import prepare, write_atomically
-from ._ladder import restore
+from ._files import write_atomically
 from ._process import run_vasp, stop_leftover
 from ._restart import archive_outputs, judge_restart_files, read_outputs, usable_contcar
 from ._structure import format_poscar, parse_poscar
@@ -76,6 +75,8 @@ def run_stage(attempt: Attempt, workflow: str) -> Decision:
             structure = None
             if stage == "static" and "relax" in state["prepared"]:
                 structure = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
+            from ._inputs import prepare
+
             state["prepared"][stage] = prepare(
                 stage, workdir, attempt.job_dir, attempt.inputs, attempt.setting, structure=structure
             )
@@ -122,6 +123,8 @@ def _recover(attempt: Attempt, state: dict[str, Any], workdir: Path, stage: str,
         )
     pending = state.get("pending")
     if pending:
+        from ._ladder import restore
+
         restored = restore(workdir, pending)
         state["pending"] = None
         record_event(

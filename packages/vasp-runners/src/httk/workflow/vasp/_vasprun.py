@@ -17,6 +17,8 @@ its last complete calculation; :attr:`Vasprun.complete` says whether ``</modelin
 
 from __future__ import annotations
 
+import bisect
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,15 @@ _OPEN = b"<calculation>"
 _CLOSE = b"</calculation>"
 _END = b"</modeling>"
 _HEAD_LIMIT = 1 << 26
+_OPEN_RE = re.compile(re.escape(_OPEN))
+_SCSTEP = re.compile(rb"<scstep>")
+_FINAL_ENERGY = re.compile(
+    rb"</varray>\s*<energy>\s*"
+    rb'<i name="e_fr_energy">\s*([^<]*?)\s*</i>\s*'
+    rb'<i name="e_wo_entrp">\s*([^<]*?)\s*</i>\s*'
+    rb'<i name="e_0_energy">\s*([^<]*?)\s*</i>\s*</energy>'
+)
+_ENERGY = re.compile(rb'<i name="(e_fr_energy|e_wo_entrp|e_0_energy)">\s*([^<]*?)\s*</i>')
 
 
 @dataclass
@@ -83,31 +94,71 @@ def read_vasprun(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Vasprun:
 
 
 class _Reader:
+    """A cursor over the document's bytes: ``_data[_at:]`` is what is left to read (see the docstring).
+
+    Offsets into ``_data`` stay valid until :meth:`_compact` or :meth:`_skip_to`, which drop what lies
+    behind the cursor and are called only where the reader holds no offset.
+    """
+
     def __init__(self, stream: object, result: Vasprun, chunk_bytes: int) -> None:
         from typing import BinaryIO, cast
 
         self._stream = cast(BinaryIO, stream)
         self._result = result
         self._size = chunk_bytes
-        self._pending = b""
+        self._data = b""
+        self._at = 0
+        self._summary: bytes | None = None  # the last calculation's structure, forces, stress and energy
+        self._final: bytes | None = None
 
     def _more(self) -> bool:
-        data = self._stream.read(self._size)
-        self._pending += data
-        return bool(data)
+        chunk = self._stream.read(self._size)
+        self._data += chunk
+        return bool(chunk)
+
+    def _compact(self) -> None:
+        self._data = self._data[self._at :]
+        self._at = 0
+
+    def _first_of(self, needles: tuple[bytes, ...], start: int) -> tuple[int, int]:
+        """The earliest of ``needles`` from ``start``: (which, offset), reading on; (-1, -1) at the end."""
+        while True:
+            best, which = -1, -1
+            for index, needle in enumerate(needles):
+                # Only as far as the best hit so far: a needle absent nearby must not cost the whole buffer.
+                stop = len(self._data) if best < 0 else best + len(needle)
+                offset = self._data.find(needle, start, stop)
+                if offset >= 0 and (best < 0 or offset < best):
+                    best, which = offset, index
+            if best >= 0:
+                return which, best
+            if not self._more():
+                return -1, -1
+
+    def _skip_to(self, needle: bytes) -> int:
+        """Move the cursor to ``needle``, dropping what it passes; its offset, or -1 at the end."""
+        while (found := self._data.find(needle, self._at)) < 0:
+            self._at = max(self._at, len(self._data) - len(needle))
+            self._compact()
+            if not self._more():
+                return -1
+        self._at = found
+        return found
 
     def read(self) -> None:
-        while (start := self._pending.find(_OPEN)) < 0:
-            if _END in self._pending or len(self._pending) > _HEAD_LIMIT or not self._more():
-                break
-        head = self._pending if start < 0 else self._pending[:start]
-        self._head(head)
-        if start < 0:
-            self._result.complete = _END in self._pending
-            return
-        self._pending = self._pending[start:]
-        while self._calculation():
-            pass
+        which, start = self._first_of((_OPEN, _END), 0)
+        if start > _HEAD_LIMIT:
+            raise ET.ParseError(f"no <calculation> in the first {_HEAD_LIMIT} bytes")
+        self._head(self._data if start < 0 else self._data[:start])
+        if which == 0:
+            self._at = start
+            while self._calculation():
+                pass
+        self._result.complete = self._result.complete or which == 1 or self._final is not None
+        if self._summary is not None:
+            self._parse_summary(self._summary)
+        if self._final is not None:
+            self._structure(ET.fromstring(self._final))
 
     def _head(self, head: bytes) -> None:
         end = head.find(_END)
@@ -134,33 +185,79 @@ class _Reader:
         if initial is not None:
             self._structure(initial)
 
-    def _calculation(self) -> bool:
-        """Read one calculation at the start of the pending bytes; whether another may follow."""
-        while (structure := self._pending.find(b"<structure", len(_OPEN))) < 0 and self._pending.find(
-            _CLOSE
-        ) < 0:
-            if not self._more():
-                return False  # cut short inside its electronic steps
-        close = self._pending.find(_CLOSE)
-        if structure < 0 or (0 <= close < structure):
-            return self._skip_to_close()
-        while (energy_end := self._pending.find(b"</energy>", structure)) < 0:
-            if not self._more():
-                return False
-        summary = self._pending[structure : energy_end + len(b"</energy>")]
-        scsteps = self._pending.count(b"<scstep>", 0, structure)
-        self._summary(summary, scsteps)
-        self._pending = self._pending[energy_end:]
-        return self._skip_to_close()
+    def _calculations(self) -> None:
+        """The fast path: every calculation that lies whole in the buffer, read with a few regular
+        expression scans over all of them instead of a dozen calls each; the cursor moves past them."""
+        limit = self._data.rfind(_CLOSE, self._at)
+        if limit < 0:
+            return
+        limit += len(_CLOSE)
+        starts = [m.start() for m in _OPEN_RE.finditer(self._data, self._at, limit)]
+        energies = list(_FINAL_ENERGY.finditer(self._data, self._at, limit))
+        scsteps = [m.start() for m in _SCSTEP.finditer(self._data, self._at, limit)]
+        if len(energies) != len(starts):
+            return  # a calculation without its final energy: the careful path reads each one
+        for index, match in enumerate(energies):
+            first = bisect.bisect_left(scsteps, starts[index])
+            count = bisect.bisect_left(scsteps, match.start()) - first
+            free, without, sigma0 = match.groups()
+            self._result.steps.append(VasprunStep(_value(free), _value(without), _value(sigma0), count))
+        last = energies[-1]
+        structure = self._data.rfind(b"<structure", starts[-1], last.start())
+        self._summary = self._data[structure : last.end()] if structure >= 0 else None
+        self._at = limit
 
-    def _summary(self, summary: bytes, scsteps: int) -> None:
-        root = ET.fromstring(b"<summary>" + summary + b"</summary>")
-        values = {item.get("name"): number((item.text or "").strip()) for item in root.iterfind("energy/i")}
+    def _calculation(self) -> bool:
+        """Read the calculation at the cursor; whether another one follows."""
+        if self._at > self._size:  # not at every calculation: each compaction copies what is left
+            self._compact()
+        self._calculations()
+        which, offset = self._first_of((_OPEN, _END), self._at)
+        if which != 0:
+            if which == 1:
+                return self._after(self._at - len(_CLOSE))
+            return False
+        self._at = offset
+        which, structure = self._first_of((b"<structure", _CLOSE), self._at + len(_OPEN))
+        if which != 0:
+            return which == 1 and self._after(structure)  # a calculation without a structure
+        _, energy_end = self._first_of((b"</energy>",), structure)
+        if energy_end < 0:
+            return False  # cut short before its final energy
+        summary = self._data[structure : energy_end + len(b"</energy>")]
+        scsteps = self._data.count(b"<scstep>", self._at, structure)
+        energies = dict(_ENERGY.findall(summary[summary.rfind(b"<energy>") :]))
         self._result.steps.append(
             VasprunStep(
-                values.get("e_fr_energy"), values.get("e_wo_entrp"), values.get("e_0_energy"), scsteps
+                _value(energies.get(b"e_fr_energy")),
+                _value(energies.get(b"e_wo_entrp")),
+                _value(energies.get(b"e_0_energy")),
+                scsteps,
             )
         )
+        self._summary = summary
+        self._at = energy_end
+        close = self._skip_to(_CLOSE)  # eigenvalues, DOS, projections: passed over, not parsed
+        return close >= 0 and self._after(close)
+
+    def _after(self, close: int) -> bool:
+        """Move past ``</calculation>`` at ``close``; whether another calculation follows."""
+        self._at = close + len(_CLOSE)
+        which, offset = self._first_of((_OPEN, _END), self._at)
+        if which == 0:
+            self._at = offset
+            return True
+        if which == 1:
+            start = self._data.find(b'<structure name="finalpos"', self._at, offset)
+            stop = self._data.find(b"</structure>", start, offset) if start >= 0 else -1
+            self._final = self._data[start : stop + len(b"</structure>")] if stop >= 0 else b""
+            if not self._final:
+                self._final = None
+                self._result.complete = True
+        return False
+
+    def _parse_summary(self, summary: bytes) -> None:
+        root = ET.fromstring(b"<summary>" + summary + b"</summary>")
         structure = root.find("structure")
         if structure is not None:
             self._structure(structure)
@@ -176,33 +273,6 @@ class _Reader:
             self._result.lattice = _rows(basis)
         if positions is not None:
             self._result.positions = _rows(positions)
-
-    def _skip_to_close(self) -> bool:
-        """Drop bytes up to and including ``</calculation>``; whether the document goes on."""
-        while (close := self._pending.find(_CLOSE)) < 0:
-            self._pending = self._pending[-len(_CLOSE) :]  # a tag may straddle two reads
-            if not self._more():
-                return False
-        self._pending = self._pending[close + len(_CLOSE) :]
-        while (start := self._pending.find(_OPEN)) < 0:
-            if _END in self._pending:
-                self._finalpos()
-                return False
-            keep = max(len(_OPEN), len(_END))
-            if len(self._pending) > _HEAD_LIMIT:
-                self._pending = self._pending[-keep:]
-            if not self._more():
-                self._result.complete = _END in self._pending
-                return False
-        self._pending = self._pending[start:]
-        return True
-
-    def _finalpos(self) -> None:
-        self._result.complete = True
-        start = self._pending.find(b'<structure name="finalpos"')
-        end = self._pending.find(b"</structure>", start)
-        if start >= 0 and end >= 0:
-            self._structure(ET.fromstring(self._pending[start : end + len(b"</structure>")]))
 
 
 def _rows(array: ET.Element) -> list[list[float]]:
@@ -222,3 +292,7 @@ def _typed(kind: str | None, text: str) -> object:
         return text
     value = number(text) if " " not in text else None
     return text if value is None else value
+
+
+def _value(raw: bytes | None) -> float | None:
+    return None if raw is None else number(raw.decode("ascii", errors="replace"))
