@@ -148,7 +148,10 @@ def test_descriptors_describe_themselves_for_workflows_list() -> None:
 
 
 def test_the_sdk_does_not_import_the_packaged_module() -> None:
-    code = "import sys, httk.workflow.sdk; print('httk.workflow.sdk.packaged' in sys.modules, 'dataclasses' in sys.modules)"
+    code = (
+        "import sys, httk.workflow.sdk\n"
+        "print('httk.workflow.sdk.packaged' in sys.modules, 'dataclasses' in sys.modules)"
+    )
     assert subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split() == [
