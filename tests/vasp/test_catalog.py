@@ -91,6 +91,7 @@ def test_the_readme_describes_every_remedy() -> None:
     assert described == set(REMEDIES)
     used = {rung.remedy for row in CATALOG for rung in row.ladder}
     assert used <= set(REMEDIES)
+    assert all(rung.budget >= 1 for row in CATALOG for rung in row.ladder)
 
 
 def test_rows_are_unique_and_their_failures_namespaced() -> None:

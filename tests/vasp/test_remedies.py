@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ def calc(tmp_path: Path, incar: str = "IBRION = 2\nNSW = 40\n", **overrides: obj
         ionic_steps=3,
         nbands=12,
     )
-    return replace(base, **overrides)  # type: ignore[arg-type]
+    return base._replace(**overrides)  # type: ignore[arg-type]
 
 
 def test_every_remedy_changes_something_or_declines(tmp_path: Path) -> None:

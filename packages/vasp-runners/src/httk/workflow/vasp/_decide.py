@@ -21,8 +21,9 @@ Every decision is also recorded as a runner-reported event, for ``job show`` and
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from httk.workflow.sdk import Attempt, SdkError
 
@@ -40,8 +41,7 @@ AFTER_RELAX = {"vasp-relax-static": "static"}
 RESTART_FILES = ("WAVECAR", "CHGCAR", "CHG")
 
 
-@dataclass
-class Decision:
+class Decision(NamedTuple):
     """What one attempt publishes: ``advance``, ``retry``, ``succeed`` or ``fail``, with its members.
 
     For ``succeed``, ``results`` (results.json) and ``structure`` (the final CONTCAR) are the bytes to
@@ -53,7 +53,7 @@ class Decision:
     next_step: str | None = None
     reason: str | None = None
     code: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Mapping[str, Any] = MappingProxyType({})
     results: bytes | None = None
     structure: bytes | None = None
 
@@ -102,8 +102,7 @@ def run_record(
     }
 
 
-@dataclass
-class _Run:
+class _Run(NamedTuple):
     """Everything the decision after one run looks at."""
 
     attempt: Attempt

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ._catalog import CATALOG, OUTCAR, STDOUT, Problem
 from ._incar import Incar
@@ -43,13 +43,13 @@ class TextScanner:
         for name, needles in self._needles.items():
             path = self._workdir / name
             try:
-                for offset, buffer in chunks(path, start=self._offsets.get(name, 0)):
-                    if not buffer.endswith(b"\n"):
+                for offset, buffer, end in chunks(path, start=self._offsets.get(name, 0)):
+                    if buffer[end - 1 : end] != b"\n":
                         break  # a line still being written: read it whole next time
                     for needle, problem in needles:
-                        if problem not in self.found and needle in buffer:
+                        if problem not in self.found and buffer.find(needle, 0, end) >= 0:
                             self.found[problem] = f"{name}: {needle.decode()}"
-                    self._offsets[name] = offset + len(buffer)
+                    self._offsets[name] = offset + end
             except OSError:
                 continue
         return self.found
@@ -60,12 +60,11 @@ class TextScanner:
         return next((row.name for row in CATALOG if row.name in found), None)
 
 
-@dataclass
-class Diagnosis:
+class Diagnosis(NamedTuple):
     """The problems of one run in catalog order, with the evidence of each."""
 
-    problems: list[str] = field(default_factory=list)
-    evidence: dict[str, str] = field(default_factory=dict)
+    problems: list[str]
+    evidence: dict[str, str]
 
     @property
     def first(self) -> str | None:

@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._errors import VaspInputError
 from ._process import command_argv
@@ -36,8 +35,7 @@ from ._process import command_argv
 Setting = Callable[[str, Any], Any]
 
 
-@dataclass(frozen=True)
-class Knobs:
+class Knobs(NamedTuple):
     """The resolved settings of one VASP step."""
 
     argv: list[str]

@@ -15,7 +15,7 @@ the same sampling quality.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from ._errors import VaspInputError
 from ._structure import Structure
@@ -25,8 +25,7 @@ MONKHORST_PACK = "Monkhorst-Pack"
 STYLES = (GAMMA, MONKHORST_PACK)
 
 
-@dataclass(frozen=True)
-class Kpoints:
+class Kpoints(NamedTuple):
     """A KPOINTS file: an automatic mesh, or verbatim text VASP reads as it is.
 
     Parameters
@@ -66,17 +65,17 @@ class Kpoints:
 
     def with_style(self, style: str) -> Kpoints:
         """The same mesh in another style (``Gamma`` or ``Monkhorst-Pack``)."""
-        return replace(self, style=style)
+        return self._replace(style=style)
 
     def bumped(self, step: int = 1) -> Kpoints:
         """Every subdivision increased by ``step``."""
         a, b, c = self.mesh
-        return replace(self, mesh=(a + step, b + step, c + step))
+        return self._replace(mesh=(a + step, b + step, c + step))
 
     def equalized(self) -> Kpoints:
         """Every subdivision set to the largest one."""
         top = max(self.mesh)
-        return replace(self, mesh=(top, top, top))
+        return self._replace(mesh=(top, top, top))
 
     def describe(self) -> dict[str, object]:
         """What results.json records of the k-points."""

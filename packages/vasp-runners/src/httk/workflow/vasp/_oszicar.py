@@ -11,10 +11,10 @@ step.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from ._errors import VaspOutputError
+from ._record import Record
 from ._scan import number
 
 _ELECTRONIC = re.compile(r"^\s*[A-Z][A-Za-z ]{1,4}:\s+\d+\s")
@@ -22,8 +22,7 @@ _IONIC = re.compile(r"^\s*(\d+)\s+(?:T=.*?)?F=\s*(\S+)\s+E0=\s*(\S+)")
 _MAG = re.compile(r"mag=\s*(\S+)")
 
 
-@dataclass(frozen=True)
-class OszicarStep:
+class OszicarStep(Record):
     """One ionic step as OSZICAR records it.
 
     Parameters
@@ -40,11 +39,21 @@ class OszicarStep:
         ``mag=``, the total magnetic moment, or ``None`` for a non-spin-polarized run.
     """
 
-    index: int
-    free_energy: float
-    energy: float
-    electronic_steps: int
-    magnetization: float | None
+    __slots__ = ("electronic_steps", "energy", "free_energy", "index", "magnetization")
+
+    def __init__(
+        self,
+        index: int,
+        free_energy: float,
+        energy: float,
+        electronic_steps: int,
+        magnetization: float | None,
+    ) -> None:
+        self.index = index
+        self.free_energy = free_energy
+        self.energy = energy
+        self.electronic_steps = electronic_steps
+        self.magnetization = magnetization
 
 
 def read_oszicar(path: Path) -> list[OszicarStep]:

@@ -16,27 +16,30 @@ incomplete, so only steps whose energy block was written count.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from io import BufferedReader
 from pathlib import Path
 
 from ._errors import VaspOutputError
-from ._scan import chunks, number, tail
+from ._record import Record
+from ._scan import chunks, number, read_lines, tail
 
 _HEADER_END = "Iteration"
 _VERSION = re.compile(r"^\s*vasp\.(\S+)")
 _TITEL = re.compile(r"^\s*TITEL\s*=\s*(.+?)\s*$")
-_PARAMETERS = {
-    "nions": re.compile(r"NIONS\s*=\s*(\d+)"),
-    "nbands": re.compile(r"NBANDS\s*=\s*(\d+)"),
-    "nelm": re.compile(r"^\s*NELM\s*=\s*(-?\d+)"),
-    "nsw": re.compile(r"^\s*NSW\s*=\s*(-?\d+)"),
-    "ibrion": re.compile(r"^\s*IBRION\s*=\s*(-?\d+)"),
-    "isif": re.compile(r"^\s*ISIF\s*=\s*(-?\d+)"),
-    "ediff": re.compile(r"^\s*EDIFF\s*=\s*(\S+)"),
-    "ediffg": re.compile(r"^\s*EDIFFG\s*=\s*(\S+)"),
-    "nelect": re.compile(r"^\s*NELECT\s*=\s*(\S+)"),
+_PARAMETERS = {  # name: (the text a line must hold, the pattern); the text is tested first, cheaply
+    "nions": ("NIONS", re.compile(r"NIONS\s*=\s*(\d+)")),
+    "nbands": ("NBANDS", re.compile(r"NBANDS\s*=\s*(\d+)")),
+    "nelm": ("NELM", re.compile(r"^\s*NELM\s*=\s*(-?\d+)")),
+    "nsw": ("NSW", re.compile(r"^\s*NSW\s*=\s*(-?\d+)")),
+    "ibrion": ("IBRION", re.compile(r"^\s*IBRION\s*=\s*(-?\d+)")),
+    "isif": ("ISIF", re.compile(r"^\s*ISIF\s*=\s*(-?\d+)")),
+    "ediff": ("EDIFF", re.compile(r"^\s*EDIFF\s*=\s*(\S+)")),
+    "ediffg": ("EDIFFG", re.compile(r"^\s*EDIFFG\s*=\s*(\S+)")),
+    "nelect": ("NELECT", re.compile(r"^\s*NELECT\s*=\s*(\S+)")),
 }
+_BANNER = b"FREE ENERGIE OF THE ION-ELECTRON SYSTEM (eV)"
 _FREE = b"free  energy   TOTEN  ="
+_WITHIN = 400
 _SIGMA = b"energy  without entropy="
 _STRESS = b"  in kB "
 _TAIL_BYTES = 1 << 16
@@ -49,32 +52,52 @@ _BLOCKS = {
 }
 
 
-@dataclass
-class OutcarStep:
+class OutcarStep(Record):
     """The energies of one ionic step (eV)."""
 
-    free_energy: float
-    energy_wo_entropy: float | None = None
-    energy: float | None = None
+    __slots__ = ("energy", "energy_wo_entropy", "free_energy")
+
+    def __init__(
+        self, free_energy: float, energy_wo_entropy: float | None = None, energy: float | None = None
+    ) -> None:
+        self.free_energy = free_energy
+        self.energy_wo_entropy = energy_wo_entropy
+        self.energy = energy
 
 
-@dataclass
-class Outcar:
-    """What an OUTCAR says about its run (see the module docstring)."""
+class Outcar(Record):
+    """What an OUTCAR says about its run (see the module docstring); every member starts empty."""
 
-    version: str | None = None
-    version_line: str | None = None
-    titels: list[str] = field(default_factory=list)
-    parameters: dict[str, float | int] = field(default_factory=dict)
-    steps: list[OutcarStep] = field(default_factory=list)
-    finished: bool = False
-    reached_accuracy: bool = False
-    forces: list[tuple[float, float, float]] | None = None
-    positions: list[tuple[float, float, float]] | None = None
-    stress: list[float] | None = None
-    lattice: list[tuple[float, float, float]] | None = None
-    magnetization: list[float] | None = None
-    total_magnetization: float | None = None
+    __slots__ = (
+        "finished",
+        "forces",
+        "lattice",
+        "magnetization",
+        "parameters",
+        "positions",
+        "reached_accuracy",
+        "steps",
+        "stress",
+        "titels",
+        "total_magnetization",
+        "version",
+        "version_line",
+    )
+
+    def __init__(self) -> None:
+        self.version: str | None = None
+        self.version_line: str | None = None
+        self.titels: list[str] = []
+        self.parameters: dict[str, float | int] = {}
+        self.steps: list[OutcarStep] = []
+        self.finished = False
+        self.reached_accuracy = False
+        self.forces: list[tuple[float, float, float]] | None = None
+        self.positions: list[tuple[float, float, float]] | None = None
+        self.stress: list[float] | None = None
+        self.lattice: list[tuple[float, float, float]] | None = None
+        self.magnetization: list[float] | None = None
+        self.total_magnetization: float | None = None
 
     def parameter(self, name: str) -> int | None:
         """An integer start parameter (``nelm``, ``nsw``, ...), or ``None`` when the header has none."""
@@ -100,8 +123,11 @@ def read_outcar(path: Path) -> Outcar:
     try:
         start = _read_header(path, result)
         last: dict[str, int] = {}
-        for offset, buffer in chunks(path, start=start):
-            _scan_chunk(buffer, offset, result, last)
+        with open(path, "rb", buffering=0) as stream:
+            offset = start
+            while (piece := read_lines(stream, offset))[1]:
+                offset += _scan_chunk(*piece, offset, result, last)
+        _locate_blocks(path, last.get("previous", start), result, last)
         _read_blocks(path, result, last)
         _read_tail(path, result)
     except OSError as exc:
@@ -129,59 +155,71 @@ def _read_header(path: Path, result: Outcar) -> int:
 
 
 def _parameters(line: str, result: Outcar) -> None:
-    for name, pattern in _PARAMETERS.items():
-        if name not in result.parameters and (match := pattern.search(line)):
+    for name, (text, pattern) in _PARAMETERS.items():
+        if text in line and name not in result.parameters and (match := pattern.search(line)):
             value = number(match.group(1).rstrip(";"))
             if value is not None:
                 result.parameters[name] = int(value) if value.is_integer() and name != "ediff" else value
 
 
-def _scan_chunk(buffer: bytes, offset: int, result: Outcar, last: dict[str, int]) -> None:
-    """The energies of every ionic step in ``buffer``, and where its last multi-line blocks start.
+def _scan_chunk(buffer: bytes, end: int, offset: int, result: Outcar, last: dict[str, int]) -> int:
+    """The energies of every ionic step in ``buffer[:end]``; how far the scan got (where to go on).
 
-    One forward pass of ``bytes.find`` over the free-energy line of each ionic step; the sigma -> 0
-    line two lines below is read from the same place (or, when the chunk ends between the two, from
-    the start of the next chunk: ``last["pending"]``).
+    Each ionic step's energies follow its banner (``FREE ENERGIE OF THE ION-ELECTRON SYSTEM``), a long
+    needle ``bytes.find`` skips to at nearly the speed of reading; the free-energy line and the sigma -> 0
+    line are searched only in the few hundred bytes after it. A step whose lines the chunk cuts is left
+    to the next chunk, which begins at its banner (at the end of the file, it is read as far as it goes).
+    ``last["previous"]`` is kept at the banner before the last one: the last step's blocks all lie after
+    it.
     """
+    find, steps = buffer.find, result.steps
     position = 0
-    if last.pop("pending", 0) and result.steps:
-        position = _sigma(buffer, buffer.find(_SIGMA), result.steps[-1])
-    while (position := buffer.find(_FREE, position)) >= 0:
-        end = buffer.find(b"\n", position)
-        energy = number(buffer[position + len(_FREE) : end].split(b"eV")[0].strip().decode())
-        position = end
+    while (banner := find(_BANNER, position, end)) >= 0:
+        free = find(_FREE, banner, min(end, banner + _WITHIN))
+        stop = find(b"\n", free, end) if free >= 0 else -1
+        sigma = find(_SIGMA, stop, min(end, stop + _WITHIN)) if stop >= 0 else -1
+        if sigma < 0 and banner > 0 and end - banner < 2 * _WITHIN:
+            return banner  # cut by the chunk: read again from its banner
+        if "latest" in last:
+            last["previous"] = last["latest"]
+        last["latest"] = offset + banner
+        position = banner + len(_BANNER)
+        if stop < 0:
+            continue
+        energy = number(buffer[free + len(_FREE) : stop].split(b"eV", 1)[0])
+        position = stop
         if energy is None:
             continue
         step = OutcarStep(energy)
-        result.steps.append(step)
-        sigma = buffer.find(_SIGMA, end, end + 400)
-        if sigma < 0 and len(buffer) - end < 400:
-            last["pending"] = 1
-        elif sigma >= 0:
-            position = _sigma(buffer, sigma, step)
-    stress = buffer.rfind(_STRESS)
-    if stress >= 0:
-        end = buffer.find(b"\n", stress)
-        line = buffer[stress + len(_STRESS) : end if end >= 0 else None]
-        values = [number(token) for token in line.decode().split()]
-        if len(values) == 6 and all(v is not None for v in values):
-            result.stress = [v for v in values if v is not None]
-    for name, needle in _BLOCKS.items():
-        where = buffer.rfind(needle)
-        if where >= 0:
-            last[name] = offset + where
-
-
-def _sigma(buffer: bytes, position: int, step: OutcarStep) -> int:
-    """Read the sigma -> 0 line at ``position`` into ``step``; the offset after it."""
-    if position < 0:
-        return 0
-    end = buffer.find(b"\n", position)
-    end = len(buffer) if end < 0 else end
-    without, _, sigma0 = buffer[position + len(_SIGMA) : end].partition(b"energy(sigma->0) =")
-    step.energy_wo_entropy = number(without.strip().decode())
-    step.energy = number(sigma0.strip().decode())
+        steps.append(step)
+        if sigma >= 0:
+            stop = find(b"\n", sigma, end)
+            tokens = buffer[sigma + len(_SIGMA) : end if stop < 0 else stop].split()
+            step.energy_wo_entropy = number(tokens[0]) if tokens else None
+            step.energy = number(tokens[-1]) if len(tokens) == 4 else None
+            position = sigma
     return end
+
+
+def _locate_blocks(path: Path, start: int, result: Outcar, last: dict[str, int]) -> None:
+    """Where the last forces, cell and magnetization blocks begin, and the last stress, from ``start``.
+
+    Only the end of the file is searched, from the free-energy line before the last one: every block
+    of the last ionic step (or of a step cut short after it) lies there, and a block a run never writes
+    (magnetization without spin) costs a search of one step, not of the whole file.
+    """
+    for offset, buffer, end in chunks(path, start=start):
+        stress = buffer.rfind(_STRESS, 0, end)
+        if stress >= 0:
+            stop = buffer.find(b"\n", stress, end)
+            line = buffer[stress + len(_STRESS) : stop if stop >= 0 else end]
+            values = [number(token) for token in line.split()]
+            if len(values) == 6 and all(v is not None for v in values):
+                result.stress = [v for v in values if v is not None]
+        for name, needle in _BLOCKS.items():
+            where = buffer.rfind(needle, 0, end)
+            if where >= 0:
+                last[name] = offset + where
 
 
 def _read_tail(path: Path, result: Outcar) -> None:
@@ -215,14 +253,11 @@ def _read_blocks(path: Path, result: Outcar, last: dict[str, int]) -> None:
                 result.total_magnetization = number(total[0].split()[-1])
 
 
-def _rows(stream: object, offset: int, count: int) -> list[str]:
-    from typing import BinaryIO, cast
-
-    binary = cast(BinaryIO, stream)
-    binary.seek(offset)
+def _rows(stream: BufferedReader, offset: int, count: int) -> list[str]:
+    stream.seek(offset)
     rows = []
     for _ in range(count):
-        raw = binary.readline()
+        raw = stream.readline()
         if not raw:
             break
         rows.append(raw.decode("ascii", errors="replace").rstrip("\n"))

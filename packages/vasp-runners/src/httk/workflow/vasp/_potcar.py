@@ -14,13 +14,11 @@ bytes as used, TITEL and ZVAL.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ._errors import PseudoLibraryError, VaspInputError
 from ._structure import element_of
@@ -32,8 +30,7 @@ _ENMAX = re.compile(r"ENMAX\s*=\s*([-+0-9.Ee]+)")
 _CANDIDATES = ("POTCAR", "POTCAR.gz", "POTCAR.bz2")
 
 
-@dataclass(frozen=True)
-class PotcarDataset:
+class PotcarDataset(NamedTuple):
     """One species' dataset of a POTCAR and where it came from.
 
     Parameters
@@ -226,8 +223,12 @@ def _read_choice(library: Path, element: str, choice: str) -> tuple[Path, str]:
 def _decoded(path: Path) -> str:
     try:
         if path.name.endswith(".gz"):
+            import gzip  # a compressed library is the exception: not paid for at import
+
             data = gzip.decompress(path.read_bytes())
         elif path.name.endswith(".bz2"):
+            import bz2
+
             data = bz2.decompress(path.read_bytes())
         else:
             data = path.read_bytes()

@@ -31,10 +31,10 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._errors import VaspCommandError
+from ._record import Record
 
 PROCESS_FILE = ".httk-vasp/process.json"
 STOPCAR = "STOPCAR"
@@ -42,22 +42,33 @@ STDOUT = "vasp.out"
 STDERR = "vasp.err"
 
 
-@dataclass
-class RunReport:
+class RunReport(Record):
     """How one VASP run ended.
 
     ``status`` is the exit status, negative for a signal (as ``subprocess`` reports it); ``stopped`` why
     the runner stopped it (``timeout``, ``signal``, or ``error:<problem>``), ``None`` when it ended on its
-    own; ``stop_stage`` the stage that ended it (``stopcar``, ``sigterm``, ``sigkill``).
+    own; ``stop_stage`` the stage that ended it (``stopcar``, ``sigterm``, ``sigkill``); ``runner_signal``
+    the signal the runner itself received while VASP ran.
     """
 
-    status: int
-    seconds: float
-    argv: list[str]
-    stopped: str | None = None
-    stop_stage: str | None = None
-    runner_signal: int | None = None
-    notes: list[str] = field(default_factory=list)
+    __slots__ = ("argv", "runner_signal", "seconds", "status", "stop_stage", "stopped")
+
+    def __init__(
+        self,
+        status: int,
+        seconds: float,
+        argv: list[str],
+        *,
+        stopped: str | None = None,
+        stop_stage: str | None = None,
+        runner_signal: int | None = None,
+    ) -> None:
+        self.status = status
+        self.seconds = seconds
+        self.argv = argv
+        self.stopped = stopped
+        self.stop_stage = stop_stage
+        self.runner_signal = runner_signal
 
 
 def command_argv(command: object, procs: int) -> list[str]:

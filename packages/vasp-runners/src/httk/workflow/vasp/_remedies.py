@@ -14,8 +14,9 @@ README's table shows.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple
 
 from ._files import write_atomically
 from ._incar import Incar, spell
@@ -25,8 +26,7 @@ from ._structure import Structure, format_poscar
 MAX_NELM = 400
 
 
-@dataclass(frozen=True)
-class Calculation:
+class Calculation(NamedTuple):
     """What a remedy may look at."""
 
     workdir: Path
@@ -44,12 +44,11 @@ class Calculation:
         return (self.incar.get_int("NSW", 0) or 0) > 0 and self.incar.get_int("IBRION", 0) in (1, 2, 3)
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """Changes to the inputs: INCAR tags set and removed, a new KPOINTS or POSCAR, files deleted."""
 
     description: str
-    incar: Mapping[str, object] = field(default_factory=dict)
+    incar: Mapping[str, object] = MappingProxyType({})
     unset: tuple[str, ...] = ()
     kpoints: Kpoints | None = None
     poscar: Structure | None = None
@@ -283,7 +282,7 @@ def swap_axes(c: Calculation) -> Change | None:
     positions = tuple((p[0], p[2], p[1]) for p in s.positions)
     return Change(
         "the second and third lattice vectors exchanged",
-        poscar=replace(s, lattice=lattice, positions=positions),
+        poscar=s._replace(lattice=lattice, positions=positions),
     )
 
 

@@ -21,8 +21,8 @@ import gzip
 import os
 import shutil
 import struct
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ._errors import VaspInputError, VaspOutputError
 from ._oszicar import OszicarStep, read_oszicar
@@ -55,8 +55,7 @@ _WAVECAR_TAGS = (45200.0, 45210.0, 53300.0, 53310.0)
 _HEADER_LIMIT = 1_000_000
 
 
-@dataclass
-class Outputs:
+class Outputs(NamedTuple):
     """A run's parsed outputs (each ``None`` when its file is absent or unreadable)."""
 
     oszicar: list[OszicarStep]
@@ -120,8 +119,8 @@ def chgcar_complete(path: Path) -> bool:
         expected: int | None = None
         seen = 0
         header: list[str] = []
-        for _, buffer in chunks(path):
-            lines = buffer.decode("ascii", errors="replace").splitlines()
+        for _, buffer, end in chunks(path):
+            lines = buffer[:end].decode("ascii", errors="replace").splitlines()
             for line in lines:
                 if expected is None:
                     header.append(line)

@@ -1,10 +1,12 @@
 """Reading large output files in bounded memory: whole lines in chunks, and the tail of a file.
 
-``chunks`` yields a file as buffers of complete lines (each ends at a newline, except the file's last
-bytes), reading :data:`CHUNK_BYTES` at a time, so a 200 MB OUTCAR costs one chunk of memory. A reader
-finds what it wants in a buffer with ``bytes.find`` -- memchr-fast, unlike a Python loop over lines --
-and only then decodes the few lines around a hit. ``tail`` reads the last bytes of a file for what is
-only ever wanted from its end.
+``chunks`` yields a file as buffers read :data:`CHUNK_BYTES` at a time, each with the end of its last
+whole line: ``buffer[:end]`` is complete lines, and the bytes after ``end`` (a line cut by the chunk) are
+read again at the start of the next chunk. Nothing is copied or joined -- a copy of each chunk would cost
+more than reading it -- so a 200 MB OUTCAR costs one chunk of memory and one ``read`` per chunk. A reader
+finds what it wants in a buffer with ``bytes.find`` bounded by ``end`` (memchr-fast, unlike a Python loop
+over lines) and only then decodes the few lines around a hit; a needle without a newline never lies
+across two chunks. ``tail`` reads the last bytes of a file for what is only ever wanted from its end.
 """
 
 from __future__ import annotations
@@ -12,30 +14,42 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator
+from io import FileIO
 from pathlib import Path
 
 CHUNK_BYTES = 1 << 22
 
 
-def chunks(path: Path, *, start: int = 0, size: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """``(offset, buffer)`` for consecutive pieces of whole lines of ``path`` from byte ``start``."""
-    with open(path, "rb") as stream:
-        stream.seek(start)
-        offset, carry = start, b""
+def read_lines(stream: FileIO, offset: int, size: int = CHUNK_BYTES) -> tuple[bytes, int]:
+    """About ``size`` bytes of ``stream`` from ``offset``, and the end of their last whole line.
+
+    A line longer than ``size`` is read on until it ends; the end of the file ends its last line, newline
+    or not. ``(b"", 0)`` at the end of the file.
+    """
+    stream.seek(offset)
+    data = stream.read(size) or b""
+    end = data.rfind(b"\n") + 1
+    while end == 0 and data:
+        more = stream.read(size)
+        if not more:
+            return data, len(data)
+        data += more
+        end = data.rfind(b"\n") + 1
+    return data, end
+
+
+def chunks(path: Path, *, start: int = 0, size: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes, int]]:
+    """``(offset, buffer, end)`` for consecutive pieces of ``path`` from byte ``start``: ``buffer[:end]``
+    holds whole lines (the last piece of a file without a final newline excepted) beginning at ``offset``.
+    """
+    with open(path, "rb", buffering=0) as stream:
+        offset = start
         while True:
-            data = stream.read(size)
-            if not data:
-                if carry:
-                    yield offset, carry
+            buffer, end = read_lines(stream, offset, size)
+            if not end:
                 return
-            data = carry + data
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                carry = data  # a line longer than a chunk: keep reading until it ends
-                continue
-            yield offset, data[:cut]
-            offset += cut
-            carry = data[cut:]
+            yield offset, buffer, end
+            offset += end
 
 
 def tail(path: Path, size: int) -> tuple[int, bytes]:
@@ -47,22 +61,15 @@ def tail(path: Path, size: int) -> tuple[int, bytes]:
         return start, stream.read()
 
 
-def lines_after(buffer: bytes, position: int, count: int) -> list[str] | None:
-    """The ``count`` lines starting at the line holding ``position``; ``None`` when the buffer ends first."""
-    start = buffer.rfind(b"\n", 0, position) + 1
-    end = start
-    for _ in range(count):
-        end = buffer.find(b"\n", end)
-        if end < 0:
-            return None
-        end += 1
-    return buffer[start:end].decode("ascii", errors="replace").splitlines()
-
-
-def number(text: str) -> float | None:
+def number(text: str | bytes) -> float | None:
     """A number as VASP prints it (``-.1E+02``, ``1D-5``), or ``None`` for ``*****`` and other overflow."""
     try:
-        value = float(text.replace("D", "E").replace("d", "e"))
+        value = float(text)
     except ValueError:
-        return None
+        if isinstance(text, bytes):
+            text = text.decode("ascii", errors="replace")
+        try:
+            value = float(text.replace("D", "E").replace("d", "e"))
+        except ValueError:
+            return None
     return value if math.isfinite(value) else None

@@ -17,9 +17,8 @@ uniform strain, a small displacement) is a few lines of plain Python.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from ._errors import VaspInputError
 
@@ -27,8 +26,7 @@ Vector = tuple[float, float, float]
 Matrix = tuple[Vector, Vector, Vector]
 
 
-@dataclass(frozen=True)
-class Structure:
+class Structure(NamedTuple):
     """One crystal structure: a cell, species with counts, and fractional positions.
 
     Parameters
@@ -91,17 +89,19 @@ class Structure:
     def strained(self, factor: float) -> Structure:
         """The same structure with every lattice vector multiplied by ``factor`` (fractions kept)."""
         lattice = tuple(tuple(x * factor for x in row) for row in self.lattice)
-        return replace(self, lattice=lattice)  # type: ignore[arg-type]
+        return self._replace(lattice=lattice)  # type: ignore[arg-type]
 
     def rattled(self, amplitude: float, seed: int) -> Structure:
         """Every atom displaced by up to ``amplitude`` Å in each Cartesian direction (deterministic)."""
+        import random  # only a remedy perturbs a structure
+
         rng = random.Random(seed)
         inverse = _inverse(self.lattice)
         moved = []
         for position in self.cartesian():
             shifted = tuple(x + rng.uniform(-amplitude, amplitude) for x in position)
             moved.append(_wrap(row_times(shifted, inverse)))
-        return replace(self, positions=tuple(moved))
+        return self._replace(positions=tuple(moved))
 
     def same_atoms(self, other: Structure) -> bool:
         """Whether ``other`` has the same species and counts (a CONTCAR of this calculation does)."""

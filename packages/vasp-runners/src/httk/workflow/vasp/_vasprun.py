@@ -4,68 +4,93 @@ Why not ``iterparse`` over the whole document: an XML parser driving Python call
 of MB per second, and nearly all of a large vasprun.xml is what a workflow never reads (per-step
 structures of a long run, eigenvalues, densities of states, projections). The reader therefore splits
 the work: the document's head (``generator``, ``incar``, ``kpoints``, ``parameters``, ``atominfo``, the
-initial structure) is parsed with ElementTree; each ``<calculation>`` is located with ``bytes.find`` and
-only its summary -- the number of electronic ``<scstep>``s, and the final ``<structure>``, ``forces``,
-``stress`` and ``<energy>`` that follow the last scstep -- is cut out and parsed, after which the
-reader skips to ``</calculation>`` without looking at what lies between (eigenvalues and DOS sit there).
-Memory is one read chunk plus one calculation's summary; time is dominated by ``find`` and ``count``.
+initial structure) is parsed with ElementTree; then the file is read in chunks of whole lines
+(:mod:`._scan`), and in each chunk every ``<calculation>`` is located with ``bytes.find``: its electronic
+steps are counted (``bytes.count`` of ``<scstep>`` up to its first ``<structure``), its final energy is
+read from the ``<energy>`` block after that structure, and the reader skips to ``</calculation>`` without
+looking at what lies between (eigenvalues and DOS sit there). Only the last calculation's summary (its
+structure, forces, stress and energy) is kept, and parsed with ElementTree at the end. A calculation a
+chunk cuts before its final energy is read again from its start in the next chunk (a larger one when a
+single calculation's head outgrows a chunk); memory is one chunk plus that summary.
 
 The layout relied on is VASP's: within a calculation, scsteps come first and the final energy is the
-first ``<energy>`` after them. A document cut short (the run died, or is still running) is read up to
-its last complete calculation; :attr:`Vasprun.complete` says whether ``</modeling>`` was reached.
+first ``<energy>`` after the calculation's structure. A document cut short (the run died, or is still
+running) is read up to its last complete calculation; :attr:`Vasprun.complete` says whether
+``</modeling>`` was reached.
 """
 
 from __future__ import annotations
 
-import bisect
-import re
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._errors import VaspOutputError
-from ._scan import CHUNK_BYTES, number
+from ._record import Record
+from ._scan import CHUNK_BYTES, number, read_lines
+
+if TYPE_CHECKING:
+    from io import FileIO
+    from xml.etree.ElementTree import Element
 
 _OPEN = b"<calculation>"
 _CLOSE = b"</calculation>"
 _END = b"</modeling>"
+_STRUCTURE = b"<structure>"  # a calculation's own: the document's others carry a name
+_SCSTEP = b"<scstep>"
+_ENERGY = b"<energy>"
+_ENERGY_END = b"</energy>"
+_FINAL = b'<structure name="finalpos"'
 _HEAD_LIMIT = 1 << 26
-_OPEN_RE = re.compile(re.escape(_OPEN))
-_SCSTEP = re.compile(rb"<scstep>")
-_FINAL_ENERGY = re.compile(
-    rb"</varray>\s*<energy>\s*"
-    rb'<i name="e_fr_energy">\s*([^<]*?)\s*</i>\s*'
-    rb'<i name="e_wo_entrp">\s*([^<]*?)\s*</i>\s*'
-    rb'<i name="e_0_energy">\s*([^<]*?)\s*</i>\s*</energy>'
-)
-_ENERGY = re.compile(rb'<i name="(e_fr_energy|e_wo_entrp|e_0_energy)">\s*([^<]*?)\s*</i>')
 
 
-@dataclass
-class VasprunStep:
+class VasprunStep(Record):
     """One ionic step (``<calculation>``) of vasprun.xml."""
 
-    free_energy: float | None
-    energy_wo_entropy: float | None
-    energy: float | None
-    electronic_steps: int
+    __slots__ = ("electronic_steps", "energy", "energy_wo_entropy", "free_energy")
+
+    def __init__(
+        self,
+        free_energy: float | None,
+        energy_wo_entropy: float | None,
+        energy: float | None,
+        electronic_steps: int,
+    ) -> None:
+        self.free_energy = free_energy
+        self.energy_wo_entropy = energy_wo_entropy
+        self.energy = energy
+        self.electronic_steps = electronic_steps
 
 
-@dataclass
-class Vasprun:
-    """What vasprun.xml says (see the module docstring)."""
+class Vasprun(Record):
+    """What vasprun.xml says (see the module docstring); every member starts empty."""
 
-    version: str | None = None
-    incar: dict[str, object] = field(default_factory=dict)
-    kpoints: dict[str, object] = field(default_factory=dict)
-    elements: list[str] = field(default_factory=list)
-    pseudopotentials: list[str] = field(default_factory=list)
-    steps: list[VasprunStep] = field(default_factory=list)
-    lattice: list[list[float]] | None = None
-    positions: list[list[float]] | None = None
-    forces: list[list[float]] | None = None
-    stress: list[list[float]] | None = None
-    complete: bool = False
+    __slots__ = (
+        "complete",
+        "elements",
+        "forces",
+        "incar",
+        "kpoints",
+        "lattice",
+        "positions",
+        "pseudopotentials",
+        "steps",
+        "stress",
+        "version",
+    )
+
+    def __init__(self) -> None:
+        self.version: str | None = None
+        self.incar: dict[str, object] = {}
+        self.kpoints: dict[str, object] = {}
+        self.elements: list[str] = []
+        self.pseudopotentials: list[str] = []
+        self.steps: list[VasprunStep] = []
+        self.lattice: list[list[float]] | None = None
+        self.positions: list[list[float]] | None = None
+        self.forces: list[list[float]] | None = None
+        self.stress: list[list[float]] | None = None
+        self.complete = False
 
 
 def read_vasprun(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Vasprun:
@@ -82,88 +107,122 @@ def read_vasprun(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Vasprun:
     >>> run.complete, len(run.steps), run.steps[-1].energy  # doctest: +SKIP
     (True, 8, -17.72137374)
     """
+    from xml.etree.ElementTree import ParseError
+
     result = Vasprun()
     try:
-        with open(path, "rb") as stream:
+        with open(path, "rb", buffering=0) as stream:
             _Reader(stream, result, chunk_bytes).read()
     except OSError as exc:
         raise VaspOutputError(f"cannot be read: {exc.strerror or exc}", path=path) from exc
-    except ET.ParseError as exc:
+    except ParseError as exc:
         raise VaspOutputError(f"is not a vasprun.xml: {exc}", path=path) from exc
     return result
 
 
 class _Reader:
-    """A cursor over the document's bytes: ``_data[_at:]`` is what is left to read (see the docstring).
+    """The calculations of one document, chunk by chunk (see the module docstring).
 
-    Offsets into ``_data`` stay valid until :meth:`_compact` or :meth:`_skip_to`, which drop what lies
-    behind the cursor and are called only where the reader holds no offset.
+    ``_inside`` is where the reader is between chunks: ``False`` between calculations, ``True`` inside
+    one whose final energy it has read (skipping to its ``</calculation>``).
     """
 
-    def __init__(self, stream: object, result: Vasprun, chunk_bytes: int) -> None:
-        from typing import BinaryIO, cast
-
-        self._stream = cast(BinaryIO, stream)
+    def __init__(self, stream: FileIO, result: Vasprun, chunk_bytes: int) -> None:
+        self._stream = stream
         self._result = result
         self._size = chunk_bytes
-        self._data = b""
-        self._at = 0
+        self._inside = False
+        self._done = False
         self._summary: bytes | None = None  # the last calculation's structure, forces, stress and energy
         self._final: bytes | None = None
 
-    def _more(self) -> bool:
-        chunk = self._stream.read(self._size)
-        self._data += chunk
-        return bool(chunk)
-
-    def _compact(self) -> None:
-        self._data = self._data[self._at :]
-        self._at = 0
-
-    def _first_of(self, needles: tuple[bytes, ...], start: int) -> tuple[int, int]:
-        """The earliest of ``needles`` from ``start``: (which, offset), reading on; (-1, -1) at the end."""
-        while True:
-            best, which = -1, -1
-            for index, needle in enumerate(needles):
-                # Only as far as the best hit so far: a needle absent nearby must not cost the whole buffer.
-                stop = len(self._data) if best < 0 else best + len(needle)
-                offset = self._data.find(needle, start, stop)
-                if offset >= 0 and (best < 0 or offset < best):
-                    best, which = offset, index
-            if best >= 0:
-                return which, best
-            if not self._more():
-                return -1, -1
-
-    def _skip_to(self, needle: bytes) -> int:
-        """Move the cursor to ``needle``, dropping what it passes; its offset, or -1 at the end."""
-        while (found := self._data.find(needle, self._at)) < 0:
-            self._at = max(self._at, len(self._data) - len(needle))
-            self._compact()
-            if not self._more():
-                return -1
-        self._at = found
-        return found
-
     def read(self) -> None:
-        which, start = self._first_of((_OPEN, _END), 0)
-        if start > _HEAD_LIMIT:
-            raise ET.ParseError(f"no <calculation> in the first {_HEAD_LIMIT} bytes")
-        self._head(self._data if start < 0 else self._data[:start])
-        if which == 0:
-            self._at = start
-            while self._calculation():
-                pass
-        self._result.complete = self._result.complete or which == 1 or self._final is not None
-        if self._summary is not None:
-            self._parse_summary(self._summary)
-        if self._final is not None:
-            self._structure(ET.fromstring(self._final))
+        from xml.etree.ElementTree import fromstring
 
-    def _head(self, head: bytes) -> None:
-        end = head.find(_END)
-        document = head[: end + len(_END)] if end >= 0 else head + _END
-        root = ET.fromstring(document)
+        offset = self._head()
+        length = os.fstat(self._stream.fileno()).st_size
+        size = self._size
+        while not self._done:
+            buffer, end = read_lines(self._stream, offset, size)
+            if not end:
+                break
+            at_end = offset + len(buffer) >= length
+            consumed = self._scan(buffer, end, at_end)
+            if consumed == 0 and not at_end:
+                size *= 2  # one calculation's head is larger than a chunk: read it whole
+                continue
+            size, offset = self._size, offset + consumed
+        if self._summary is not None:
+            self._parse_summary(fromstring(b"<summary>" + self._summary + b"</summary>"))
+        if self._final is not None:
+            self._structure(fromstring(self._final))
+
+    def _head(self) -> int:
+        """Parse the head; the offset of the first calculation (the reader is done when there is none)."""
+        from xml.etree.ElementTree import ParseError, fromstring
+
+        head, end = read_lines(self._stream, 0, self._size)
+        while (start := _first(head, end)) < 0 and 0 < end < _HEAD_LIMIT:
+            more, more_end = read_lines(self._stream, end, self._size)
+            if not more_end:
+                break
+            head, end = head[:end] + more, end + more_end
+        if start < 0 and end >= _HEAD_LIMIT:
+            raise ParseError(f"no <calculation> in the first {_HEAD_LIMIT} bytes")
+        if start >= 0 and head.startswith(_END, start):  # a document without calculations
+            self._head_document(fromstring(head[: start + len(_END)]))
+            self._result.complete = self._done = True
+            return start
+        self._head_document(fromstring((head[:start] if start >= 0 else head[:end]) + _END))
+        self._done = start < 0
+        return start
+
+    def _scan(self, buffer: bytes, end: int, at_end: bool) -> int:
+        """Read the calculations in ``buffer[:end]``; how much of it is done with (the rest is read again)."""
+        find, at = buffer.find, 0
+        while True:
+            if self._inside:
+                close = find(_CLOSE, at, end)
+                if close < 0:
+                    return end
+                at, self._inside = close + len(_CLOSE), False
+            start = find(_OPEN, at, end)
+            if start < 0:
+                return self._closing(buffer, at, end, at_end)
+            structure = find(_STRUCTURE, start, end)
+            close = find(_CLOSE, start, end if structure < 0 else structure)
+            if close >= 0:  # a calculation without a structure: no ionic step
+                at = close + len(_CLOSE)
+                continue
+            energy = find(_ENERGY, structure, end) if structure >= 0 else -1
+            stop = find(_ENERGY_END, energy, end) if energy >= 0 else -1
+            if stop < 0:
+                if at_end:
+                    self._done = True  # cut short before its final energy
+                    return end
+                return start  # cut by the chunk: read again from its start
+            stop += len(_ENERGY_END)
+            steps = buffer.count(_SCSTEP, start, structure)
+            self._result.steps.append(VasprunStep(*_energies(buffer[energy:stop]), steps))
+            self._summary = buffer[structure:stop]
+            at, self._inside = stop, True
+
+    def _closing(self, buffer: bytes, at: int, end: int, at_end: bool) -> int:
+        """After the chunk's last calculation: ``</modeling>`` and the final structure, or more to read."""
+        close = buffer.find(_END, at, end)
+        if close < 0:
+            if at_end:
+                self._done = True
+            return end if at_end or at == 0 else at
+        start = buffer.find(_FINAL, at, close)
+        stop = buffer.find(b"</structure>", start, close) if start >= 0 else -1
+        if stop >= 0:
+            self._final = buffer[start : stop + len(b"</structure>")]
+        self._result.complete = True
+        self._done = True
+        return end
+
+    def _head_document(self, root: Element) -> None:
         for item in root.iterfind("generator/i"):
             if item.get("name") == "version":
                 self._result.version = (item.text or "").strip()
@@ -185,79 +244,7 @@ class _Reader:
         if initial is not None:
             self._structure(initial)
 
-    def _calculations(self) -> None:
-        """The fast path: every calculation that lies whole in the buffer, read with a few regular
-        expression scans over all of them instead of a dozen calls each; the cursor moves past them."""
-        limit = self._data.rfind(_CLOSE, self._at)
-        if limit < 0:
-            return
-        limit += len(_CLOSE)
-        starts = [m.start() for m in _OPEN_RE.finditer(self._data, self._at, limit)]
-        energies = list(_FINAL_ENERGY.finditer(self._data, self._at, limit))
-        scsteps = [m.start() for m in _SCSTEP.finditer(self._data, self._at, limit)]
-        if len(energies) != len(starts):
-            return  # a calculation without its final energy: the careful path reads each one
-        for index, match in enumerate(energies):
-            first = bisect.bisect_left(scsteps, starts[index])
-            count = bisect.bisect_left(scsteps, match.start()) - first
-            free, without, sigma0 = match.groups()
-            self._result.steps.append(VasprunStep(_value(free), _value(without), _value(sigma0), count))
-        last = energies[-1]
-        structure = self._data.rfind(b"<structure", starts[-1], last.start())
-        self._summary = self._data[structure : last.end()] if structure >= 0 else None
-        self._at = limit
-
-    def _calculation(self) -> bool:
-        """Read the calculation at the cursor; whether another one follows."""
-        if self._at > self._size:  # not at every calculation: each compaction copies what is left
-            self._compact()
-        self._calculations()
-        which, offset = self._first_of((_OPEN, _END), self._at)
-        if which != 0:
-            if which == 1:
-                return self._after(self._at - len(_CLOSE))
-            return False
-        self._at = offset
-        which, structure = self._first_of((b"<structure", _CLOSE), self._at + len(_OPEN))
-        if which != 0:
-            return which == 1 and self._after(structure)  # a calculation without a structure
-        _, energy_end = self._first_of((b"</energy>",), structure)
-        if energy_end < 0:
-            return False  # cut short before its final energy
-        summary = self._data[structure : energy_end + len(b"</energy>")]
-        scsteps = self._data.count(b"<scstep>", self._at, structure)
-        energies = dict(_ENERGY.findall(summary[summary.rfind(b"<energy>") :]))
-        self._result.steps.append(
-            VasprunStep(
-                _value(energies.get(b"e_fr_energy")),
-                _value(energies.get(b"e_wo_entrp")),
-                _value(energies.get(b"e_0_energy")),
-                scsteps,
-            )
-        )
-        self._summary = summary
-        self._at = energy_end
-        close = self._skip_to(_CLOSE)  # eigenvalues, DOS, projections: passed over, not parsed
-        return close >= 0 and self._after(close)
-
-    def _after(self, close: int) -> bool:
-        """Move past ``</calculation>`` at ``close``; whether another calculation follows."""
-        self._at = close + len(_CLOSE)
-        which, offset = self._first_of((_OPEN, _END), self._at)
-        if which == 0:
-            self._at = offset
-            return True
-        if which == 1:
-            start = self._data.find(b'<structure name="finalpos"', self._at, offset)
-            stop = self._data.find(b"</structure>", start, offset) if start >= 0 else -1
-            self._final = self._data[start : stop + len(b"</structure>")] if stop >= 0 else b""
-            if not self._final:
-                self._final = None
-                self._result.complete = True
-        return False
-
-    def _parse_summary(self, summary: bytes) -> None:
-        root = ET.fromstring(b"<summary>" + summary + b"</summary>")
+    def _parse_summary(self, root: Element) -> None:
         structure = root.find("structure")
         if structure is not None:
             self._structure(structure)
@@ -266,7 +253,7 @@ class _Reader:
             if array is not None:
                 setattr(self._result, name, _rows(array))
 
-    def _structure(self, element: ET.Element) -> None:
+    def _structure(self, element: Element) -> None:
         basis = element.find("crystal/varray[@name='basis']")
         positions = element.find("varray[@name='positions']")
         if basis is not None:
@@ -275,7 +262,40 @@ class _Reader:
             self._result.positions = _rows(positions)
 
 
-def _rows(array: ET.Element) -> list[list[float]]:
+def _first(buffer: bytes, end: int) -> int:
+    """The offset of the first ``<calculation>`` or ``</modeling>`` in ``buffer[:end]``, or -1."""
+    hits = [hit for hit in (buffer.find(_OPEN, 0, end), buffer.find(_END, 0, end)) if hit >= 0]
+    return min(hits) if hits else -1
+
+
+def _energies(block: bytes) -> tuple[float | None, float | None, float | None]:
+    r"""The free energy, the energy without entropy and sigma -> 0 of an ``<energy>`` block.
+
+    VASP writes the three in that order: read so, they cost a split and three ``float``\ s (this runs
+    once per ionic step); any other block is read item by item, by name.
+    """
+    parts = block.split(b'">', 3)
+    if (
+        len(parts) == 4
+        and parts[0].endswith(b"e_fr_energy")
+        and parts[1].endswith(b"e_wo_entrp")
+        and parts[2].endswith(b"e_0_energy")
+    ):
+        try:
+            free, without, sigma0 = (float(part.split(b"<", 1)[0]) for part in parts[1:])
+        except ValueError:
+            pass
+        else:
+            if free - free == without - without == sigma0 - sigma0 == 0.0:  # none is inf or nan
+                return free, without, sigma0
+    values: dict[bytes, float | None] = {}
+    for item in block.split(b'<i name="')[1:]:
+        name, _, rest = item.partition(b'">')
+        values[name] = number(rest.split(b"<", 1)[0])
+    return values.get(b"e_fr_energy"), values.get(b"e_wo_entrp"), values.get(b"e_0_energy")
+
+
+def _rows(array: Element) -> list[list[float]]:
     return [[float(x) for x in (row.text or "").split()] for row in array.iterfind("v")]
 
 
@@ -292,7 +312,3 @@ def _typed(kind: str | None, text: str) -> object:
         return text
     value = number(text) if " " not in text else None
     return text if value is None else value
-
-
-def _value(raw: bytes | None) -> float | None:
-    return None if raw is None else number(raw.decode("ascii", errors="replace"))

@@ -279,9 +279,8 @@ def _moved(landscape: Landscape, step: IonicStep) -> IonicStep:
 
 
 def _as_structure(template: Structure, step: IonicStep) -> Structure:
-    from dataclasses import replace
 
-    return replace(template, lattice=step.lattice, positions=step.positions)
+    return template._replace(lattice=step.lattice, positions=step.positions)
 
 
 def _stopcar(workdir: Path) -> str | None:
