@@ -4,6 +4,9 @@
    context.json and job.json, one mock VASP run, results published in a transaction) against the mock
    run alone on the same inputs, and the bare interpreter. Goal: the runner adds at most 3 bare
    interpreter starts to what VASP itself takes. Rounds are interleaved so load affects every row alike.
+   Every row runs with a bytecode cache (a ``PYTHONPYCACHEPREFIX`` in the scratch directory, filled by a
+   first round that is not counted), as an installed wheel has one; a last row shows the attempt of an
+   editable install under ``PYTHONDONTWRITEBYTECODE=1``, which compiles every module it imports again.
 2. Parsing large outputs. A 200 MB OUTCAR and a 200 MB vasprun.xml (a mock run's ionic steps repeated
    until the file is that large) read by the streaming parsers, each in a process of its own whose peak
    RSS is reported, against ``wc -l`` on the same file. Goals: at least 1/10 of ``wc -l``'s speed, peak
@@ -12,7 +15,7 @@
    workflow job submit`` and run by one manager with 2 workers; the figure is printed (jobs and
    attempts per second), there is no goal.
 
-    ./dev bench vasp [--rounds 15] [--megabytes 200] [--relaxations 500] [--skip-relaxations]
+    ./dev bench vasp [--rounds 15] [--megabytes 200] [--relaxations 500] [--parts overhead,parsing,relax]
 """
 
 from __future__ import annotations
@@ -39,6 +42,13 @@ MEMORY_GOAL_MB = 100.0
 SILICON = "Si2\n5.6\n0 .5 .5\n.5 0 .5\n.5 .5 0\nSi\n2\nDirect\n0.01 0.02 0\n.25 .24 .26\n"
 
 
+def _cached_environment(scratch: Path) -> dict[str, str]:
+    """This process's environment with a bytecode cache that is written (see the module docstring)."""
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    environment["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
+    return environment
+
+
 def _timed(argv: list[str], **kwargs: object) -> float:
     started = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)  # type: ignore[call-overload]
@@ -46,7 +56,7 @@ def _timed(argv: list[str], **kwargs: object) -> float:
 
 
 # -- 1. runner overhead --------------------------------------------------------------------------
-def _attempt(root: Path, library: Path, index: int) -> tuple[dict[str, str], Path]:
+def _attempt(root: Path, library: Path, base: dict[str, str]) -> tuple[dict[str, str], Path]:
     """A real static attempt below ``root``: its environment and its job directory."""
     job_id = str(uuid.uuid4())
     job_dir = root / "ws" / "bench" / job_id
@@ -73,7 +83,7 @@ def _attempt(root: Path, library: Path, index: int) -> tuple[dict[str, str], Pat
     }  # fmt: skip
     (control / "context.json").write_text(json.dumps(context, indent=2))
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("HTTK_")},
+        **{k: v for k, v in base.items() if not k.startswith("HTTK_")},
         "HTTK_WORKFLOW_CONTEXT": str(control / "context.json"), "HTTK_WORKFLOW_CONTROL_DIR": str(control),
         "HTTK_WORKFLOW_JOB_DIR": str(job_dir), "HTTK_WORKFLOW_WORKDIR": str(job_dir / "run"),
         "HTTK_WORKFLOW_STEP": "static", "HTTK_WORKFLOW_DURABLE": "0", "HTTK_WORKFLOW_PYTHON": sys.executable,
@@ -87,14 +97,18 @@ def runner_overhead(rounds: int, scratch: Path) -> None:
     runner = str(runner_file("pkg:httk.workflow.vasp/runners/vasp"))
     library = scratch / "potcars"
     subprocess.run([MOCK, "pseudo-library", str(library), "Si"], check=True)
+    cached = _cached_environment(scratch)
+    uncached = {k: v for k, v in cached.items() if k != "PYTHONPYCACHEPREFIX"}
+    uncached["PYTHONDONTWRITEBYTECODE"] = "1"
     rows: dict[str, list[float]] = {
         "bare python": [],
         "mock VASP alone": [],
         "runner attempt (vasp-static)": [],
+        "  ... without a bytecode cache": [],
     }
     for index in range(rounds + 1):
-        env, job_dir = _attempt(scratch / f"attempt-{index}", library, index)
-        bare = _timed([sys.executable, "-c", "pass"])
+        bare = _timed([sys.executable, "-c", "pass"], env=cached)
+        env, job_dir = _attempt(scratch / f"attempt-{index}", library, cached)
         attempt = _timed([runner, "vasp-static"], env=env, cwd=job_dir / "run")
         assert (Path(env["HTTK_WORKFLOW_CONTROL_DIR"]) / "outcome.ready").is_dir(), (
             "the attempt published nothing"
@@ -102,11 +116,14 @@ def runner_overhead(rounds: int, scratch: Path) -> None:
         alone = job_dir / "alone"
         shutil.copytree(job_dir / "run" / "runs" / "01-static", alone)
         shutil.copy(job_dir / "run" / "POTCAR", alone / "POTCAR")
-        mock = _timed([MOCK], cwd=alone)
-        if index:  # the first round warms the page cache
-            for name, value in zip(rows, (bare, mock, attempt), strict=True):
+        mock = _timed([MOCK], cwd=alone, env=cached)
+        env, job_dir = _attempt(scratch / f"uncached-{index}", library, uncached)
+        compiling = _timed([runner, "vasp-static"], env=env, cwd=job_dir / "run")
+        if index:  # the first round fills the bytecode cache and warms the page cache
+            for name, value in zip(rows, (bare, mock, attempt, compiling), strict=True):
                 rows[name].append(value)
         shutil.rmtree(scratch / f"attempt-{index}")
+        shutil.rmtree(scratch / f"uncached-{index}")
     medians = {name: statistics.median(values) * 1000 for name, values in rows.items()}
     for name, value in medians.items():
         print(f"  {name:32s} {value:8.1f} ms (median of {rounds})")
@@ -248,17 +265,20 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--megabytes", type=float, default=200.0)
     parser.add_argument("--relaxations", type=int, default=500)
-    parser.add_argument("--skip-relaxations", action="store_true")
+    parser.add_argument("--parts", default="overhead,parsing,relax", help="which goals to measure")
     options = parser.parse_args()
+    parts = set(options.parts.split(","))
     with tempfile.TemporaryDirectory(prefix="httk-bench-vasp-") as scratch:
         root = Path(scratch)
-        print("runner overhead per VASP step:")
-        (root / "overhead").mkdir()
-        runner_overhead(options.rounds, root / "overhead")
-        print("parsing large outputs:")
-        (root / "parse").mkdir()
-        parsing(options.megabytes, root / "parse", max(3, options.rounds // 5))
-        if not options.skip_relaxations:
+        if "overhead" in parts:
+            print("runner overhead per VASP step:")
+            (root / "overhead").mkdir()
+            runner_overhead(options.rounds, root / "overhead")
+        if "parsing" in parts:
+            print("parsing large outputs:")
+            (root / "parse").mkdir()
+            parsing(options.megabytes, root / "parse", max(3, options.rounds // 5))
+        if "relax" in parts:
             print("mock relaxations end to end:")
             (root / "relax").mkdir()
             relaxations(options.relaxations, root / "relax")

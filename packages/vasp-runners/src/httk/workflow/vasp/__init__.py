@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._catalog import CATALOG, Problem, Rung
-    from ._decide import Decision
     from ._detect import Diagnosis, TextScanner, diagnose
     from ._errors import PseudoLibraryError, VaspCommandError, VaspError, VaspInputError, VaspOutputError
     from ._incar import Incar
@@ -53,7 +52,7 @@ if TYPE_CHECKING:
         wavecar_complete,
     )
     from ._results import results_document
-    from ._stage import run_stage
+    from ._stage import Decision, run_stage
     from ._structure import Structure, format_poscar, parse_poscar
     from ._vasprun import Vasprun, read_vasprun
     from ._workflows import VASP_RELAX, VASP_RELAX_BASH, VASP_RELAX_STATIC, VASP_STATIC, WORKFLOWS
@@ -62,7 +61,7 @@ _HOMES = {
     "CATALOG": "_catalog",
     "Calculation": "_remedies",
     "Change": "_remedies",
-    "Decision": "_decide",
+    "Decision": "_stage",
     "Diagnosis": "_detect",
     "Incar": "_incar",
     "Kpoints": "_kpoints",

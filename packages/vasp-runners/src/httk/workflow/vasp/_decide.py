@@ -21,11 +21,9 @@ Every decision is also recorded as a runner-reported event, for ``job show`` and
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from httk.workflow.sdk import Attempt, SdkError
+from httk.workflow.sdk import Attempt
 
 from ._detect import diagnose
 from ._files import write_atomically
@@ -35,40 +33,11 @@ from ._kpoints import parse_kpoints
 from ._process import RunReport
 from ._remedies import Calculation
 from ._restart import Outputs, archive_outputs, read_outputs, usable_contcar
+from ._stage import Decision, failure, record_event, save_state
 from ._structure import Structure, format_poscar, parse_poscar
 
 AFTER_RELAX = {"vasp-relax-static": "static"}
 RESTART_FILES = ("WAVECAR", "CHGCAR", "CHG")
-
-
-class Decision(NamedTuple):
-    """What one attempt publishes: ``advance``, ``retry``, ``succeed`` or ``fail``, with its members.
-
-    For ``succeed``, ``results`` (results.json) and ``structure`` (the final CONTCAR) are the bytes to
-    put into the job's transactional data.
-    """
-
-    action: str
-    message: str
-    next_step: str | None = None
-    reason: str | None = None
-    code: str | None = None
-    details: Mapping[str, Any] = MappingProxyType({})
-    results: bytes | None = None
-    structure: bytes | None = None
-
-
-def record_event(attempt: Attempt, kind: str, message: str, details: dict[str, Any] | None = None) -> None:
-    """A runner-reported event; a record that cannot be written never costs the calculation."""
-    try:
-        attempt.record_event(kind, message, details)
-    except SdkError as exc:
-        print(f"httk.workflow.vasp: cannot record an event: {exc}", flush=True)
-
-
-def failure(attempt: Attempt, code: str, message: str, details: dict[str, Any]) -> Decision:
-    record_event(attempt, "vasp.failed", message, {"code": code, **details})
-    return Decision("fail", message, code=code, details=details)
 
 
 def run_record(
@@ -118,8 +87,6 @@ def after_run(
     attempt: Attempt, workflow: str, state: dict[str, Any], index: int, *, report: RunReport, knobs: Knobs
 ) -> Decision:
     """Record the run that just ended, archive its outputs, and decide (see the module docstring)."""
-    from ._stage import save_state
-
     workdir = attempt.workdir
     poscar = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
     incar = Incar.parse((workdir / "INCAR").read_text(), path=str(workdir / "INCAR"))
@@ -192,8 +159,6 @@ def _remedy(run: _Run) -> Decision:
     number = len(state["remedies"]) + 1
     remedy = {"run": record["index"], "problem": row.name, "remedy": name, "rung": rung + 1}
     remedy.update(back_up(run.calculation.workdir, number, row.name, change))
-    from ._stage import save_state
-
     state["pending"] = remedy
     save_state(run.attempt, state)
     remedy = apply_with_record(run.calculation, change, remedy)

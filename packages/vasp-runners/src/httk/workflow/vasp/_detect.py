@@ -13,14 +13,17 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ._catalog import CATALOG, OUTCAR, STDOUT, Problem
-from ._incar import Incar
-from ._process import STDERR, RunReport
+from ._process import STDERR
 from ._process import STDOUT as STDOUT_FILE
-from ._restart import Outputs
 from ._scan import chunks
+
+if TYPE_CHECKING:
+    from ._incar import Incar
+    from ._process import RunReport
+    from ._restart import Outputs
 
 _FILES = {STDOUT: (STDOUT_FILE, STDERR), OUTCAR: ("OUTCAR",)}
 

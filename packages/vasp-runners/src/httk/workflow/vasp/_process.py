@@ -26,7 +26,6 @@ import os
 import select
 import shlex
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -115,7 +114,7 @@ def process_identity(pid: int) -> dict[str, object]:
     with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as stream:
         boot = stream.read().strip()
     return {
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,
         "pid": pid,
         "pgid": int(fields[2]),
         "start": int(fields[19]),
@@ -125,7 +124,7 @@ def process_identity(pid: int) -> dict[str, object]:
 
 def still_running(identity: Mapping[str, object]) -> bool | None:
     """Whether the recorded process lives: ``None`` when that cannot be told from this host."""
-    if identity.get("host") != socket.gethostname():
+    if identity.get("host") != os.uname().nodename:
         return None
     try:
         current = process_identity(int(identity["pid"]))  # type: ignore[call-overload]
@@ -238,12 +237,14 @@ def run_vasp(
     kill_grace: float,
     poll_seconds: float,
     monitor: Callable[[], str | None] | None = None,
+    on_start: Callable[[], None] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> RunReport:
     """Run VASP in ``workdir`` until it ends, stopping it on time-out, signal or a monitored error.
 
     ``monitor`` is called every ``poll_seconds``; when it returns a problem name, VASP is stopped and the
-    report says ``error:<problem>``.
+    report says ``error:<problem>``. ``on_start`` is called once VASP runs (and its identity is recorded),
+    before the runner waits for it: work done there overlaps VASP's.
 
     Raises
     ------
@@ -274,6 +275,8 @@ def run_vasp(
         write_json(workdir / PROCESS_FILE, identity)
         report = RunReport(status=0, seconds=0.0, argv=argv)
         try:
+            if on_start is not None:
+                on_start()
             _supervise(
                 process,
                 workdir,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 import struct
 from pathlib import Path
 from typing import NamedTuple
@@ -170,11 +169,13 @@ def archive_outputs(workdir: Path, index: int, stage: str) -> str:
     relative = f"{RUNS_DIR}/{index:02d}-{stage}"
     target = workdir / relative
     if target.exists():
-        shutil.rmtree(target)  # a previous archiving of this run was interrupted: do it again whole
+        import shutil  # the exception: a previous archiving of this run was interrupted
+
+        shutil.rmtree(target)  # do it again whole
     target.mkdir(parents=True)
     for name in INPUTS:
         if (workdir / name).is_file():
-            shutil.copy2(workdir / name, target / name)
+            (target / name).write_bytes((workdir / name).read_bytes())  # small: read whole
     for name in OUTPUTS:
         source = workdir / name
         if not source.is_file():
@@ -184,7 +185,8 @@ def archive_outputs(workdir: Path, index: int, stage: str) -> str:
                 open(source, "rb") as reader,
                 gzip.open(target / f"{name}.gz", "wb", compresslevel=6) as writer,
             ):
-                shutil.copyfileobj(reader, writer, 1 << 20)
+                while data := reader.read(1 << 20):
+                    writer.write(data)
             source.unlink()
         else:
             os.replace(source, target / name)

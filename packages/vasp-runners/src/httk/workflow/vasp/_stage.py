@@ -1,7 +1,7 @@
 """One attempt of a VASP stage (``relax`` or ``static``): recover, prepare, run, and decide the outcome.
 
 :func:`run_stage` is the whole step of every packaged VASP workflow, shared by the Python runner (which
-publishes the returned :class:`~._decide.Decision` through ``Attempt``) and the Bash API (which
+publishes the returned :class:`Decision` through ``Attempt``) and the Bash API (which
 publishes it through ``httk-workflow.sh``), so both end with the same documents. In order:
 
 1. **Settings**: ``vasp.command`` and the other knobs (:mod:`._knobs`); no command fails the job with
@@ -23,23 +23,54 @@ before the outcome is published, so every crash point leaves a state the next at
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
-from httk.workflow.sdk import Attempt
+from httk.workflow.sdk import Attempt, SdkError
 
-from . import _decide, _knobs
+from . import _knobs
 from ._catalog import CATALOG
-from ._decide import Decision, record_event
 from ._detect import TextScanner
 from ._errors import PseudoLibraryError, VaspCommandError, VaspInputError
 from ._files import write_atomically
 from ._process import run_vasp, stop_leftover
-from ._restart import archive_outputs, judge_restart_files, read_outputs, usable_contcar
 from ._structure import format_poscar, parse_poscar
 
 STATE_KEY = "vasp"
 STATE_VERSION = 1
+
+
+class Decision(NamedTuple):
+    """What one attempt publishes: ``advance``, ``retry``, ``succeed`` or ``fail``, with its members.
+
+    For ``succeed``, ``results`` (results.json) and ``structure`` (the final CONTCAR) are the bytes to
+    put into the job's transactional data.
+    """
+
+    action: str
+    message: str
+    next_step: str | None = None
+    reason: str | None = None
+    code: str | None = None
+    details: Mapping[str, Any] = MappingProxyType({})
+    results: bytes | None = None
+    structure: bytes | None = None
+
+
+def record_event(attempt: Attempt, kind: str, message: str, details: dict[str, Any] | None = None) -> None:
+    """A runner-reported event; a record that cannot be written never costs the calculation."""
+    try:
+        attempt.record_event(kind, message, details)
+    except SdkError as exc:
+        print(f"httk.workflow.vasp: cannot record an event: {exc}", flush=True)
+
+
+def failure(attempt: Attempt, code: str, message: str, details: dict[str, Any]) -> Decision:
+    """Fail the job with ``code``, recorded as a ``vasp.failed`` event first."""
+    record_event(attempt, "vasp.failed", message, {"code": code, **details})
+    return Decision("fail", message, code=code, details=details)
 
 
 def load_state(attempt: Attempt) -> dict[str, Any]:
@@ -66,9 +97,9 @@ def run_stage(attempt: Attempt, workflow: str) -> Decision:
     try:
         knobs = _knobs.resolve(attempt.setting, int(attempt.resources.get("procs", 1) or 1))
     except VaspCommandError as exc:
-        return _decide.failure(attempt, exc.code, exc.message, {"setting": "vasp.command"})
+        return failure(attempt, exc.code, exc.message, {"setting": "vasp.command"})
     except VaspInputError as exc:
-        return _decide.failure(attempt, "vasp.input_invalid", exc.message, {})
+        return failure(attempt, "vasp.input_invalid", exc.message, {})
     _recover(attempt, state, workdir, stage, knobs.kill_grace)
     if stage not in state["prepared"]:
         try:
@@ -81,7 +112,7 @@ def run_stage(attempt: Attempt, workflow: str) -> Decision:
                 stage, workdir, attempt.job_dir, attempt.inputs, attempt.setting, structure=structure
             )
         except (VaspInputError, PseudoLibraryError) as exc:
-            return _decide.failure(attempt, "vasp.input_invalid", str(exc), {"stage": stage})
+            return failure(attempt, "vasp.input_invalid", str(exc), {"stage": stage})
         record_event(
             attempt, "vasp.prepared", f"{stage} inputs written", _prepared_summary(state["prepared"][stage])
         )
@@ -98,12 +129,27 @@ def run_stage(attempt: Attempt, workflow: str) -> Decision:
             kill_grace=knobs.kill_grace,
             poll_seconds=knobs.poll_seconds,
             monitor=watch.first,
+            on_start=_load_the_decision,
         )
     except VaspCommandError as exc:
         state["running"] = None
         save_state(attempt, state)
-        return _decide.failure(attempt, exc.code, exc.message, {"argv": knobs.argv})
-    return _decide.after_run(attempt, workflow, state, index, report=report, knobs=knobs)
+        return failure(attempt, exc.code, exc.message, {"argv": knobs.argv})
+    from ._decide import after_run
+
+    return after_run(attempt, workflow, state, index, report=report, knobs=knobs)
+
+
+def _load_the_decision() -> None:
+    """Import what the decision after the run needs, while VASP runs.
+
+    The parsers, the catalog's detection, restart judging, archiving and results.json are needed only
+    once VASP has ended; loading them here, after VASP has started and before the runner waits for it,
+    puts their cost beside VASP's time rather than after it (VASP computes on its own cores meanwhile).
+    """
+    from xml.etree import ElementTree  # noqa: F401  # the vasprun.xml parser's, on first use
+
+    from . import _decide, _results  # noqa: F401
 
 
 def _prepared_summary(prepared: dict[str, Any]) -> dict[str, Any]:
@@ -136,13 +182,16 @@ def _recover(attempt: Attempt, state: dict[str, Any], workdir: Path, stage: str,
     running = state.get("running")
     if running is None and not (workdir / "OUTCAR").exists():
         return
+    from ._decide import run_record
+    from ._restart import archive_outputs, judge_restart_files, read_outputs, usable_contcar
+
     index = running["run"] if running else len(state["runs"]) + 1
     run_stage_name = running["stage"] if running else stage
     poscar = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
     outputs = read_outputs(workdir)
     contcar = usable_contcar(workdir, poscar)
     verdicts = judge_restart_files(workdir)
-    run = _decide.run_record(attempt, index, run_stage_name, outputs, None)
+    run = run_record(attempt, index, run_stage_name, outputs, None)
     run.update(
         outcome="interrupted" if running else "stale", restart_files=verdicts, contcar=contcar is not None
     )
