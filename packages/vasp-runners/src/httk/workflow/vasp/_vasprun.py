@@ -13,8 +13,10 @@ structure, forces, stress and energy) is kept, and parsed with ElementTree at th
 chunk cuts before its final energy is read again from its start in the next chunk (a larger one when a
 single calculation's head outgrows a chunk); memory is one chunk plus that summary.
 
-The layout relied on is VASP's: within a calculation, scsteps come first and the final energy is the
-first ``<energy>`` after the calculation's structure. A document cut short (the run died, or is still
+The layout relied on is VASP's: every calculation has its ``<structure>``, after its scsteps, and its
+final energy is the first ``<energy>`` after that structure. (Checking each calculation for a missing
+structure would cost one more search of its scsteps; only the last calculation of a document is passed
+over when it has none.) A document cut short (the run died, or is still
 running) is read up to its last complete calculation; :attr:`Vasprun.complete` says whether
 ``</modeling>`` was reached.
 """
@@ -133,7 +135,9 @@ class _Reader:
         self._size = chunk_bytes
         self._inside = False
         self._done = False
-        self._summary: bytes | None = None  # the last calculation's structure, forces, stress and energy
+        # The last calculation's structure, forces, stress and energy: where they lie, cut out only once
+        # a chunk is done with (a copy per calculation would cost as much as the search).
+        self._summary: tuple[bytes, int, int] | None = None
         self._final: bytes | None = None
 
     def read(self) -> None:
@@ -153,7 +157,8 @@ class _Reader:
                 continue
             size, offset = self._size, offset + consumed
         if self._summary is not None:
-            self._parse_summary(fromstring(b"<summary>" + self._summary + b"</summary>"))
+            buffer, start, stop = self._summary
+            self._parse_summary(fromstring(b"<summary>" + buffer[start:stop] + b"</summary>"))
         if self._final is not None:
             self._structure(fromstring(self._final))
 
@@ -190,9 +195,8 @@ class _Reader:
             if start < 0:
                 return self._closing(buffer, at, end, at_end)
             structure = find(_STRUCTURE, start, end)
-            close = find(_CLOSE, start, end if structure < 0 else structure)
-            if close >= 0:  # a calculation without a structure: no ionic step
-                at = close + len(_CLOSE)
+            if structure < 0 and (close := find(_CLOSE, start, end)) >= 0:
+                at = close + len(_CLOSE)  # a calculation without a structure: no ionic step
                 continue
             energy = find(_ENERGY, structure, end) if structure >= 0 else -1
             stop = find(_ENERGY_END, energy, end) if energy >= 0 else -1
@@ -204,7 +208,7 @@ class _Reader:
             stop += len(_ENERGY_END)
             steps = buffer.count(_SCSTEP, start, structure)
             self._result.steps.append(VasprunStep(*_energies(buffer[energy:stop]), steps))
-            self._summary = buffer[structure:stop]
+            self._summary = (buffer, structure, stop)
             at, self._inside = stop, True
 
     def _closing(self, buffer: bytes, at: int, end: int, at_end: bool) -> int:
@@ -282,7 +286,9 @@ def _energies(block: bytes) -> tuple[float | None, float | None, float | None]:
         and parts[2].endswith(b"e_0_energy")
     ):
         try:
-            free, without, sigma0 = (float(part.split(b"<", 1)[0]) for part in parts[1:])
+            free = float(parts[1].split(b"<", 1)[0])
+            without = float(parts[2].split(b"<", 1)[0])
+            sigma0 = float(parts[3].split(b"<", 1)[0])
         except ValueError:
             pass
         else:
