@@ -68,6 +68,21 @@ PY
   [[ $status -eq 4 ]]
 }
 
+@test "vasp: run runs VASP and records the run that remedy then fixes, as a step would" {
+  local provenance problems remedy
+  export HTTK_MOCK_VASP_FAULTS=zpotrf  # the job's vasp.command is the mock
+  httk_workflow_vasp_prepare provenance relax
+  httk_workflow_vasp_run problems
+  [[ $problems == zpotrf ]]
+  [[ -f $HTTK_WORKFLOW_WORKDIR/runs/01-relax/OUTCAR.gz && ! -e $HTTK_WORKFLOW_WORKDIR/OUTCAR ]]
+  httk_workflow_vasp_remedy remedy zpotrf
+  [[ $remedy == no_symmetry ]]
+  grep -q '"remedy":"no_symmetry"' "$HTTK_WORKFLOW_JOB_DIR/.httk-job/state.json"
+  grep -q '"kind":"vasp.remedy"' "$HTTK_WORKFLOW_JOB_DIR/.httk-job/events.jsonl"
+  run --separate-stderr httk_workflow_vasp_run
+  [[ $status -eq 2 && $stderr == *usage* ]]
+}
+
 @test "vasp: a whole step decides, and publish turns the decision into the outcome" {
   local action message next
   httk_workflow_vasp_step action vasp-relax

@@ -3,7 +3,9 @@
 The Bash API (``bash/httk-workflow-vasp.sh``) is a thin shell over these, so the catalog, the remedies,
 the restart rules and the bookkeeping in job state are the same code for both languages. Each
 subcommand runs inside an attempt (it reads ``HTTK_WORKFLOW_CONTEXT``), never publishes an outcome --
-the Bash SDK does that -- and writes what it has to say into the file named by ``--out``, as fields each
+the Bash SDK does that -- keeps job state exactly as the step does (so a Bash author who composes
+``prepare``, ``run``, ``check`` and ``remedy`` leaves the same record of runs, remedies and events as one
+``step``), and writes what it has to say into the file named by ``--out``, as fields each
 ended by a NUL byte (Bash reads them with ``mapfile -d ''``):
 
 =======================  ========================================================================
@@ -12,11 +14,16 @@ ended by a NUL byte (Bash reads them with ``mapfile -d ''``):
 ``step WORKFLOW``        one whole attempt of the current step (:func:`~._stage.run_stage`); fields:
                          action, message, next step, reason, failure code, details (compact JSON),
                          and for ``succeed`` the paths of results.json and the final CONTCAR
-``prepare STAGE``        write the inputs of ``relax`` or ``static`` into the workdir; field: the
-                         provenance (compact JSON)
-``check``                the catalog's problems in the workdir's outputs; fields: one per problem
-``remedy PROBLEM``       apply the next rung of PROBLEM's ladder (backed up, recorded in job state);
-                         field: the remedy's name; exit status 4 when the ladder is spent
+``prepare STAGE``        write the inputs of ``relax`` or ``static`` into the workdir and record their
+                         provenance as the step does; field: the provenance (compact JSON)
+``run``                  run VASP once for the current step, supervised, and record the run as the
+                         step does (parsed, diagnosed, archived); fields: one per problem
+``check``                record the run whose outputs are in the workdir (one its author started) as
+                         ``run`` would, or, when there is none, read the last recorded run; fields:
+                         one per problem
+``remedy PROBLEM``       apply the next rung of PROBLEM's ladder to the last recorded run (backed up,
+                         recorded in job state and in the run's record as the step does); field: the
+                         remedy's name; exit status 4 when the ladder or vasp.max_remedies is spent
 =======================  ========================================================================
 
 Exit status 0 on success, 2 for a wrong call, 4 for an exhausted ladder, 1 otherwise (the message on
@@ -82,29 +89,58 @@ def _step(workflow: str, out: str) -> int:
 def _prepare(stage: str, out: str) -> int:
     from httk.workflow.sdk import Attempt
 
-    from ._inputs import prepare
-    from ._stage import load_state, save_state
+    from ._stage import load_state, prepare_stage, save_state
 
     attempt = Attempt.load()
     state = load_state(attempt)
-    state["prepared"][stage] = prepare(
-        stage, attempt.workdir, attempt.job_dir, attempt.inputs, attempt.setting
-    )
+    prepared = prepare_stage(attempt, state, stage)
     save_state(attempt, state)
-    _write_fields(out, [_compact(state["prepared"][stage])])
+    _write_fields(out, [_compact(prepared)])
+    return 0
+
+
+def _run(out: str) -> int:
+    from httk.workflow.sdk import Attempt
+
+    from ._decide import record_run
+    from ._knobs import resolve
+    from ._stage import load_state, recover, run_once, save_state
+
+    attempt = Attempt.load()
+    state = load_state(attempt)
+    if attempt.step not in state["prepared"]:
+        print(
+            f"the inputs of {attempt.step} are not prepared: call httk_workflow_vasp_prepare", file=sys.stderr
+        )
+        return 1
+    knobs = resolve(attempt.setting, int(attempt.resources.get("procs", 1) or 1))
+    recover(attempt, state, attempt.step, knobs.kill_grace)
+    index, report = run_once(attempt, state, knobs)
+    record, _, _ = record_run(attempt, state, index, report)
+    save_state(attempt, state)
+    _write_fields(out, record["problems"])
     return 0
 
 
 def _check(out: str) -> int:
     from httk.workflow.sdk import Attempt
 
-    from ._detect import diagnose
-    from ._incar import Incar
-    from ._restart import read_outputs
+    from ._decide import record_run
+    from ._stage import load_state, save_state
 
-    workdir = Attempt.load().workdir
-    incar = Incar.parse((workdir / "INCAR").read_text(), path=str(workdir / "INCAR"))
-    _write_fields(out, diagnose(workdir, read_outputs(workdir), None, incar).problems)
+    attempt = Attempt.load()
+    state = load_state(attempt)
+    running = state["running"]
+    if running is not None or (attempt.workdir / "OUTCAR").exists():  # a run not yet recorded
+        index = running["run"] if running else len(state["runs"]) + 1
+        record, _, _ = record_run(attempt, state, index, None)
+        save_state(attempt, state)
+    elif state["runs"]:
+        record = state["runs"][-1]
+    else:
+        print("no VASP run to check: the workdir has no OUTCAR and job state records none", file=sys.stderr)
+        return 1
+    _write_fields(out, record["problems"])
     return 0
 
 
@@ -112,44 +148,26 @@ def _remedy(name: str, out: str) -> int:
     from httk.workflow.sdk import Attempt
 
     from ._catalog import problem
-    from ._incar import Incar
-    from ._kpoints import parse_kpoints
-    from ._ladder import apply_with_record, back_up, climbed, next_remedy
-    from ._remedies import Calculation
-    from ._restart import read_outputs, usable_contcar
+    from ._decide import recorded_calculation, remedy
+    from ._knobs import resolve_max_remedies
     from ._stage import load_state, save_state
-    from ._structure import parse_poscar
 
+    problem(name)  # an unknown problem is refused before anything is read
     attempt = Attempt.load()
-    workdir = attempt.workdir
     state = load_state(attempt)
-    row = problem(name)
-    poscar = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
-    outputs = read_outputs(workdir)
-    calculation = Calculation(
-        workdir=workdir,
-        incar=Incar.parse((workdir / "INCAR").read_text(), path=str(workdir / "INCAR")),
-        structure=poscar,
-        kpoints=parse_kpoints((workdir / "KPOINTS").read_text(), path=str(workdir / "KPOINTS")),
-        contcar=usable_contcar(workdir, poscar),
-        ionic_steps=len(outputs.oszicar),
-        nbands=outputs.outcar.parameter("nbands") if outputs.outcar else None,
-        seed=len(state["remedies"]) + 1,
-    )
-    chosen = next_remedy(row, state["ladders"], calculation)
-    if chosen is None:
+    if not state["runs"]:
+        print("no VASP run is recorded: call httk_workflow_vasp_run or _check first", file=sys.stderr)
+        return 1
+    record = state["runs"][-1]
+    calculation = recorded_calculation(attempt, record)
+    limit = resolve_max_remedies(attempt.setting)
+    decision = remedy(attempt, state, record, calculation, limit, problem=name)
+    save_state(attempt, state)
+    if decision.action != "retry":
+        print(decision.message, file=sys.stderr)
         _write_fields(out, [""])
         return EXHAUSTED
-    rung, remedy, change = chosen
-    record = {"run": len(state["runs"]), "problem": row.name, "remedy": remedy, "rung": rung + 1}
-    record.update(back_up(workdir, len(state["remedies"]) + 1, row.name, change))
-    state["pending"] = record
-    save_state(attempt, state)
-    state["remedies"].append(apply_with_record(calculation, change, record))
-    state["pending"] = None
-    state["ladders"] = climbed(state["ladders"], row.name, rung)
-    save_state(attempt, state)
-    _write_fields(out, [remedy])
+    _write_fields(out, [record["remedy"] or ""])
     return 0
 
 
@@ -160,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, argument in (
         ("step", "workflow"),
         ("prepare", "stage"),
+        ("run", None),
         ("check", None),
         ("remedy", "problem"),
     ):
@@ -180,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if options.stage not in ("relax", "static"):
                 parser.error(f"the stage must be relax or static, not {options.stage!r}")
             return _prepare(options.stage, options.out)
+        if options.command == "run":
+            return _run(options.out)
         if options.command == "check":
             return _check(options.out)
         return _remedy(options.problem, options.out)

@@ -64,6 +64,7 @@ def run_record(
         "stopped": None if report is None else report.stopped,
         "seconds": None if report is None else round(report.seconds, 3),
         "energy": steps[-1]["energy"] if steps else None,
+        "nbands": outputs.outcar.parameter("nbands") if outputs.outcar else None,
         "ionic_steps": steps,
         "problems": [],
         "remedy": None,
@@ -83,10 +84,16 @@ class _Run(NamedTuple):
     knobs: Knobs
 
 
-def after_run(
-    attempt: Attempt, workflow: str, state: dict[str, Any], index: int, *, report: RunReport, knobs: Knobs
-) -> Decision:
-    """Record the run that just ended, archive its outputs, and decide (see the module docstring)."""
+def record_run(
+    attempt: Attempt, state: dict[str, Any], index: int, report: RunReport | None
+) -> tuple[dict[str, Any], Calculation, Outputs]:
+    """Record run ``index``, whose outputs are in the workdir: parsed, diagnosed, archived.
+
+    What the step does after every run, and the Bash API's ``check`` after a run its author started:
+    the run joins job state's ``runs`` (its ionic steps, problems and evidence, its archive in
+    ``runs/<NN>-<stage>/``) and is no longer ``running``. Returns the record, what a remedy may look at
+    (read before the outputs were archived), and the parsed outputs.
+    """
     workdir = attempt.workdir
     poscar = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
     incar = Incar.parse((workdir / "INCAR").read_text(), path=str(workdir / "INCAR"))
@@ -102,21 +109,47 @@ def after_run(
         kpoints=parse_kpoints((workdir / "KPOINTS").read_text(), path=str(workdir / "KPOINTS")),
         contcar=usable_contcar(workdir, poscar),
         ionic_steps=len(outputs.oszicar),
-        nbands=outputs.outcar.parameter("nbands") if outputs.outcar else None,
+        nbands=record["nbands"],
         seed=index,
     )
     record["archive"] = archive_outputs(workdir, index, attempt.step)
     state["runs"].append(record)
     state["running"] = None
+    return record, calculation, outputs
+
+
+def recorded_calculation(attempt: Attempt, record: dict[str, Any]) -> Calculation:
+    """What a remedy may look at for a run recorded earlier: the workdir's inputs, the archive's CONTCAR."""
+    workdir = attempt.workdir
+    poscar = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
+    return Calculation(
+        workdir=workdir,
+        incar=Incar.parse((workdir / "INCAR").read_text(), path=str(workdir / "INCAR")),
+        structure=poscar,
+        kpoints=parse_kpoints((workdir / "KPOINTS").read_text(), path=str(workdir / "KPOINTS")),
+        contcar=usable_contcar(workdir / record["archive"], poscar) if record.get("archive") else None,
+        ionic_steps=len(record["ionic_steps"]),
+        nbands=record.get("nbands"),
+        seed=record["index"],
+    )
+
+
+def after_run(
+    attempt: Attempt, workflow: str, state: dict[str, Any], index: int, *, report: RunReport, knobs: Knobs
+) -> Decision:
+    """Record the run that just ended, archive its outputs, and decide (see the module docstring)."""
+    record, calculation, outputs = record_run(attempt, state, index, report)
     run = _Run(attempt, workflow, state, record, calculation, outputs, knobs)
     if report.runner_signal is not None:
         decision = _stopped(run, report)
-    elif diagnosis.problems:
-        decision = _remedy(run)
+    elif record["problems"]:
+        decision = remedy(attempt, state, record, calculation, knobs.max_remedies)
     elif attempt.step == "relax":
-        decision = _relaxed(run) or _done(run, calculation.contcar or poscar, state["relaxation"])
+        decision = _relaxed(run) or _done(
+            run, calculation.contcar or calculation.structure, state["relaxation"]
+        )
     else:
-        decision = _done(run, poscar, state.get("relaxation"))
+        decision = _done(run, calculation.structure, state.get("relaxation"))
     save_state(attempt, state)
     return decision
 
@@ -135,40 +168,52 @@ def _stopped(run: _Run, report: RunReport) -> Decision:
     return Decision("retry", message, reason=f"stopped by {name}")
 
 
-def _remedy(run: _Run) -> Decision:
+def remedy(
+    attempt: Attempt,
+    state: dict[str, Any],
+    record: dict[str, Any],
+    calculation: Calculation,
+    max_remedies: int,
+    *,
+    problem: str | None = None,
+) -> Decision:
+    """The next rung of ``problem``'s ladder (the run's first problem by default), applied and recorded.
+
+    The inputs a remedy rewrites are backed up first and the fix is kept in job state (``pending``
+    while it is applied, then ``remedies``); the run's record names it. A ``retry``, or a ``fail`` with
+    the row's code when the ladder or the job's ``vasp.max_remedies`` is spent.
+    """
     # Imported only when a run went wrong: a clean step does not pay for the ladder machinery.
     from ._catalog import problem as catalog_row
     from ._ladder import apply_with_record, back_up, climbed, next_remedy
 
-    state, record = run.state, run.record
-    row = catalog_row(record["problems"][0])
+    row = catalog_row(problem or record["problems"][0])
     record["outcome"] = "error"
     details = {"problems": record["problems"], "evidence": record["evidence"], "run": record["index"]}
-    summary = f"run {record['index']}: {', '.join(record['problems'])} ({row.meaning})"
-    record_event(run.attempt, "vasp.error", summary, details)
+    summary = f"run {record['index']}: {', '.join(record['problems']) or row.name} ({row.meaning})"
+    record_event(attempt, "vasp.error", summary, details)
     tried = [{"problem": r["problem"], "remedy": r["remedy"], "run": r["run"]} for r in state["remedies"]]
-    limit = run.knobs.max_remedies
-    if len(state["remedies"]) >= limit:
-        message = f"{row.name}: the job has used all {limit} remedies it may apply (vasp.max_remedies)"
-        return failure(run.attempt, row.failure, message, {**details, "remedies": tried})
-    chosen = next_remedy(row, state["ladders"], run.calculation)
+    if len(state["remedies"]) >= max_remedies:
+        message = f"{row.name}: the job has used all {max_remedies} remedies it may apply (vasp.max_remedies)"
+        return failure(attempt, row.failure, message, {**details, "remedies": tried})
+    chosen = next_remedy(row, state["ladders"], calculation)
     if chosen is None:
         message = f"{row.name} persists: every remedy of its ladder was tried ({row.meaning})"
-        return failure(run.attempt, row.failure, message, {**details, "remedies": tried})
+        return failure(attempt, row.failure, message, {**details, "remedies": tried})
     rung, name, change = chosen
     number = len(state["remedies"]) + 1
-    remedy = {"run": record["index"], "problem": row.name, "remedy": name, "rung": rung + 1}
-    remedy.update(back_up(run.calculation.workdir, number, row.name, change))
-    state["pending"] = remedy
-    save_state(run.attempt, state)
-    remedy = apply_with_record(run.calculation, change, remedy)
+    fix = {"run": record["index"], "problem": row.name, "remedy": name, "rung": rung + 1}
+    fix.update(back_up(calculation.workdir, number, row.name, change))
+    state["pending"] = fix
+    save_state(attempt, state)
+    fix = apply_with_record(calculation, change, fix)
     state["pending"] = None
-    state["remedies"].append(remedy)
+    state["remedies"].append(fix)
     state["ladders"] = climbed(state["ladders"], row.name, rung)
     record["remedy"] = name
     reason = f"{row.name}: {change.description}"
-    event = {"problem": row.name, "remedy": name, "rung": rung + 1, "backup": remedy["backup"]}
-    record_event(run.attempt, "vasp.remedy", f"{reason} (rung {rung + 1} of {len(row.ladder)})", event)
+    event = {"problem": row.name, "remedy": name, "rung": rung + 1, "backup": fix["backup"]}
+    record_event(attempt, "vasp.remedy", f"{reason} (rung {rung + 1} of {len(row.ladder)})", event)
     return Decision("retry", f"run {record['index']}: {reason}", reason=reason)
 
 

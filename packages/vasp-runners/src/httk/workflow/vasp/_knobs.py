@@ -75,6 +75,11 @@ def _flag(setting: Setting, name: str) -> bool:
     return bool(value)
 
 
+def resolve_max_remedies(setting: Setting) -> int:
+    """``vasp.max_remedies`` alone (what a remedy needs; no ``vasp.command`` is looked at)."""
+    return int(_number(setting, "vasp.max_remedies", 10.0) or 0)
+
+
 def resolve(setting: Setting, procs: int) -> Knobs:
     """Every knob of a step; ``vasp.command`` last, so that its absence is reported once it matters.
 
@@ -91,7 +96,6 @@ def resolve(setting: Setting, procs: int) -> Knobs:
         "poll_seconds": _number(setting, "vasp.poll_seconds", 5.0, minimum=0.01),
         "max_repeats": _number(setting, "vasp.max_repeats", 5.0),
         "energy_tolerance": _number(setting, "vasp.energy_tolerance", 0.01),
-        "max_remedies": _number(setting, "vasp.max_remedies", 10.0),
     }
     return Knobs(
         argv=command_argv(setting("vasp.command", None), procs),
@@ -101,6 +105,6 @@ def resolve(setting: Setting, procs: int) -> Knobs:
         poll_seconds=values["poll_seconds"] or 5.0,
         max_repeats=int(values["max_repeats"] or 0),
         energy_tolerance=values["energy_tolerance"] or 0.0,
-        max_remedies=int(values["max_remedies"] or 0),
+        max_remedies=resolve_max_remedies(setting),
         keep_wavefunctions=_flag(setting, "vasp.keep_wavefunctions"),
     )

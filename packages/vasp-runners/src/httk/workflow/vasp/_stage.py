@@ -24,7 +24,6 @@ before the outcome is published, so every crash point leaves a state the next at
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -35,7 +34,7 @@ from ._catalog import CATALOG
 from ._detect import TextScanner
 from ._errors import PseudoLibraryError, VaspCommandError, VaspInputError
 from ._files import write_atomically
-from ._process import run_vasp, stop_leftover
+from ._process import RunReport, run_vasp, stop_leftover
 from ._structure import format_poscar, parse_poscar
 
 STATE_KEY = "vasp"
@@ -92,7 +91,6 @@ def save_state(attempt: Attempt, state: dict[str, Any]) -> None:
 def run_stage(attempt: Attempt, workflow: str) -> Decision:
     """Run one attempt of the current stage and return what to publish (see the module docstring)."""
     stage = attempt.step
-    workdir = attempt.workdir
     state = load_state(attempt)
     try:
         knobs = _knobs.resolve(attempt.setting, int(attempt.resources.get("procs", 1) or 1))
@@ -100,30 +98,62 @@ def run_stage(attempt: Attempt, workflow: str) -> Decision:
         return failure(attempt, exc.code, exc.message, {"setting": "vasp.command"})
     except VaspInputError as exc:
         return failure(attempt, "vasp.input_invalid", exc.message, {})
-    _recover(attempt, state, workdir, stage, knobs.kill_grace)
+    recover(attempt, state, stage, knobs.kill_grace)
     if stage not in state["prepared"]:
         try:
-            structure = None
-            if stage == "static" and "relax" in state["prepared"]:
-                structure = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
-            from ._inputs import prepare
-
-            state["prepared"][stage] = prepare(
-                stage, workdir, attempt.job_dir, attempt.inputs, attempt.setting, structure=structure
-            )
+            prepare_stage(attempt, state, stage)
         except (VaspInputError, PseudoLibraryError) as exc:
             return failure(attempt, "vasp.input_invalid", str(exc), {"stage": stage})
-        record_event(
-            attempt, "vasp.prepared", f"{stage} inputs written", _prepared_summary(state["prepared"][stage])
-        )
+    try:
+        index, report = run_once(attempt, state, knobs)
+    except VaspCommandError as exc:
+        return failure(attempt, exc.code, exc.message, {"argv": knobs.argv})
+    from ._decide import after_run
+
+    return after_run(attempt, workflow, state, index, report=report, knobs=knobs)
+
+
+def prepare_stage(attempt: Attempt, state: dict[str, Any], stage: str) -> dict[str, Any]:
+    """Write the inputs of ``stage`` into the workdir and record their provenance (job state, an event).
+
+    The static stage after a relaxation starts from the relaxed structure (the workdir's POSCAR).
+
+    Raises
+    ------
+    VaspInputError, PseudoLibraryError
+        An input cannot be used.
+    """
+    from ._inputs import prepare
+
+    workdir = attempt.workdir
+    structure = None
+    if stage == "static" and "relax" in state["prepared"]:
+        structure = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
+    prepared = prepare(stage, workdir, attempt.job_dir, attempt.inputs, attempt.setting, structure=structure)
+    state["prepared"][stage] = prepared
+    record_event(attempt, "vasp.prepared", f"{stage} inputs written", _prepared_summary(prepared))
+    return prepared
+
+
+def run_once(attempt: Attempt, state: dict[str, Any], knobs: _knobs.Knobs) -> tuple[int, RunReport]:
+    """Run VASP once for the current stage, supervised; its run number and how it ended.
+
+    The run is recorded as ``running`` in job state before VASP starts, so that an attempt that dies
+    with it leaves what the next one needs to judge its files (:func:`recover`).
+
+    Raises
+    ------
+    VaspCommandError
+        ``vasp.command`` cannot be started (job state no longer says it runs).
+    """
     index = len(state["runs"]) + 1
-    state["running"] = {"run": index, "stage": stage, "attempt_id": attempt.attempt_id}
+    state["running"] = {"run": index, "stage": attempt.step, "attempt_id": attempt.attempt_id}
     save_state(attempt, state)
-    watch = TextScanner(workdir, [row for row in CATALOG if row.stop_running])
+    watch = TextScanner(attempt.workdir, [row for row in CATALOG if row.stop_running])
     try:
         report = run_vasp(
             knobs.argv,
-            workdir,
+            attempt.workdir,
             timeout=knobs.timeout,
             stop_grace=knobs.stop_grace,
             kill_grace=knobs.kill_grace,
@@ -131,13 +161,11 @@ def run_stage(attempt: Attempt, workflow: str) -> Decision:
             monitor=watch.first,
             on_start=_load_the_decision,
         )
-    except VaspCommandError as exc:
+    except VaspCommandError:
         state["running"] = None
         save_state(attempt, state)
-        return failure(attempt, exc.code, exc.message, {"argv": knobs.argv})
-    from ._decide import after_run
-
-    return after_run(attempt, workflow, state, index, report=report, knobs=knobs)
+        raise
+    return index, report
 
 
 def _load_the_decision() -> None:
@@ -160,8 +188,9 @@ def _prepared_summary(prepared: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _recover(attempt: Attempt, state: dict[str, Any], workdir: Path, stage: str, grace: float) -> None:
+def recover(attempt: Attempt, state: dict[str, Any], stage: str, grace: float) -> None:
     """Step 2 of the module docstring: leave the workdir as a finished run would have left it."""
+    workdir = attempt.workdir
     leftover = stop_leftover(workdir, grace)
     if leftover is not None:
         record_event(

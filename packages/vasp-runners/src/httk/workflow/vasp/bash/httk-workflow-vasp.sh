@@ -143,9 +143,15 @@ httk_workflow_vasp_publish() { # (no arguments)
   esac
 }
 
+# The flow-level functions below keep job state as httk_workflow_vasp_step does: a step composed of
+#   httk_workflow_vasp_prepare provenance relax        # once per stage
+#   httk_workflow_vasp_run problems                    # or start VASP yourself, then _check
+#   httk_workflow_vasp_remedy remedy "${problems%% *}"  # and httk_workflow_retry
+# leaves the same record of runs, remedies and events as the step would.
+
 # Write the inputs of STAGE (relax or static) into the workdir from the job's inputs, settings and
-# defaults, and record their provenance in job state; VAR receives the provenance (compact JSON).
-# Returns 0, 1 or 2.
+# defaults, and record their provenance in job state (and the vasp.prepared event); VAR receives the
+# provenance (compact JSON). Returns 0, 1 or 2.
 httk_workflow_vasp_prepare() { # <var> <stage>
   if (($# != 2)); then
     printf '%s\n' "httk_workflow_vasp_prepare: usage: httk_workflow_vasp_prepare VAR STAGE" >&2
@@ -156,8 +162,27 @@ httk_workflow_vasp_prepare() { # <var> <stage>
   printf -v "$1" '%s' "${_httk_workflow_vasp_fields[0]-}"
 }
 
-# The catalog's problems in the outputs now in the workdir, in priority order, space-separated into VAR
-# (empty when there is none). Returns 0, 1 or 2.
+# Run VASP once for the current step ($HTTK_WORKFLOW_STEP, whose inputs httk_workflow_vasp_prepare
+# wrote), supervised as the step runs it (vasp.command, vasp.timeout, the STOPCAR-then-signals stop, a
+# VASP an earlier attempt left stopped first), and record the run in job state: its ionic steps, its
+# problems, its outputs archived into run/runs/<NN>-<stage>/. VAR receives the problems, in priority
+# order, space-separated (empty when there is none). Returns 0, 1 or 2.
+httk_workflow_vasp_run() { # <var>
+  local _hwv_problems
+  if (($# != 1)); then
+    printf '%s\n' "httk_workflow_vasp_run: usage: httk_workflow_vasp_run VAR" >&2
+    return 2
+  fi
+  _httk_workflow_vasp_var httk_workflow_vasp_run "$1" || return 2
+  _httk_workflow_vasp_call httk_workflow_vasp_run run || return
+  _hwv_problems="${_httk_workflow_vasp_fields[*]}"
+  printf -v "$1" '%s' "$_hwv_problems"
+}
+
+# The catalog's problems of the run whose outputs are in the workdir -- a run the caller started -- which
+# is recorded in job state as httk_workflow_vasp_run records one (its outputs archived); without such
+# outputs, the problems of the last recorded run. VAR receives them in priority order, space-separated
+# (empty when there is none). Returns 0, 1 (no run at all) or 2.
 httk_workflow_vasp_check() { # <var>
   local _hwv_problems
   if (($# != 1)); then
@@ -170,8 +195,10 @@ httk_workflow_vasp_check() { # <var>
   printf -v "$1" '%s' "$_hwv_problems"
 }
 
-# Apply the next rung of PROBLEM's ladder to the workdir's inputs (backed up first, recorded in job
-# state); VAR receives the remedy's name. Returns 0; 4 when the ladder is spent (VAR empty); 1 or 2.
+# Apply the next rung of PROBLEM's ladder to the workdir's inputs for the last recorded run (backed up
+# first, recorded in job state, in the run's record and as vasp.error and vasp.remedy events, as the
+# step does); VAR receives the remedy's name. Returns 0; 4 when the ladder or vasp.max_remedies is spent
+# (VAR empty; the vasp.failed event says why); 1 (no run recorded) or 2.
 httk_workflow_vasp_remedy() { # <var> <problem>
   local _hwv_status=0
   if (($# != 2)); then
