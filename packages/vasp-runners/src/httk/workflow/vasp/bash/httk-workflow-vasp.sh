@@ -162,21 +162,27 @@ httk_workflow_vasp_prepare() { # <var> <stage>
   printf -v "$1" '%s' "${_httk_workflow_vasp_fields[0]-}"
 }
 
+# The body of httk_workflow_vasp_run and _check: SUBCOMMAND's problems, space-separated, into VAR.
+_httk_workflow_vasp_problems() { # <function> <subcommand> [<var>...]
+  local _hwv_function=$1 _hwv_subcommand=$2 _hwv_problems
+  shift 2
+  if (($# != 1)); then
+    printf '%s\n' "$_hwv_function: usage: $_hwv_function VAR" >&2
+    return 2
+  fi
+  _httk_workflow_vasp_var "$_hwv_function" "$1" || return 2
+  _httk_workflow_vasp_call "$_hwv_function" "$_hwv_subcommand" || return
+  _hwv_problems="${_httk_workflow_vasp_fields[*]}"
+  printf -v "$1" '%s' "$_hwv_problems"
+}
+
 # Run VASP once for the current step ($HTTK_WORKFLOW_STEP, whose inputs httk_workflow_vasp_prepare
 # wrote), supervised as the step runs it (vasp.command, vasp.timeout, the STOPCAR-then-signals stop, a
 # VASP an earlier attempt left stopped first), and record the run in job state: its ionic steps, its
 # problems, its outputs archived into run/runs/<NN>-<stage>/. VAR receives the problems, in priority
 # order, space-separated (empty when there is none). Returns 0, 1 or 2.
 httk_workflow_vasp_run() { # <var>
-  local _hwv_problems
-  if (($# != 1)); then
-    printf '%s\n' "httk_workflow_vasp_run: usage: httk_workflow_vasp_run VAR" >&2
-    return 2
-  fi
-  _httk_workflow_vasp_var httk_workflow_vasp_run "$1" || return 2
-  _httk_workflow_vasp_call httk_workflow_vasp_run run || return
-  _hwv_problems="${_httk_workflow_vasp_fields[*]}"
-  printf -v "$1" '%s' "$_hwv_problems"
+  _httk_workflow_vasp_problems httk_workflow_vasp_run run "$@"
 }
 
 # The catalog's problems of the run whose outputs are in the workdir -- a run the caller started -- which
@@ -184,15 +190,7 @@ httk_workflow_vasp_run() { # <var>
 # outputs, the problems of the last recorded run. VAR receives them in priority order, space-separated
 # (empty when there is none). Returns 0, 1 (no run at all) or 2.
 httk_workflow_vasp_check() { # <var>
-  local _hwv_problems
-  if (($# != 1)); then
-    printf '%s\n' "httk_workflow_vasp_check: usage: httk_workflow_vasp_check VAR" >&2
-    return 2
-  fi
-  _httk_workflow_vasp_var httk_workflow_vasp_check "$1" || return 2
-  _httk_workflow_vasp_call httk_workflow_vasp_check check || return
-  _hwv_problems="${_httk_workflow_vasp_fields[*]}"
-  printf -v "$1" '%s' "$_hwv_problems"
+  _httk_workflow_vasp_problems httk_workflow_vasp_check check "$@"
 }
 
 # Apply the next rung of PROBLEM's ladder to the workdir's inputs for the last recorded run (backed up
