@@ -81,19 +81,40 @@ def test_a_command_that_cannot_start_is_unavailable(tmp_path: Path) -> None:
     assert raised.value.code == "vasp.command_unavailable"
 
 
+# The stage expected to work has a generous grace and the stages before it a short one, which the fault
+# spends in full: how long the mock takes to obey under load cannot move a case to the next stage.
 @pytest.mark.parametrize(
-    ("fault", "stage", "status"),
+    ("fault", "graces", "stage", "status"),
     [
-        ("--step-seconds=0.05", "stopcar", 0),
-        ("--fault=hang@2", "sigterm", -signal.SIGTERM),
-        ("--fault=hang-hard@2", "sigkill", -signal.SIGKILL),
+        ("--step-seconds=0.05", (30, 30), "stopcar", 0),  # reads STOPCAR at every electronic step
+        ("--fault=hang@1", (0.5, 30), "sigterm", -signal.SIGTERM),  # hangs before its first STOPCAR check
+        ("--fault=hang-hard@1", (0.5, 0.5), "sigkill", -signal.SIGKILL),  # and ignores SIGTERM there
     ],
 )
 def test_a_timeout_stops_vasp_at_the_first_stage_that_works(
-    tmp_path: Path, fault: str, stage: str, status: int
+    tmp_path: Path, fault: str, graces: tuple[float, float], stage: str, status: int
 ) -> None:
     run = calculation(tmp_path / "run")
-    report = run_vasp([MOCK, fault], run, timeout=1.0, stop_grace=0.5, kill_grace=0.5, poll_seconds=0.05)
+
+    def in_its_hang() -> None:
+        """The timeout counts from here: a slow start must not reach SIGTERM before the mock ignores it."""
+        if fault.startswith("--fault=hang-hard"):
+            pid = json.loads((run / ".httk-vasp" / "process.json").read_text())["pid"]
+            deadline = time.monotonic() + 30
+            while not _ignores_sigterm(pid):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+
+    stop_grace, kill_grace = graces
+    report = run_vasp(
+        [MOCK, fault],
+        run,
+        timeout=1.0,
+        stop_grace=stop_grace,
+        kill_grace=kill_grace,
+        poll_seconds=0.05,
+        on_start=in_its_hang,
+    )
     assert (report.stopped, report.stop_stage, report.status) == ("timeout", stage, status)
     assert not (run / ".httk-vasp" / "process.json").exists()
 
