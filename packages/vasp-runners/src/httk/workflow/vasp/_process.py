@@ -26,12 +26,12 @@ import os
 import select
 import shlex
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
 
+from ._child import Child, death_signal, spawn
 from ._errors import VaspCommandError
 from ._record import Record
 
@@ -172,28 +172,13 @@ def _signal_group(pgid: int, sig: int) -> None:
             os.killpg(pgid, sig)
 
 
-def _death_signal() -> Callable[[], None] | None:
-    """What the child calls before exec to be killed when the runner dies (``prctl(PR_SET_PDEATHSIG)``).
-
-    The C library is loaded here, in the parent: loading it between fork and exec would make every
-    VASP start wait for an import.
-    """
-    import ctypes
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    kill = int(signal.SIGKILL)
-
-    def die_with_parent() -> None:
-        prctl(1, kill, 0, 0, 0)
-
-    return die_with_parent
-
-
 class _Signals:
-    """SIGTERM and SIGINT noted, not obeyed at once: the runner stops VASP first, then returns."""
+    """SIGTERM and SIGINT noted, not obeyed at once: the runner stops VASP first, then returns.
+
+    Every signal with a handler wakes :attr:`fd`, SIGCHLD included: the runner sleeps in ``select`` on
+    it until VASP ends, a signal comes or the next poll is due (no pidfd, which kernels before 5.3 and
+    some sandboxes lack).
+    """
 
     def __init__(self) -> None:
         self.received: int | None = None
@@ -204,10 +189,14 @@ class _Signals:
         self._old_fd = signal.set_wakeup_fd(self._write)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._previous[sig] = signal.signal(sig, self._note)
+        self._previous[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, self._wake)
         return self
 
     def _note(self, signum: int, frame: object) -> None:
         self.received = signum
+
+    def _wake(self, signum: int, frame: object) -> None:
+        """A child ended: the wake-up byte is all that is needed."""
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
@@ -256,15 +245,13 @@ def run_vasp(
     started = time.monotonic()
     with _Signals() as signals, open(workdir / STDOUT, "wb") as out, open(workdir / STDERR, "wb") as err:
         try:
-            process = subprocess.Popen(
+            process = spawn(
                 argv,
-                cwd=workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                process_group=0,
-                preexec_fn=_death_signal(),  # noqa: PLW1509 -- a runner is single-threaded
-                env=None if environ is None else dict(environ),
+                workdir,
+                stdout=out.fileno(),
+                stderr=err.fileno(),
+                environ=environ,
+                before_exec=death_signal(),
             )
         except OSError as exc:
             raise VaspCommandError(
@@ -290,14 +277,14 @@ def run_vasp(
         finally:
             _signal_group(process.pid, signal.SIGKILL)  # no launched rank outlives its launcher
             (workdir / PROCESS_FILE).unlink(missing_ok=True)
-    report.status = process.returncode
+    report.status = process.wait()  # reaped already: _supervise returns once it has ended
     report.seconds = time.monotonic() - started
     report.runner_signal = signals.received
     return report
 
 
 def _supervise(
-    process: subprocess.Popen[bytes],
+    process: Child,
     workdir: Path,
     signals: _Signals,
     report: RunReport,
@@ -309,35 +296,27 @@ def _supervise(
 ) -> None:
     stop_grace, kill_grace = graces
     deadline = None if timeout is None else time.monotonic() + timeout
-    pidfd = os.pidfd_open(process.pid)
-    try:
-        while process.poll() is None:
-            wait = (
-                poll_seconds if deadline is None else max(0.0, min(poll_seconds, deadline - time.monotonic()))
-            )
-            select.select([pidfd, signals.fd], [], [], wait)
-            signals.drain()
-            if process.poll() is not None:
-                break
-            reason = None
-            if signals.received is not None:
-                reason = "signal"
-                stop_grace, kill_grace = min(stop_grace, 3.0), min(kill_grace, 2.0)
-            elif deadline is not None and time.monotonic() >= deadline:
-                reason = "timeout"
-            elif monitor is not None and (problem := monitor()) is not None:
-                reason = f"error:{problem}"
-            if reason is not None:
-                report.stopped = reason
-                report.stop_stage = _stop(process, workdir, pidfd, stop_grace, kill_grace)
-                return
-    finally:
-        os.close(pidfd)
+    while process.poll() is None:
+        wait = poll_seconds if deadline is None else max(0.0, min(poll_seconds, deadline - time.monotonic()))
+        select.select([signals.fd], [], [], wait)
+        signals.drain()
+        if process.poll() is not None:
+            break
+        reason = None
+        if signals.received is not None:
+            reason = "signal"
+            stop_grace, kill_grace = min(stop_grace, 3.0), min(kill_grace, 2.0)
+        elif deadline is not None and time.monotonic() >= deadline:
+            reason = "timeout"
+        elif monitor is not None and (problem := monitor()) is not None:
+            reason = f"error:{problem}"
+        if reason is not None:
+            report.stopped = reason
+            report.stop_stage = _stop(process, workdir, signals, stop_grace, kill_grace)
+            return
 
 
-def _stop(
-    process: subprocess.Popen[bytes], workdir: Path, pidfd: int, stop_grace: float, kill_grace: float
-) -> str:
+def _stop(process: Child, workdir: Path, signals: _Signals, stop_grace: float, kill_grace: float) -> str:
     """STOPCAR, then SIGTERM, then SIGKILL of the group; the stage that ended the process."""
     (workdir / STOPCAR).write_text("LABORT = .TRUE.\n", encoding="ascii")
     for stage, action, grace in (
@@ -349,7 +328,8 @@ def _stop(
             _signal_group(process.pid, action)
         deadline = time.monotonic() + grace
         while process.poll() is None and time.monotonic() < deadline:
-            select.select([pidfd], [], [], max(0.0, deadline - time.monotonic()))
+            select.select([signals.fd], [], [], max(0.0, deadline - time.monotonic()))
+            signals.drain()
         if process.poll() is not None:
             return stage
     process.wait()
