@@ -27,6 +27,7 @@ EXPECTED = [
     "Transaction",
     "TransactionError",
     "dispatch",
+    "read_events",
     "step",
 ]
 
@@ -52,7 +53,8 @@ def test_all_is_exact_sorted_and_unique() -> None:
 
 
 def test_every_public_object_is_exported() -> None:
-    # A public submodule (``typed``) is an attribute only once something imported it: not an export.
+    # A public submodule (``typed``, ``packaged``) is an attribute only once something imported it: not an
+    # export.
     public = {
         name
         for name, value in vars(sdk).items()

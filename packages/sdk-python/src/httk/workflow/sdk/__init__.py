@@ -5,7 +5,8 @@ the :class:`Attempt` and ends it with exactly one outcome -- ``advance``, ``succ
 or ``pause`` -- which the SDK publishes exactly as the workflow filesystem protocol says (the same bytes
 as the Bash API, see docs/outcome-documents.md), synchronized when the workspace is durable. The
 ``Attempt`` also carries the context (step, restart flags, workdir, resources, join children), the job's
-inputs, layered application settings, job state that outlives attempts, and observed declarations. A step
+inputs, layered application settings, job state that outlives attempts, observed declarations, and
+runner-reported events an operator reads back (:func:`read_events`, docs/runner-events.md). A step
 may spawn child jobs (``Attempt.spawn``) and wait for them (``Attempt.wait``); the step after the join
 reads their results through ``Attempt.children``.
 
@@ -47,6 +48,7 @@ from ._errors import (
     StateError,
     StepDefinitionError,
 )
+from ._events import read_events
 from ._steps import Registry, StepFunction, dispatch, step
 from ._transaction import Transaction, TransactionError
 
@@ -66,5 +68,6 @@ __all__ = [
     "Transaction",
     "TransactionError",
     "dispatch",
+    "read_events",
     "step",
 ]
