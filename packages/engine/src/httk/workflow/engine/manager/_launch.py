@@ -200,6 +200,7 @@ def launch(
 
 # -- the Bash libraries runners source ------------------------------------------------------------
 BASH_API_GROUP = "httk.workflow.bash_apis"
+SDK_DISTRIBUTION = "httk-workflow-sdk"
 BASH_API_VARIABLE = re.compile(r"HTTK_WORKFLOW_(?:[A-Z0-9]+_)*BASH_API\Z")
 """The names a library may be exported as: ``HTTK_WORKFLOW_BASH_API``, ``HTTK_WORKFLOW_VASP_BASH_API``, ..."""
 
@@ -225,13 +226,14 @@ def installed_bash_apis() -> tuple[dict[str, str], list[str]]:
 
     An entry point's name is the variable, its value a callable without arguments returning the library's
     path. One that does not load, returns no file, is named like no library variable, or repeats a name
-    another distribution exports, is skipped with a problem naming it.
+    another distribution exports (the SDK's own wins, then by distribution name), is skipped with a
+    problem naming it.
     """
     from importlib.metadata import entry_points  # deferred: a manager reads the metadata once, not every CLI
 
     found: dict[str, str] = {}
     problems: list[str] = []
-    for entry in sorted(entry_points(group=BASH_API_GROUP), key=lambda entry: entry.name):
+    for entry in sorted(entry_points(group=BASH_API_GROUP), key=_precedence):
         where = f"entry point {entry.name} = {entry.value} (group {BASH_API_GROUP}{_distribution(entry)})"
         if not BASH_API_VARIABLE.match(entry.name):
             problems.append(f"{where}: the name must be a variable such as HTTK_WORKFLOW_<NAME>_BASH_API")
@@ -248,6 +250,15 @@ def installed_bash_apis() -> tuple[dict[str, str], list[str]]:
             else:
                 problems.append(f"{where} names {path}, which is not a file")
     return found, problems
+
+
+def _precedence(entry: EntryPoint) -> tuple[str, bool, str]:
+    """Which of two entry points exporting one variable wins: the SDK's own, then by distribution name.
+
+    Discovery order follows ``sys.path`` and so differs between installations; this order does not.
+    """
+    distribution = "" if entry.dist is None else entry.dist.name
+    return entry.name, distribution != SDK_DISTRIBUTION, distribution
 
 
 def _distribution(entry: EntryPoint) -> str:
