@@ -83,6 +83,7 @@ def prepare(
     setting: Setting,
     *,
     structure: Structure | None = None,
+    digest: bool = True,
 ) -> dict[str, Any]:
     """Write the inputs of a ``relax`` or ``static`` calculation into ``workdir``; return the provenance.
 
@@ -100,6 +101,9 @@ def prepare(
         Resolves a setting in layers: ``setting(name, default)`` (``Attempt.setting``).
     structure
         The structure to compute, instead of the job's (a static stage after a relaxation).
+    digest
+        Whether the POTCAR datasets' SHA-256 are computed now; without, their ``sha256`` is ``None``
+        until taken from the POTCAR written (:func:`._potcar.digests`).
 
     Raises
     ------
@@ -107,7 +111,7 @@ def prepare(
         For an input that cannot be used, naming it.
     """
     structure = structure or job_structure(job_dir, inputs)
-    potcar_text, datasets, potcar_source = _potcar(structure, job_dir, inputs, setting)
+    potcar_text, datasets, potcar_source = _potcar(structure, job_dir, inputs, setting, digest=digest)
     incar, user_tags, added = _incar(kind, structure, datasets, user_incar(job_dir, inputs))
     kpoints, kpoints_source = _kpoints(structure, job_dir, inputs)
     write_atomically(workdir / "POSCAR", format_poscar(structure))
@@ -159,11 +163,11 @@ def _kpoints(structure: Structure, job_dir: Path, inputs: Mapping[str, Any]) -> 
 
 
 def _potcar(
-    structure: Structure, job_dir: Path, inputs: Mapping[str, Any], setting: Setting
+    structure: Structure, job_dir: Path, inputs: Mapping[str, Any], setting: Setting, *, digest: bool
 ) -> tuple[str, list[PotcarDataset], str]:
     found = read_input(job_dir, inputs, "potcar")
     if found is not None:
-        datasets = parse_potcar(found[0], path=found[1])
+        datasets = parse_potcar(found[0], path=found[1], digest=digest)
         check_potcar_species(datasets, structure.species, path=found[1])
         return found[0], datasets, "input"
     library = setting("vasp.pseudo_library", None)
@@ -181,6 +185,6 @@ def _potcar(
     if not isinstance(choices, Mapping):
         raise PseudoLibraryError(f"vasp.pseudopotentials must map elements to choices, not {choices!r}")
     text, datasets = assemble_potcar(
-        Path(str(library)), structure.species, {str(k): str(v) for k, v in choices.items()}
+        Path(str(library)), structure.species, {str(k): str(v) for k, v in choices.items()}, digest=digest
     )
     return text, datasets, f"library {library}"
