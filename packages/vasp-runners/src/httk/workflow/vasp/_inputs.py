@@ -22,9 +22,8 @@ from there into results.json.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from . import _defaults
 from ._errors import PseudoLibraryError, VaspInputError
@@ -34,8 +33,13 @@ from ._kpoints import GAMMA, STYLES, Kpoints, mesh_for_density, parse_kpoints
 from ._potcar import PotcarDataset, assemble_potcar, check_potcar_species, parse_choices, parse_potcar
 from ._structure import Structure, element_of, format_poscar, parse_poscar
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._knobs import Setting
+
 DEFAULT_DENSITY = 1000.0
-Setting = Callable[[str, Any], Any]
 
 
 def species_of(value: object) -> list[str] | None:

@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from ._errors import PseudoLibraryError, VaspInputError
+from ._record import NamedTuple
 from ._structure import element_of
 
 _END = "End of Dataset"

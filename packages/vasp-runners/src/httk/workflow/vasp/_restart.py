@@ -21,11 +21,11 @@ import gzip
 import os
 import struct
 from pathlib import Path
-from typing import NamedTuple
 
 from ._errors import VaspInputError, VaspOutputError
 from ._oszicar import OszicarStep, read_oszicar
 from ._outcar import Outcar, read_outcar
+from ._record import NamedTuple
 from ._scan import chunks
 from ._structure import Structure, parse_poscar
 from ._vasprun import Vasprun, read_vasprun

@@ -26,7 +26,6 @@ from __future__ import annotations
 import gc
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
 
 from httk.workflow.sdk import Attempt, SdkError
 
@@ -36,7 +35,12 @@ from ._detect import TextScanner
 from ._errors import PseudoLibraryError, VaspCommandError, VaspInputError
 from ._files import write_atomically
 from ._process import RunReport, run_vasp, stop_leftover
+from ._record import NamedTuple
 from ._structure import format_poscar, parse_poscar
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 STATE_KEY = "vasp"
 STATE_VERSION = 1

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ._errors import VaspOutputError
 from ._record import Record
 from ._scan import CHUNK_BYTES, number, read_lines
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from io import FileIO
     from xml.etree.ElementTree import Element
