@@ -86,7 +86,17 @@ def test_importing_the_package_loads_none_of_its_modules() -> None:
 
 # Everything a vasp-static attempt imports, before VASP starts and after it ends.
 RUNNER_PATH = ("_runner", "_inputs", "_decide", "_results", "_ladder", "_remedies")
-HEAVY = ("typing", "dataclasses", "inspect", "subprocess", "pydantic", "jsonschema", "httk.workflow.models")
+HEAVY = (
+    "typing",
+    "dataclasses",
+    "inspect",
+    "subprocess",
+    "xml",
+    "pyexpat",
+    "pydantic",
+    "jsonschema",
+    "httk.workflow.models",
+)
 
 
 def test_the_runners_modules_load_nothing_heavy() -> None:

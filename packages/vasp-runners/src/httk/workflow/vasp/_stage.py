@@ -24,14 +24,12 @@ before the outcome is published, so every crash point leaves a state the next at
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from httk.workflow.sdk import Attempt, SdkError
 
 from . import _knobs
-from ._catalog import CATALOG
-from ._detect import TextScanner
 from ._errors import PseudoLibraryError, VaspCommandError, VaspInputError
 from ._files import write_atomically
 from ._process import RunReport, run_vasp, stop_leftover
@@ -162,7 +160,7 @@ def run_once(attempt: Attempt, state: dict[str, Any], knobs: _knobs.Knobs) -> tu
     index = len(state["runs"]) + 1
     state["running"] = {"run": index, "stage": attempt.step, "attempt_id": attempt.attempt_id}
     save_state(attempt, state)
-    watch = TextScanner(attempt.workdir, [row for row in CATALOG if row.stop_running])
+    monitor: list[Callable[[], str | None]] = []  # the watch _while_vasp_runs makes
     try:
         report = run_vasp(
             knobs.argv,
@@ -171,8 +169,8 @@ def run_once(attempt: Attempt, state: dict[str, Any], knobs: _knobs.Knobs) -> tu
             stop_grace=knobs.stop_grace,
             kill_grace=knobs.kill_grace,
             poll_seconds=knobs.poll_seconds,
-            monitor=watch.first,
-            on_start=lambda: _while_vasp_runs(attempt, state),
+            monitor=lambda: monitor[0](),  # noqa: PLW0108 -- made only once VASP runs
+            on_start=lambda: monitor.append(_while_vasp_runs(attempt, state)),
         )
     except VaspCommandError:
         state["running"] = None
@@ -181,23 +179,25 @@ def run_once(attempt: Attempt, state: dict[str, Any], knobs: _knobs.Knobs) -> tu
     return index, report
 
 
-def _while_vasp_runs(attempt: Attempt, state: dict[str, Any]) -> None:
+def _while_vasp_runs(attempt: Attempt, state: dict[str, Any]) -> Callable[[], str | None]:
     """What the runner does once VASP has started, before it waits for VASP: work kept off VASP's start.
 
-    The parsers, the catalog's detection, restart judging, archiving, results.json and the SDK's
-    transaction staging are needed only once VASP has ended; loading them here puts their cost beside
-    VASP's time rather than after it (VASP computes on its own cores meanwhile). The POTCAR datasets'
-    digests (``hashlib`` loads OpenSSL) are taken from the POTCAR VASP reads, for whichever prepared
-    stage still lacks them: an attempt that died before recording them leaves them to the next run.
+    Returns the watch of VASP's output for the errors VASP would run on with (the catalog's
+    ``stop_running`` rows), which the supervision polls. The catalog with its detection, the parsers,
+    restart judging, archiving, results.json and the SDK's transaction staging are needed only once VASP
+    runs or has ended; loading them here puts their cost beside VASP's time rather than before or after
+    it (VASP computes on its own cores meanwhile). The POTCAR datasets' digests (``hashlib`` loads
+    OpenSSL) are taken from the POTCAR VASP reads, for whichever prepared stage still lacks them: an
+    attempt that died before recording them leaves them to the next run.
 
     The installed runner starts with the cyclic garbage collector off; what start-up made is frozen
     (never traversed again) and the collector is on again for the hours VASP may run.
     """
-    from xml.etree import ElementTree  # noqa: F401  # the vasprun.xml parser's, on first use
-
     from httk.workflow.sdk import _transaction_stage  # noqa: F401  # what publishing results needs
 
     from . import _decide, _results  # noqa: F401
+    from ._catalog import CATALOG
+    from ._detect import TextScanner
     from ._potcar import digests
 
     datasets = [d for p in state["prepared"].values() for d in p["potcar"]["datasets"]]
@@ -210,6 +210,7 @@ def _while_vasp_runs(attempt: Attempt, state: dict[str, Any]) -> None:
         save_state(attempt, state)
     gc.freeze()
     gc.enable()
+    return TextScanner(attempt.workdir, [row for row in CATALOG if row.stop_running]).first
 
 
 def _prepared_summary(prepared: dict[str, Any]) -> dict[str, Any]:
