@@ -19,6 +19,10 @@ OUTCAR5 = """ vasp.5.4.4.18Apr17-6-g9f103f2a35 (build Apr 17 2017 09:37:18) comp
    NELM   =     60;   NELMIN=  2; NELMDL= -5     # of ELM steps
    NSW    =     40    number of steps for IOM
    IBRION =      2    ionic relax: 0-MD 1-quasi-New 2-CG
+   ISIF   =      3    stress and relaxation
+   EDIFF  = 0.1E-05   stopping-criterion for ELM
+   EDIFFG = -.1E-02   stopping-criterion for IOM
+   NELECT =       8.0000    total number of electrons
 --------------------------------------- Iteration      1(   1)  ---------------------------------------
   free energy    TOTEN  =         5.12345678 eV
   in kB      -5.00000    -5.00000    -5.00000     0.00000     0.00000     0.00000
@@ -59,6 +63,8 @@ def test_a_vasp5_outcar(tmp_path: Path) -> None:
     outcar = read_outcar(path)
     assert outcar.version == "5.4.4.18Apr17-6-g9f103f2a35" and outcar.titels == ["PAW_PBE Si 05Jan2001"]
     assert (outcar.parameter("nions"), outcar.parameter("nbands"), outcar.parameter("nelm")) == (2, 8, 60)
+    assert [outcar.parameter(name) for name in ("nsw", "ibrion", "isif")] == [40, 2, 3]
+    assert [outcar.parameters[name] for name in ("ediff", "ediffg", "nelect")] == [1e-6, -0.001, 8]
     assert [(s.free_energy, s.energy) for s in outcar.steps] == [(-10.8, -10.805), (-10.84, -10.845)]
     assert outcar.forces == [(0.01, 0.0, 0.0), (-0.01, 0.0, 0.0)]
     assert outcar.stress == [-1.0, -2.0, -3.0, 0.1, 0.2, 0.3]
