@@ -7,13 +7,17 @@
    Every row runs with a bytecode cache (a ``PYTHONPYCACHEPREFIX`` in the scratch directory, filled by a
    first round that is not counted), as an installed wheel has one; a last row shows the attempt of an
    editable install under ``PYTHONDONTWRITEBYTECODE=1``, which compiles every module it imports again.
+   Where valgrind is installed, the instructions of one attempt's runner process are counted against a
+   bare start's as well: on a shared machine the one figure that load does not move.
 2. Parsing large outputs. A 200 MB OUTCAR and a 200 MB vasprun.xml (a mock run's ionic steps repeated
    until the file is that large) read by the streaming parsers, each in a process of its own whose peak
    RSS is reported, against ``wc -l`` on the same file. Goals: at least 1/10 of ``wc -l``'s speed, peak
    memory at most 100 MB.
 3. Mock relaxations end to end. ``--relaxations`` (default 500) vasp-relax jobs submitted with ``httk
-   workflow job submit`` and run by one manager with 2 workers; the figure is printed (jobs and
-   attempts per second), there is no goal.
+   workflow job submit`` and run by one manager with 2 workers; the figures are printed (jobs and VASP
+   runs per second), there is no goal. Against them, the same run replays a sample of the finished jobs'
+   VASP runs on their archived inputs with the mock alone: what the engine and the runner add per VASP
+   run, in bare interpreter starts.
 
     ./dev bench vasp [--rounds 15] [--megabytes 200] [--relaxations 500] [--parts overhead,parsing,relax]
 """
@@ -38,6 +42,7 @@ MOCK = str(BIN / "httk-mock-vasp")
 HTTK = str(BIN / "httk")
 OVERHEAD_GOAL = 3.0
 SPEED_GOAL = 0.1
+RELAX_SAMPLE = 10
 MEMORY_GOAL_MB = 100.0
 SILICON = "Si2\n5.6\n0 .5 .5\n.5 0 .5\n.5 .5 0\nSi\n2\nDirect\n0.01 0.02 0\n.25 .24 .26\n"
 
@@ -134,6 +139,50 @@ def runner_overhead(rounds: int, scratch: Path) -> None:
         f"  runner overhead per VASP step   {overhead:8.1f} ms = {ratio:.2f} bare starts "
         f"({verdict} goal <= {OVERHEAD_GOAL:g})"
     )
+
+
+def runner_instructions(scratch: Path) -> None:
+    """The runner's instructions against a bare start's, counted by valgrind: a figure no load moves.
+
+    The attempt's Python process is counted as the installed runner execs it (its Bash line, about a
+    million instructions, is not), without the mock VASP it starts (valgrind follows no child).
+    """
+    import re
+
+    from httk.workflow.sdk.packaged import runner_file
+
+    if shutil.which("valgrind") is None:
+        print("  (valgrind is not installed: no instruction counts)")
+        return
+    text = runner_file("pkg:httk.workflow.vasp/runners/vasp").read_text()
+    code = re.search(r"-c \\\n\s*'([^']*)'", text)
+    assert code is not None, "the runner's python line was not found"
+    library = scratch / "potcars"
+    subprocess.run([MOCK, "pseudo-library", str(library), "Si"], check=True)
+    cached = _cached_environment(scratch)
+    env, job_dir = _attempt(scratch / "warm", library, cached)  # fills the bytecode cache
+    subprocess.run(
+        [sys.executable, "-P", "-c", code.group(1), "vasp-static"], env=env, cwd=job_dir / "run", check=True
+    )
+    bare = _instructions([sys.executable, "-c", "pass"], env=cached)
+    env, job_dir = _attempt(scratch / "counted", library, cached)
+    runner = _instructions(
+        [sys.executable, "-P", "-c", code.group(1), "vasp-static"], env=env, cwd=job_dir / "run"
+    )
+    print(
+        f"  instructions: bare python {bare / 1e6:.1f} M, runner attempt {runner / 1e6:.1f} M "
+        f"= {runner / bare:.2f} bare starts (the mock VASP's not counted)"
+    )
+
+
+def _instructions(argv: list[str], **kwargs: object) -> int:
+    """Instructions ``argv`` executes under valgrind's callgrind (its children not followed)."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kwargs,  # type: ignore[call-overload]
+    )  # fmt: skip
+    counted = [line for line in done.stderr.splitlines() if "Collected :" in line]
+    return int(counted[-1].split()[-1])
 
 
 # -- 2. parsing ----------------------------------------------------------------------------------
@@ -258,6 +307,38 @@ def relaxations(count: int, scratch: Path) -> None:
         f"  {count} vasp-relax jobs, 2 workers: {done} succeeded in {elapsed:.1f} s; {runs} VASP runs "
         f"({runs / count:.1f} per job): {count / elapsed:.2f} jobs/s, {runs / elapsed:.2f} runs/s"
     )
+    jobs = sorted((ws / "bench").iterdir())
+    sample = jobs[:: max(1, len(jobs) // RELAX_SAMPLE)][:RELAX_SAMPLE]
+    alone, bare = [], []
+    for index, job in enumerate(sample):
+        alone.append(_replayed(job, scratch / f"alone-{index}"))
+        bare.append(_timed([sys.executable, "-c", "pass"]))
+    sampled_runs = sum(len(list((job / "run" / "runs").iterdir())) for job in sample)
+    worker = 2 * elapsed / count
+    mock = sum(alone) / len(sample)
+    per_run = (worker - mock) / (runs / count)
+    print(
+        f"  per job: 2 workers x {elapsed:.1f} s / {count} jobs = {worker:.2f} worker-seconds, of which "
+        f"the mock alone on the same inputs takes {mock:.2f} s ({len(sample)} jobs, {sampled_runs} runs "
+        f"replayed): the engine and the runner add {per_run * 1000:.0f} ms per VASP run = "
+        f"{per_run / statistics.median(bare):.1f} bare starts ({statistics.median(bare) * 1000:.1f} ms)"
+    )
+
+
+def _replayed(job: Path, work: Path) -> float:
+    """The mock's time for a finished job's runs, replayed in order on their archived inputs.
+
+    The restart files stay in the working directory between runs, as they stay in the job's ``run/``.
+    """
+    work.mkdir()
+    shutil.copy(job / "run" / "POTCAR", work / "POTCAR")
+    seconds = 0.0
+    for run in sorted((job / "run" / "runs").iterdir()):
+        for name in ("INCAR", "POSCAR", "KPOINTS"):
+            shutil.copy(run / name, work / name)
+        seconds += _timed([MOCK], cwd=work)
+    shutil.rmtree(work)
+    return seconds
 
 
 def main() -> int:
@@ -274,6 +355,8 @@ def main() -> int:
             print("runner overhead per VASP step:")
             (root / "overhead").mkdir()
             runner_overhead(options.rounds, root / "overhead")
+            (root / "instructions").mkdir()
+            runner_instructions(root / "instructions")
         if "parsing" in parts:
             print("parsing large outputs:")
             (root / "parse").mkdir()

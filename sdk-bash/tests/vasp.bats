@@ -4,27 +4,34 @@
 
 bats_require_minimum_version 1.5.0
 
+# make_attempt DIR: a real attempt below DIR -- job.json with a structure input, context.json as a
+# manager writes it, run/ -- and DIR/env, which exports its environment. Every attempt of a test takes
+# its POTCAR from one library.
+make_attempt() {
+  "$PYTHON" - "$1" "$MOCK" "$ROOT" "$BATS_TEST_TMPDIR/potcars" <<'PY'
+import subprocess, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+root, mock, library = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[4])
+from tests.sdk.attempts import make_attempt
+from tests.vasp.vaspkit import SILICON
+if not library.exists():
+    subprocess.run([mock, "pseudo-library", str(library), "Si"], check=True)
+inputs = {"structure": "files/POSCAR", "vasp.pseudo_library": str(library), "vasp.command": mock}
+layout = make_attempt(root / "attempt", step="relax", inputs=inputs, settings={})
+(layout.job_dir / "files").mkdir()
+(layout.job_dir / "files" / "POSCAR").write_text(SILICON)
+(root / "env").write_text("".join(f"export {k}={v}\n" for k, v in layout.environ().items()))
+PY
+}
+
 setup() {
   load test_helper
   httk_test_setup --no-source
   ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
   MOCK=$(dirname "$PYTHON")/httk-mock-vasp
   export HTTK_WORKFLOW_PYTHON=$PYTHON
-  # A real attempt: job.json with a structure input, context.json as a manager writes it, run/.
-  "$PYTHON" - "$BATS_TEST_TMPDIR" "$MOCK" "$ROOT" <<'PY'
-import subprocess, sys
-from pathlib import Path
-sys.path.insert(0, sys.argv[3])
-root, mock = Path(sys.argv[1]), sys.argv[2]
-from tests.sdk.attempts import make_attempt
-from tests.vasp.vaspkit import SILICON
-subprocess.run([mock, "pseudo-library", str(root / "potcars"), "Si"], check=True)
-inputs = {"structure": "files/POSCAR", "vasp.pseudo_library": str(root / "potcars"), "vasp.command": mock}
-layout = make_attempt(root / "attempt", step="relax", inputs=inputs, settings={})
-(layout.job_dir / "files").mkdir()
-(layout.job_dir / "files" / "POSCAR").write_text(SILICON)
-(root / "env").write_text("".join(f"export {k}={v}\n" for k, v in layout.environ().items()))
-PY
+  make_attempt "$BATS_TEST_TMPDIR"
   # shellcheck source=/dev/null # written just above
   source "$BATS_TEST_TMPDIR/env"
   # shellcheck source=/dev/null # the libraries are checked on their own
@@ -81,6 +88,35 @@ PY
   grep -q '"kind":"vasp.remedy"' "$HTTK_WORKFLOW_JOB_DIR/.httk-job/events.jsonl"
   run --separate-stderr httk_workflow_vasp_run
   [[ $status -eq 2 && $stderr == *usage* ]]
+}
+
+@test "vasp: prepare, run and remedy composed in Bash leave the record one whole step leaves" {
+  local provenance problems remedy step_job
+  httk_workflow_vasp_prepare provenance relax
+  HTTK_MOCK_VASP_FAULTS=zpotrf httk_workflow_vasp_run problems
+  httk_workflow_vasp_remedy remedy "$problems"
+  [[ $remedy == no_symmetry ]]
+  mkdir "$BATS_TEST_TMPDIR/step"
+  make_attempt "$BATS_TEST_TMPDIR/step"
+  step_job=$(
+    # shellcheck source=/dev/null # written just above
+    source "$BATS_TEST_TMPDIR/step/env"
+    HTTK_MOCK_VASP_FAULTS=zpotrf httk_workflow_vasp_step action vasp-relax >&2
+    [[ $action == retry ]] && printf '%s' "$HTTK_WORKFLOW_JOB_DIR"
+  )
+  "$PYTHON" - "$HTTK_WORKFLOW_JOB_DIR" "$step_job" "$ROOT" <<'PY'
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from tests.vasp.test_bash_parity import normalized
+def record(job):
+    state = json.loads((Path(job) / ".httk-job" / "state.json").read_text())
+    lines = (Path(job) / ".httk-job" / "events.jsonl").read_text().splitlines()
+    return normalized(state), normalized([json.loads(line) for line in lines])
+composed, step = record(sys.argv[1]), record(sys.argv[2])
+assert composed == step, (composed, step)
+assert [e["kind"] for e in composed[1]] == ["vasp.prepared", "vasp.error", "vasp.remedy"], composed[1]
+PY
 }
 
 @test "vasp: a whole step decides, and publish turns the decision into the outcome" {

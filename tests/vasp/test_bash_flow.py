@@ -83,3 +83,18 @@ def test_remedy_and_check_without_a_run_say_so(tmp_path: Path) -> None:
     assert call(environ, tmp_path / "out", "check")[0] == 1
     assert call(environ, tmp_path / "out", "remedy", "zpotrf")[0] == 1
     assert call(environ, tmp_path / "out", "run")[0] == 1  # not prepared
+
+
+def test_a_run_records_the_potcar_digests_an_interrupted_attempt_left_out(tmp_path: Path) -> None:
+    """The step takes the POTCAR digests while VASP runs: an attempt that died first left them null."""
+    environ, job_dir = attempt(tmp_path / "flow", pseudo_library(tmp_path / "potcars", "Si"))
+    status, (provenance,) = call(environ, tmp_path / "out", "prepare", "relax")
+    [digested] = json.loads(provenance)["potcar"]["datasets"]
+    assert status == 0 and len(digested["sha256"]) == 64  # an author's prepare gets them at once
+    path = job_dir / ".httk-job" / "state.json"
+    state = json.loads(path.read_text())
+    state["vasp"]["prepared"]["relax"]["potcar"]["datasets"][0]["sha256"] = None
+    path.write_text(json.dumps(state))
+    assert call(environ, tmp_path / "out", "run") == (0, ["zpotrf"])  # whatever the run found
+    [dataset] = json.loads(path.read_text())["vasp"]["prepared"]["relax"]["potcar"]["datasets"]
+    assert dataset["sha256"] == digested["sha256"]

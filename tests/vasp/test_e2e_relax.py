@@ -8,6 +8,7 @@ from httk.workflow import models
 from httk.workflow.vasp import VASP_RELAX, VASP_RELAX_STATIC, VASP_STATIC
 
 from tests.vasp.e2e import run_manager, submit, workspace
+from tests.vasp.vaspkit import IRON_OXIDE
 
 
 def test_vasp_relax_repeats_until_consecutive_runs_agree_and_stores_results(tmp_path: Path) -> None:
@@ -57,3 +58,31 @@ def test_vasp_relax_static_relaxes_then_computes_the_relaxed_structure(tmp_path:
     assert results["calculation"] == "static" and results["convergence"]["relaxation"]["converged"]
     relaxed = [r for r in results["runs"] if r["stage"] == "relax"][-1]
     assert abs(results["energy"]["energy"] - relaxed["energy"]) < 0.05
+
+
+def test_a_magnetic_static_keeps_its_wavefunctions_when_asked_and_reports_every_result(
+    tmp_path: Path,
+) -> None:
+    """FeO gets ISPIN = 2 and moments by default; results.json holds what the issue lists."""
+    ws = workspace(tmp_path)
+    kept = submit(
+        ws, VASP_STATIC, tmp_path / "in", poscar=IRON_OXIDE, inputs={"vasp.keep_wavefunctions": True}
+    )
+    removed = submit(ws, VASP_STATIC, tmp_path / "in", poscar=IRON_OXIDE)
+    run_manager(ws)
+    assert kept.kind() == removed.kind() == "succeeded"
+    assert (kept.run / "WAVECAR").stat().st_size > 0 and (kept.run / "CHGCAR").stat().st_size > 0
+    assert not (removed.run / "WAVECAR").exists() and not (removed.run / "CHGCAR").exists()
+    results = removed.results()
+    assert list(models.validator("vasp-results").iter_errors(results)) == []
+    assert results["provenance"]["incar"]["ISPIN"] == 2
+    energy = results["energy"]
+    assert energy["free_energy"] is not None and energy["energy"] is not None
+    assert energy["energy_per_atom"] == energy["energy"] / 2
+    magnetization = results["magnetization"]
+    assert magnetization["total"] > 0 and len(magnetization["sites"]) == 2
+    assert len(results["forces"]) == 2 and len(results["stress"]) == 3 and results["pressure"] is not None
+    assert results["convergence"]["electronic"] is True and results["convergence"]["ionic"] is None
+    assert [d["element"] for d in results["provenance"]["potcar"]] == ["Fe", "O"]
+    assert all(len(d["sha256"]) == 64 for d in results["provenance"]["potcar"])
+    assert results["provenance"]["kpoints"]["source"] == "density 1000"

@@ -17,7 +17,7 @@ from httk.workflow.vasp import (
     parse_poscar,
     parse_potcar,
 )
-from httk.workflow.vasp._potcar import check_potcar_species, parse_choices
+from httk.workflow.vasp._potcar import check_potcar_species, digests, parse_choices
 
 from tests.vasp.vaspkit import SILICON, pseudo_library
 
@@ -89,7 +89,21 @@ def test_potcar_datasets_and_assembly_with_provenance(tmp_path: Path) -> None:
         ("Fe_pv", "Fe_pv/POTCAR", "PAW_PBE Fe_pv mock"),
         ("O", "O/POTCAR.gz", "PAW_PBE O mock"),
     ]
-    assert all(len(d.sha256) == 64 and d.zval > 0 and d.enmax == 300.0 for d in used)
+    assert all(d.sha256 is not None and len(d.sha256) == 64 and d.zval > 0 and d.enmax == 300.0 for d in used)
+
+
+def test_potcar_digests_taken_later_are_those_of_the_library_datasets(tmp_path: Path) -> None:
+    library = pseudo_library(tmp_path / "lib", "Fe", "O")
+    fe = library / "Fe" / "POTCAR"
+    fe.write_text("\n" + fe.read_text() + "\n\n")  # blank lines around a dataset belong to none
+    text, used = assemble_potcar(library, ["Fe", "O"], digest=False)
+    assert [d.sha256 for d in used] == [None, None]
+    _, digested = assemble_potcar(library, ["Fe", "O"])
+    assert (
+        digests(text)
+        == [d.sha256 for d in digested]
+        == [parse_potcar((library / name / "POTCAR").read_text())[0].sha256 for name in ("Fe", "O")]
+    )
 
 
 def test_missing_library_entries_list_what_exists(tmp_path: Path) -> None:

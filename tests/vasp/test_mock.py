@@ -37,7 +37,8 @@ def test_a_relaxation_takes_several_ionic_steps_and_writes_every_output(tmp_path
     assert [round(s.energy or 0, 6) for s in outcar.steps] == [round(s.energy, 6) for s in steps]
     vasprun = read_vasprun(run / "vasprun.xml")
     assert vasprun.complete and len(vasprun.steps) == len(steps)
-    assert vasprun.steps[-1].electronic_steps == steps[-1].electronic_steps
+    last = (run / "vasprun.xml").read_text().rsplit("<calculation>", 1)[1]
+    assert last.count("<scstep>") == steps[-1].electronic_steps  # the parser leaves them to OSZICAR
     assert vasprun.forces is not None and max(abs(f) for row in vasprun.forces for f in row) < 0.01
     contcar = parse_poscar((run / "CONTCAR").read_text())
     assert contcar.natoms == 2 and contcar.volume < parse_poscar((run / "POSCAR").read_text()).volume

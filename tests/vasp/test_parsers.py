@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from httk.workflow.vasp import VaspOutputError, read_oszicar, read_outcar, read_vasprun
+from httk.workflow.vasp import VaspOutputError, parse_poscar, read_oszicar, read_outcar, read_vasprun
 
 from tests.vasp.vaspkit import calculation, run_mock
 
@@ -17,6 +19,10 @@ OUTCAR5 = """ vasp.5.4.4.18Apr17-6-g9f103f2a35 (build Apr 17 2017 09:37:18) comp
    NELM   =     60;   NELMIN=  2; NELMDL= -5     # of ELM steps
    NSW    =     40    number of steps for IOM
    IBRION =      2    ionic relax: 0-MD 1-quasi-New 2-CG
+   ISIF   =      3    stress and relaxation
+   EDIFF  = 0.1E-05   stopping-criterion for ELM
+   EDIFFG = -.1E-02   stopping-criterion for IOM
+   NELECT =       8.0000    total number of electrons
 --------------------------------------- Iteration      1(   1)  ---------------------------------------
   free energy    TOTEN  =         5.12345678 eV
   in kB      -5.00000    -5.00000    -5.00000     0.00000     0.00000     0.00000
@@ -57,6 +63,8 @@ def test_a_vasp5_outcar(tmp_path: Path) -> None:
     outcar = read_outcar(path)
     assert outcar.version == "5.4.4.18Apr17-6-g9f103f2a35" and outcar.titels == ["PAW_PBE Si 05Jan2001"]
     assert (outcar.parameter("nions"), outcar.parameter("nbands"), outcar.parameter("nelm")) == (2, 8, 60)
+    assert [outcar.parameter(name) for name in ("nsw", "ibrion", "isif")] == [40, 2, 3]
+    assert [outcar.parameters[name] for name in ("ediff", "ediffg", "nelect")] == [1e-6, -0.001, 8]
     assert [(s.free_energy, s.energy) for s in outcar.steps] == [(-10.8, -10.805), (-10.84, -10.845)]
     assert outcar.forces == [(0.01, 0.0, 0.0), (-0.01, 0.0, 0.0)]
     assert outcar.stress == [-1.0, -2.0, -3.0, 0.1, 0.2, 0.3]
@@ -157,9 +165,9 @@ def test_a_vasprun_read_in_any_chunk_size(tmp_path: Path, chunk: int, calculatio
     assert run.incar == {"NSW": 40, "LWAVE": False, "EDIFF": 1e-5, "ALGO": "Fast"}
     assert run.kpoints == {"style": "Monkhorst-Pack", "mesh": [4, 4, 4]}
     assert run.elements == ["Si", "Si"] and run.pseudopotentials == ["PAW_PBE Si 05Jan2001"]
-    assert [(s.free_energy, s.energy, s.electronic_steps) for s in run.steps] == [
-        (-10.8, -10.805, 2)
-    ] * calculations + [(-10.84, -10.845, 1)]
+    assert [(s.free_energy, s.energy_wo_entropy, s.energy) for s in run.steps] == [
+        (-10.8, -10.81, -10.805)
+    ] * calculations + [(-10.84, -10.85, -10.845)]
     assert (
         run.forces == [[0.01, 0.0, 0.0], [-0.01, 0.0, 0.0]]
         and run.stress is not None
@@ -196,4 +204,72 @@ def test_the_mocks_outputs_agree_across_the_three_parsers(tmp_path: Path) -> Non
     assert [round(s.free_energy, 6) for s in outcar.steps] == [
         round(s.free_energy or 0, 6) for s in vasprun.steps
     ]
-    assert [s.electronic_steps for s in oszicar] == [s.electronic_steps for s in vasprun.steps]
+    assert outcar.forces is not None and vasprun.forces is not None
+    assert [[round(x, 6) for x in f] for f in outcar.forces] == [
+        [round(x, 6) for x in f] for f in vasprun.forces
+    ]
+    contcar = parse_poscar((run / "CONTCAR").read_text())
+    assert vasprun.complete and vasprun.lattice is not None and vasprun.positions is not None
+    assert [[round(x, 6) for x in row] for row in vasprun.lattice] == [
+        [round(x, 6) for x in row] for row in contcar.lattice
+    ]
+    assert len(vasprun.positions) == contcar.natoms and vasprun.elements == ["Si"] * contcar.natoms
+
+
+def test_a_vasprun_cut_at_any_byte_reads_what_is_whole_or_says_it_is_not_a_vasprun(tmp_path: Path) -> None:
+    """Every prefix of a document: whole calculations only, never a wrong number, never another error."""
+    first = VASPRUN.index(" <calculation>")
+    second = VASPRUN.index(" <calculation>", first + 1)
+    document = (
+        VASPRUN[:second] + VASPRUN[second:].split("  <eigenvalues>", maxsplit=1)[0] + " </calculation>\n"
+    ).encode()
+    document += b'<structure name="finalpos" ></structure>\n</modeling>\n'
+    path = tmp_path / "vasprun.xml"
+    whole = [(-10.8, -10.805), (-10.84, -10.845)]
+    seen = 0
+    for cut in range(len(document) + 1):
+        path.write_bytes(document[:cut])
+        try:
+            run = read_vasprun(path, chunk_bytes=256)
+        except VaspOutputError as exc:
+            assert cut < document.index(b"<modeling>") + len(b"<modeling>"), (cut, exc)
+            continue
+        steps = [(s.free_energy, s.energy) for s in run.steps]
+        assert steps == whole[: len(steps)], cut
+        assert len(steps) >= seen, cut  # a longer prefix never reads less
+        seen = len(steps)
+        assert run.complete == (cut >= document.index(b"</modeling>") + len(b"</modeling>")), cut
+    assert seen == 2
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda text: "\x00\x17garbage" + text, "has no <modeling> element"),
+        (lambda text: text.replace("<modeling>", "<notvasp>"), "has no <modeling> element"),
+        (
+            lambda text: text.replace("<v> 0.01 0 0 </v>", "<v> ***** 0 0 </v>"),
+            "the last calculation's forces has a row that is not numbers",
+        ),
+        (
+            lambda text: text.replace("4        4        4", "4 four 4"),
+            "the k-point divisions are not integers",
+        ),
+    ],
+)
+def test_a_damaged_vasprun_is_refused_naming_what_is_wrong(
+    tmp_path: Path, damage: Callable[[str], str], message: str
+) -> None:
+    path = tmp_path / "vasprun.xml"
+    path.write_text(damage(VASPRUN))
+    with pytest.raises(VaspOutputError, match=re.escape(message)):
+        read_vasprun(path)
+
+
+def test_garbage_after_the_last_whole_calculation_is_a_document_cut_short(tmp_path: Path) -> None:
+    path = tmp_path / "vasprun.xml"
+    cut = VASPRUN.index(" <calculation>", VASPRUN.index(" <calculation>") + 1)
+    path.write_bytes(VASPRUN[:cut].encode() + bytes(range(256)) * 64)
+    run = read_vasprun(path, chunk_bytes=1024)
+    assert (run.complete, [s.energy for s in run.steps]) == (False, [-10.805])
+    assert run.forces == [[0.1, 0.0, 0.0], [-0.1, 0.0, 0.0]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -46,6 +47,7 @@ def test_complete_and_truncated_restart_files_are_told_apart(tmp_path: Path) -> 
 def test_archiving_moves_the_outputs_and_copies_the_inputs(tmp_path: Path) -> None:
     run = calculation(tmp_path / "run")
     assert run_mock(run).returncode == 0
+    outcar, vasprun = (run / "OUTCAR").read_bytes(), (run / "vasprun.xml").read_bytes()
     relative = archive_outputs(run, 3, "relax")
     folder = run / relative
     assert relative == "runs/03-relax"
@@ -58,6 +60,9 @@ def test_archiving_moves_the_outputs_and_copies_the_inputs(tmp_path: Path) -> No
         "POSCAR",
     }
     assert not (run / "OUTCAR").exists() and (run / "INCAR").exists() and (run / "WAVECAR").exists()
+    with gzip.open(folder / "OUTCAR.gz") as stream:  # what any gzip reader reads
+        assert stream.read() == outcar
+    assert gzip.decompress((folder / "vasprun.xml.gz").read_bytes()) == vasprun
 
 
 def test_vasp_command_becomes_an_argument_vector() -> None:

@@ -37,7 +37,6 @@ A two-step runner, ``runner.py`` in the job's payload (``chmod +x``)::
 from __future__ import annotations
 
 from ._attempt import Attempt
-from ._children import ChildRef
 from ._errors import (
     ContextError,
     OutcomeAlreadyPublishedError,
@@ -51,6 +50,10 @@ from ._errors import (
 from ._events import read_events
 from ._steps import Registry, StepFunction, dispatch, step
 from ._transaction import Transaction, TransactionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._children import ChildRef
 
 __all__ = [
     "Attempt",
@@ -71,3 +74,16 @@ __all__ = [
     "read_events",
     "step",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``ChildRef`` loads on first use, with the child machinery a runner that never spawns does not need."""
+    if name == "ChildRef":
+        from ._children import ChildRef
+
+        return ChildRef
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

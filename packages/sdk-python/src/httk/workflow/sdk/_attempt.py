@@ -24,16 +24,20 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from . import _checks, _children, _outcome, _settings
-from ._children import ChildRef
+from . import _checks, _outcome, _settings
 from ._context import context_path_from, read_context
 from ._errors import ContextError, OutcomeAlreadyPublishedError, OutcomeError, StepDefinitionError
 from ._files import compact_json
 from ._job_records import JobRecords
 from ._spawning import Spawning
 from ._transaction import Transaction, TransactionError, stage_transaction
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._children import ChildRef
 
 _JOB_FILE = "job.json"
 _SPAWNING_ACTIONS = frozenset({"advance", "succeed", "wait"})
@@ -476,6 +480,8 @@ class Attempt(Spawning, JobRecords):
             draft.discard()  # a step that did not finish registers no children
             draft, self._spawned = None, []
         if draft is not None:
+            from . import _children  # only an attempt that spawned has a draft: the rest never load it
+
             spawn = _children.spawn_document(self._spawned)
             try:
                 draft.add_file(_children.SPAWN_PATH, compact_json(spawn))

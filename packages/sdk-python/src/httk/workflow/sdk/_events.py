@@ -26,12 +26,15 @@ import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from . import _checks
 from ._errors import StateError
 from ._files import compact_json, make_dirs
 from ._state import JOB_STATE_DIR
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = "httk-workflow-runner-event"
 FORMAT_VERSION = 1

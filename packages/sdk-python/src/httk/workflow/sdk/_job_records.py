@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from . import _events, _state
 from ._context import AttemptContext
 from ._errors import StateError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class JobRecords(AttemptContext):

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ._catalog import CATALOG, Problem, Rung
     from ._detect import Diagnosis, TextScanner, diagnose
     from ._errors import PseudoLibraryError, VaspCommandError, VaspError, VaspInputError, VaspOutputError

@@ -93,7 +93,7 @@ def _prepare(stage: str, out: str) -> int:
 
     attempt = Attempt.load()
     state = load_state(attempt)
-    prepared = prepare_stage(attempt, state, stage)
+    prepared = prepare_stage(attempt, state, stage, digest=True)  # the author gets it whole
     save_state(attempt, state)
     _write_fields(out, [_compact(prepared)])
     return 0

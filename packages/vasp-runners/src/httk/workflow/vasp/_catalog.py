@@ -21,7 +21,7 @@ the remedies: a clean run reads the table and never climbs a ladder.)
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from ._record import NamedTuple
 
 STDOUT = "stdout"
 OUTCAR = "OUTCAR"

@@ -21,7 +21,6 @@ Every decision is also recorded as a runner-reported event, for ``job show`` and
 from __future__ import annotations
 
 import signal
-from typing import Any, NamedTuple
 
 from httk.workflow.sdk import Attempt
 
@@ -31,10 +30,15 @@ from ._incar import Incar
 from ._knobs import Knobs
 from ._kpoints import parse_kpoints
 from ._process import RunReport
+from ._record import NamedTuple
 from ._remedies import Calculation
 from ._restart import Outputs, archive_outputs, read_outputs, usable_contcar
 from ._stage import Decision, failure, record_event, save_state
 from ._structure import Structure, format_poscar, parse_poscar
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 AFTER_RELAX = {"vasp-relax-static": "static"}
 RESTART_FILES = ("WAVECAR", "CHGCAR", "CHG")

@@ -13,13 +13,14 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
 
 from ._catalog import CATALOG, OUTCAR, STDOUT, Problem
 from ._process import STDERR
 from ._process import STDOUT as STDOUT_FILE
+from ._record import NamedTuple
 from ._scan import chunks
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._incar import Incar
     from ._process import RunReport

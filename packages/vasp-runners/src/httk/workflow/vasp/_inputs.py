@@ -22,9 +22,8 @@ from there into results.json.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from . import _defaults
 from ._errors import PseudoLibraryError, VaspInputError
@@ -34,8 +33,13 @@ from ._kpoints import GAMMA, STYLES, Kpoints, mesh_for_density, parse_kpoints
 from ._potcar import PotcarDataset, assemble_potcar, check_potcar_species, parse_choices, parse_potcar
 from ._structure import Structure, element_of, format_poscar, parse_poscar
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._knobs import Setting
+
 DEFAULT_DENSITY = 1000.0
-Setting = Callable[[str, Any], Any]
 
 
 def species_of(value: object) -> list[str] | None:
@@ -83,6 +87,7 @@ def prepare(
     setting: Setting,
     *,
     structure: Structure | None = None,
+    digest: bool = True,
 ) -> dict[str, Any]:
     """Write the inputs of a ``relax`` or ``static`` calculation into ``workdir``; return the provenance.
 
@@ -100,6 +105,9 @@ def prepare(
         Resolves a setting in layers: ``setting(name, default)`` (``Attempt.setting``).
     structure
         The structure to compute, instead of the job's (a static stage after a relaxation).
+    digest
+        Whether the POTCAR datasets' SHA-256 are computed now; without, their ``sha256`` is ``None``
+        until taken from the POTCAR written (:func:`._potcar.digests`).
 
     Raises
     ------
@@ -107,7 +115,7 @@ def prepare(
         For an input that cannot be used, naming it.
     """
     structure = structure or job_structure(job_dir, inputs)
-    potcar_text, datasets, potcar_source = _potcar(structure, job_dir, inputs, setting)
+    potcar_text, datasets, potcar_source = _potcar(structure, job_dir, inputs, setting, digest=digest)
     incar, user_tags, added = _incar(kind, structure, datasets, user_incar(job_dir, inputs))
     kpoints, kpoints_source = _kpoints(structure, job_dir, inputs)
     write_atomically(workdir / "POSCAR", format_poscar(structure))
@@ -159,11 +167,11 @@ def _kpoints(structure: Structure, job_dir: Path, inputs: Mapping[str, Any]) -> 
 
 
 def _potcar(
-    structure: Structure, job_dir: Path, inputs: Mapping[str, Any], setting: Setting
+    structure: Structure, job_dir: Path, inputs: Mapping[str, Any], setting: Setting, *, digest: bool
 ) -> tuple[str, list[PotcarDataset], str]:
     found = read_input(job_dir, inputs, "potcar")
     if found is not None:
-        datasets = parse_potcar(found[0], path=found[1])
+        datasets = parse_potcar(found[0], path=found[1], digest=digest)
         check_potcar_species(datasets, structure.species, path=found[1])
         return found[0], datasets, "input"
     library = setting("vasp.pseudo_library", None)
@@ -181,6 +189,6 @@ def _potcar(
     if not isinstance(choices, Mapping):
         raise PseudoLibraryError(f"vasp.pseudopotentials must map elements to choices, not {choices!r}")
     text, datasets = assemble_potcar(
-        Path(str(library)), structure.species, {str(k): str(v) for k, v in choices.items()}
+        Path(str(library)), structure.species, {str(k): str(v) for k, v in choices.items()}, digest=digest
     )
     return text, datasets, f"library {library}"

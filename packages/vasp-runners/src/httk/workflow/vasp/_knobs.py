@@ -26,13 +26,17 @@ setting                     default    meaning
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any, NamedTuple
 
 from ._errors import VaspInputError
 from ._process import command_argv
+from ._record import NamedTuple
 
-Setting = Callable[[str, Any], Any]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    Setting = Callable[[str, Any], Any]
 
 
 class Knobs(NamedTuple):

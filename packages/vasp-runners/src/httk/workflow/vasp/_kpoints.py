@@ -15,9 +15,9 @@ the same sampling quality.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 from ._errors import VaspInputError
+from ._record import NamedTuple
 from ._structure import Structure
 
 GAMMA = "Gamma"

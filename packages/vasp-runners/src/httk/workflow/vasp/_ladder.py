@@ -18,10 +18,13 @@ import hashlib
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ._catalog import Problem
 from ._remedies import REMEDIES, Calculation, Change, apply_change
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 BACKUPS = ".httk-vasp/backups"
 

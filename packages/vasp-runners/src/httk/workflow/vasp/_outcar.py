@@ -3,10 +3,12 @@ step's forces, stress, cell and magnetization, and whether the run finished.
 
 The header (everything before the first electronic iteration) is read line by line: the VASP version,
 the POTCAR ``TITEL`` lines and the start parameters (NIONS, NELM, NSW, IBRION, ISIF, EDIFF, EDIFFG,
-NBANDS, NELECT). The rest is scanned in chunks of whole lines (:mod:`._scan`): each single-line fact is
-found by ``bytes.find`` on its literal text (C speed, no regular expression) and only its line decoded,
-and multi-line blocks (forces, the cell, magnetization) are only located -- their last offset kept -- and
-read once after the scan. Memory is one chunk plus one record per ionic step, whatever the file's size.
+NBANDS, NELECT), each the word after its ``KEY =`` (string methods: compiling a regular expression
+for each would cost a runner more than reading the header). The rest is scanned in chunks of whole lines
+(:mod:`._scan`): each single-line fact is found by ``bytes.find`` on its literal text (C speed, no
+regular expression) and only its line decoded, and multi-line blocks (forces, the cell, magnetization)
+are only located -- their last offset kept -- and read once after the scan. Memory is one chunk plus one
+record per ionic step, whatever the file's size.
 
 A run finished when the timing banner ("General timing and accounting informations for this job")
 is present; an OUTCAR without it belongs to a run that died or was stopped, and its last step may be
@@ -15,7 +17,6 @@ incomplete, so only steps whose energy block was written count.
 
 from __future__ import annotations
 
-import re
 from io import BufferedReader
 from pathlib import Path
 
@@ -24,18 +25,17 @@ from ._record import Record
 from ._scan import chunks, number, read_lines, tail
 
 _HEADER_END = "Iteration"
-_VERSION = re.compile(r"^\s*vasp\.(\S+)")
-_TITEL = re.compile(r"^\s*TITEL\s*=\s*(.+?)\s*$")
-_PARAMETERS = {  # name: (the text a line must hold, the pattern); the text is tested first, cheaply
-    "nions": ("NIONS", re.compile(r"NIONS\s*=\s*(\d+)")),
-    "nbands": ("NBANDS", re.compile(r"NBANDS\s*=\s*(\d+)")),
-    "nelm": ("NELM", re.compile(r"^\s*NELM\s*=\s*(-?\d+)")),
-    "nsw": ("NSW", re.compile(r"^\s*NSW\s*=\s*(-?\d+)")),
-    "ibrion": ("IBRION", re.compile(r"^\s*IBRION\s*=\s*(-?\d+)")),
-    "isif": ("ISIF", re.compile(r"^\s*ISIF\s*=\s*(-?\d+)")),
-    "ediff": ("EDIFF", re.compile(r"^\s*EDIFF\s*=\s*(\S+)")),
-    "ediffg": ("EDIFFG", re.compile(r"^\s*EDIFFG\s*=\s*(\S+)")),
-    "nelect": ("NELECT", re.compile(r"^\s*NELECT\s*=\s*(\S+)")),
+# name: (the key, whether the key begins its line); each is read as the word after "KEY =".
+_PARAMETERS = {
+    "nions": ("NIONS", False),
+    "nbands": ("NBANDS", False),
+    "nelm": ("NELM", True),
+    "nsw": ("NSW", True),
+    "ibrion": ("IBRION", True),
+    "isif": ("ISIF", True),
+    "ediff": ("EDIFF", True),
+    "ediffg": ("EDIFFG", True),
+    "nelect": ("NELECT", True),
 }
 _BANNER = b"FREE ENERGIE OF THE ION-ELECTRON SYSTEM (eV)"
 _FREE = b"free  energy   TOTEN  ="
@@ -144,22 +144,45 @@ def _read_header(path: Path, result: Outcar) -> int:
             if _HEADER_END in line and "---" in line:
                 return offset
             offset += len(raw)
-            if result.version is None and (match := _VERSION.match(line)):
-                result.version, result.version_line = match.group(1), line.strip()
-            elif match := _TITEL.match(line):
-                if match.group(1) not in result.titels:
-                    result.titels.append(match.group(1))
+            words = line.split(None, 1)
+            if result.version is None and words and words[0].startswith("vasp."):
+                result.version, result.version_line = words[0][len("vasp.") :], line.strip()
+            elif (titel := _assigned(line, "TITEL", at_start=True, whole=True)) is not None:
+                if titel not in result.titels:
+                    result.titels.append(titel)
             else:
                 _parameters(line, result)
     return offset
 
 
 def _parameters(line: str, result: Outcar) -> None:
-    for name, (text, pattern) in _PARAMETERS.items():
-        if text in line and name not in result.parameters and (match := pattern.search(line)):
-            value = number(match.group(1).rstrip(";"))
+    for name, (key, at_start) in _PARAMETERS.items():
+        if key in line and name not in result.parameters:
+            word = _assigned(line, key, at_start=at_start)
+            value = None if word is None else number(word.rstrip(";"))
             if value is not None:
                 result.parameters[name] = int(value) if value.is_integer() and name != "ediff" else value
+
+
+def _assigned(line: str, key: str, *, at_start: bool, whole: bool = False) -> str | None:
+    """What ``KEY = value`` in ``line`` assigns: the word after ``=`` (the rest of the line if ``whole``).
+
+    With ``at_start`` the key must begin the line (after spaces); ``EDIFF`` is not ``EDIFFG``.
+    """
+    at = line.find(key)
+    while at >= 0:
+        if at_start and line[:at].strip():
+            return None
+        rest = line[at + len(key) :].lstrip(" \t")
+        if rest.startswith("="):
+            value = rest[1:].strip()
+            if whole:
+                return value or None
+            return value.split(None, 1)[0] if value else None
+        if at_start:
+            return None
+        at = line.find(key, at + 1)
+    return None
 
 
 def _scan_chunk(buffer: bytes, end: int, offset: int, result: Outcar, last: dict[str, int]) -> int:

@@ -9,18 +9,20 @@ well. Which variant an element uses comes from the per-element choices (the ``ps
 the ``vasp.pseudopotentials`` setting); an element without a choice uses the directory named exactly as
 the element and, when there is none, the error lists the variants that exist, so nothing is picked
 silently. Every dataset used is recorded: element, choice, file (relative to the library), SHA-256 of the
-bytes as used, TITEL and ZVAL.
+dataset as used (its lines from the title to ``End of Dataset``), TITEL and ZVAL.
+
+The digests may be left out (``digest=False``) and taken later from the POTCAR written (:func:`digests`):
+``hashlib`` loads OpenSSL, which a runner would otherwise pay for before VASP starts.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from ._errors import PseudoLibraryError, VaspInputError
+from ._record import NamedTuple
 from ._structure import element_of
 
 _END = "End of Dataset"
@@ -46,7 +48,7 @@ class PotcarDataset(NamedTuple):
     file
         Its file relative to the library, or ``None``.
     sha256
-        The SHA-256 of the dataset's bytes as used.
+        The SHA-256 of the dataset's text as used, or ``None`` when it was not computed.
 
     Examples
     --------
@@ -60,7 +62,7 @@ class PotcarDataset(NamedTuple):
     titel: str
     zval: float
     element: str
-    sha256: str
+    sha256: str | None
     choice: str | None = None
     file: str | None = None
     enmax: float | None = None
@@ -77,17 +79,23 @@ class PotcarDataset(NamedTuple):
         }
 
 
-def parse_potcar(text: str, *, path: str = "POTCAR") -> list[PotcarDataset]:
-    """The datasets of a POTCAR, in order; :class:`VaspInputError` when one lacks its TITEL or ZVAL."""
+def parse_potcar(text: str, *, path: str = "POTCAR", digest: bool = True) -> list[PotcarDataset]:
+    """The datasets of a POTCAR, in order; :class:`VaspInputError` when one lacks its TITEL or ZVAL.
+
+    Blank lines between datasets belong to none, so a dataset's digest is the same in its library file
+    and in the POTCAR assembled from it.
+    """
     datasets: list[PotcarDataset] = []
     current: list[str] = []
     start = 1
     for number, line in enumerate(text.splitlines(keepends=True), start=1):
         if not current:
+            if not line.strip():
+                continue
             start = number
         current.append(line)
         if line.strip() == _END:
-            datasets.append(_dataset("".join(current), path, start))
+            datasets.append(_dataset("".join(current), path, start, digest=digest))
             current = []
     if any(line.strip() for line in current):
         raise VaspInputError(f"has a dataset without its closing {_END!r} line", path=path, line=start)
@@ -96,7 +104,12 @@ def parse_potcar(text: str, *, path: str = "POTCAR") -> list[PotcarDataset]:
     return datasets
 
 
-def _dataset(text: str, path: str, line: int) -> PotcarDataset:
+def digests(text: str) -> list[str]:
+    """The SHA-256 of each dataset of a POTCAR, in order."""
+    return [dataset.sha256 or "" for dataset in parse_potcar(text)]
+
+
+def _dataset(text: str, path: str, line: int, *, digest: bool) -> PotcarDataset:
     titel = zval = enmax = None
     for row in text.splitlines():
         if titel is None and (match := _TITEL.match(row)):
@@ -109,7 +122,12 @@ def _dataset(text: str, path: str, line: int) -> PotcarDataset:
         missing = "TITEL" if titel is None else "ZVAL"
         raise VaspInputError(f"has a dataset without its {missing} line", path=path, line=line)
     element = element_of(titel.split()[1] if len(titel.split()) > 1 else titel.split()[0])
-    return PotcarDataset(titel, zval, element, hashlib.sha256(text.encode()).hexdigest(), enmax=enmax)
+    sha256 = None
+    if digest:
+        import hashlib
+
+        sha256 = hashlib.sha256(text.encode()).hexdigest()
+    return PotcarDataset(titel, zval, element, sha256, enmax=enmax)
 
 
 def check_potcar_species(datasets: Sequence[PotcarDataset], species: Sequence[str], *, path: str) -> None:
@@ -143,7 +161,7 @@ def parse_choices(text: str) -> dict[str, str]:
 
 
 def assemble_potcar(
-    library: Path, species: Sequence[str], choices: Mapping[str, str] | None = None
+    library: Path, species: Sequence[str], choices: Mapping[str, str] | None = None, *, digest: bool = True
 ) -> tuple[str, list[PotcarDataset]]:
     """The POTCAR text for ``species`` from ``library``, and the provenance of every dataset.
 
@@ -155,6 +173,8 @@ def assemble_potcar(
         The structure's species, in POSCAR order.
     choices
         Element (or species) to library directory, such as ``{"Fe": "Fe_pv"}``.
+    digest
+        Whether to compute each dataset's SHA-256 (else :func:`digests` of the POTCAR written).
 
     Raises
     ------
@@ -179,7 +199,7 @@ def assemble_potcar(
         element = element_of(name)
         choice = choices.get(name) or choices.get(element) or name
         path, text = _read_choice(library, element, choice)
-        datasets = parse_potcar(text, path=str(path))
+        datasets = parse_potcar(text, path=str(path), digest=digest)
         if len(datasets) != 1 or datasets[0].element != element:
             raise PseudoLibraryError(
                 f"must hold exactly one dataset for {element}, not {', '.join(d.element for d in datasets)}",

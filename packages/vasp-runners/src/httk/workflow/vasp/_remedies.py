@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import NamedTuple
 
 from ._files import write_atomically
 from ._incar import Incar, spell
 from ._kpoints import GAMMA, MONKHORST_PACK, Kpoints
+from ._record import NamedTuple
 from ._structure import Structure, format_poscar
 
 MAX_NELM = 400

@@ -17,15 +17,15 @@ earlier run's outputs for its own:
 
 from __future__ import annotations
 
-import gzip
 import os
 import struct
+import zlib
 from pathlib import Path
-from typing import NamedTuple
 
 from ._errors import VaspInputError, VaspOutputError
 from ._oszicar import OszicarStep, read_oszicar
 from ._outcar import Outcar, read_outcar
+from ._record import NamedTuple
 from ._scan import chunks
 from ._structure import Structure, parse_poscar
 from ._vasprun import Vasprun, read_vasprun
@@ -181,13 +181,21 @@ def archive_outputs(workdir: Path, index: int, stage: str) -> str:
         if not source.is_file():
             continue
         if name in COMPRESSED:
-            with (
-                open(source, "rb") as reader,
-                gzip.open(target / f"{name}.gz", "wb", compresslevel=6) as writer,
-            ):
-                while data := reader.read(1 << 20):
-                    writer.write(data)
+            _gzip(source, target / f"{name}.gz")
             source.unlink()
         else:
             os.replace(source, target / name)
     return relative
+
+
+def _gzip(source: Path, target: Path) -> None:
+    """``target``: ``source`` gzip-compressed, a megabyte at a time.
+
+    zlib writes the gzip format itself (``wbits`` 31); the :mod:`gzip` module would cost a runner its
+    import for the same bytes.
+    """
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+    with open(source, "rb") as reader, open(target, "wb") as writer:
+        while data := reader.read(1 << 20):
+            writer.write(compressor.compress(data))
+        writer.write(compressor.flush())

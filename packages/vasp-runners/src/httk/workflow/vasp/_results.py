@@ -16,10 +16,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ._restart import Outputs
 from ._structure import Structure
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = "httk-workflow-vasp-results"
 FORMAT_VERSION = 1

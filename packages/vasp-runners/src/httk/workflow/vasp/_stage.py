@@ -23,19 +23,22 @@ before the outcome is published, so every crash point leaves a state the next at
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import gc
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
 
 from httk.workflow.sdk import Attempt, SdkError
 
 from . import _knobs
-from ._catalog import CATALOG
-from ._detect import TextScanner
 from ._errors import PseudoLibraryError, VaspCommandError, VaspInputError
 from ._files import write_atomically
 from ._process import RunReport, run_vasp, stop_leftover
+from ._record import NamedTuple
 from ._structure import format_poscar, parse_poscar
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 STATE_KEY = "vasp"
 STATE_VERSION = 1
@@ -113,10 +116,14 @@ def run_stage(attempt: Attempt, workflow: str) -> Decision:
     return after_run(attempt, workflow, state, index, report=report, knobs=knobs)
 
 
-def prepare_stage(attempt: Attempt, state: dict[str, Any], stage: str) -> dict[str, Any]:
+def prepare_stage(
+    attempt: Attempt, state: dict[str, Any], stage: str, *, digest: bool = False
+) -> dict[str, Any]:
     """Write the inputs of ``stage`` into the workdir and record their provenance (job state, an event).
 
-    The static stage after a relaxation starts from the relaxed structure (the workdir's POSCAR).
+    The static stage after a relaxation starts from the relaxed structure (the workdir's POSCAR). The
+    POTCAR datasets' SHA-256 are left to the run (:func:`run_once` takes them while VASP runs) unless
+    ``digest`` asks for them now.
 
     Raises
     ------
@@ -129,7 +136,9 @@ def prepare_stage(attempt: Attempt, state: dict[str, Any], stage: str) -> dict[s
     structure = None
     if stage == "static" and "relax" in state["prepared"]:
         structure = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
-    prepared = prepare(stage, workdir, attempt.job_dir, attempt.inputs, attempt.setting, structure=structure)
+    prepared = prepare(
+        stage, workdir, attempt.job_dir, attempt.inputs, attempt.setting, structure=structure, digest=digest
+    )
     state["prepared"][stage] = prepared
     record_event(attempt, "vasp.prepared", f"{stage} inputs written", _prepared_summary(prepared))
     return prepared
@@ -139,7 +148,9 @@ def run_once(attempt: Attempt, state: dict[str, Any], knobs: _knobs.Knobs) -> tu
     """Run VASP once for the current stage, supervised; its run number and how it ended.
 
     The run is recorded as ``running`` in job state before VASP starts, so that an attempt that dies
-    with it leaves what the next one needs to judge its files (:func:`recover`).
+    with it leaves what the next one needs to judge its files (:func:`recover`). While it runs, the
+    runner loads what it needs afterwards and records the POTCAR digests :func:`prepare_stage` left
+    out (:func:`_while_vasp_runs`).
 
     Raises
     ------
@@ -149,7 +160,7 @@ def run_once(attempt: Attempt, state: dict[str, Any], knobs: _knobs.Knobs) -> tu
     index = len(state["runs"]) + 1
     state["running"] = {"run": index, "stage": attempt.step, "attempt_id": attempt.attempt_id}
     save_state(attempt, state)
-    watch = TextScanner(attempt.workdir, [row for row in CATALOG if row.stop_running])
+    monitor: list[Callable[[], str | None]] = []  # the watch _while_vasp_runs makes
     try:
         report = run_vasp(
             knobs.argv,
@@ -158,8 +169,8 @@ def run_once(attempt: Attempt, state: dict[str, Any], knobs: _knobs.Knobs) -> tu
             stop_grace=knobs.stop_grace,
             kill_grace=knobs.kill_grace,
             poll_seconds=knobs.poll_seconds,
-            monitor=watch.first,
-            on_start=_load_the_decision,
+            monitor=lambda: monitor[0](),  # noqa: PLW0108 -- made only once VASP runs
+            on_start=lambda: monitor.append(_while_vasp_runs(attempt, state)),
         )
     except VaspCommandError:
         state["running"] = None
@@ -168,16 +179,38 @@ def run_once(attempt: Attempt, state: dict[str, Any], knobs: _knobs.Knobs) -> tu
     return index, report
 
 
-def _load_the_decision() -> None:
-    """Import what the decision after the run needs, while VASP runs.
+def _while_vasp_runs(attempt: Attempt, state: dict[str, Any]) -> Callable[[], str | None]:
+    """What the runner does once VASP has started, before it waits for VASP: work kept off VASP's start.
 
-    The parsers, the catalog's detection, restart judging, archiving and results.json are needed only
-    once VASP has ended; loading them here, after VASP has started and before the runner waits for it,
-    puts their cost beside VASP's time rather than after it (VASP computes on its own cores meanwhile).
+    Returns the watch of VASP's output for the errors VASP would run on with (the catalog's
+    ``stop_running`` rows), which the supervision polls. The catalog with its detection, the parsers,
+    restart judging, archiving, results.json and the SDK's transaction staging are needed only once VASP
+    runs or has ended; loading them here puts their cost beside VASP's time rather than before or after
+    it (VASP computes on its own cores meanwhile). The POTCAR datasets' digests (``hashlib`` loads
+    OpenSSL) are taken from the POTCAR VASP reads, for whichever prepared stage still lacks them: an
+    attempt that died before recording them leaves them to the next run.
+
+    The installed runner starts with the cyclic garbage collector off; what start-up made is frozen
+    (never traversed again) and the collector is on again for the hours VASP may run.
     """
-    from xml.etree import ElementTree  # noqa: F401  # the vasprun.xml parser's, on first use
+    from httk.workflow.sdk import _transaction_stage  # noqa: F401  # what publishing results needs
 
     from . import _decide, _results  # noqa: F401
+    from ._catalog import CATALOG
+    from ._detect import TextScanner
+    from ._potcar import digests
+
+    datasets = [d for p in state["prepared"].values() for d in p["potcar"]["datasets"]]
+    if any(d.get("sha256") is None for d in datasets):
+        potcar = attempt.workdir / "POTCAR"
+        taken = digests(potcar.read_text(encoding="ascii", errors="replace"))
+        for prepared in state["prepared"].values():
+            for dataset, sha256 in zip(prepared["potcar"]["datasets"], taken, strict=False):
+                dataset["sha256"] = sha256
+        save_state(attempt, state)
+    gc.freeze()
+    gc.enable()
+    return TextScanner(attempt.workdir, [row for row in CATALOG if row.stop_running]).first
 
 
 def _prepared_summary(prepared: dict[str, Any]) -> dict[str, Any]:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from ._errors import VaspInputError
+from ._record import NamedTuple
 
 Vector = tuple[float, float, float]
 Matrix = tuple[Vector, Vector, Vector]

@@ -1,67 +1,70 @@
-"""vasprun.xml, read in bounded memory at close to the speed of reading the file.
+"""vasprun.xml, read in bounded memory at close to the speed of reading the file, without an XML parser.
 
-Why not ``iterparse`` over the whole document: an XML parser driving Python callbacks reads a few tens
-of MB per second, and nearly all of a large vasprun.xml is what a workflow never reads (per-step
-structures of a long run, eigenvalues, densities of states, projections). The reader therefore splits
-the work: the document's head (``generator``, ``incar``, ``kpoints``, ``parameters``, ``atominfo``, the
-initial structure) is parsed with ElementTree; then the file is read in chunks of whole lines
-(:mod:`._scan`), and in each chunk every ``<calculation>`` is located with ``bytes.find``: its electronic
-steps are counted (``bytes.count`` of ``<scstep>`` up to its first ``<structure``), its final energy is
-read from the ``<energy>`` block after that structure, and the reader skips to ``</calculation>`` without
-looking at what lies between (eigenvalues and DOS sit there). Only the last calculation's summary (its
-structure, forces, stress and energy) is kept, and parsed with ElementTree at the end. A calculation a
-chunk cuts before its final energy is read again from its start in the next chunk (a larger one when a
-single calculation's head outgrows a chunk); memory is one chunk plus that summary.
+Why not an XML parser: one driving Python callbacks reads a few tens of MB per second, and nearly all of
+a large vasprun.xml is what a workflow never reads (electronic steps, per-step structures of a long run,
+eigenvalues, densities of states, projections). The reader finds the few elements it wants with
+``bytes.find`` instead, relying on the layout VASP writes (a fixed set of elements, each opened as
+``<name`` and closed as ``</name>``, attributes in double quotes):
 
-The layout relied on is VASP's: every calculation has its ``<structure>``, after its scsteps, and its
-final energy is the first ``<energy>`` after that structure. (Checking each calculation for a missing
-structure would cost one more search of its scsteps; only the last calculation of a document is passed
-over when it has none.) A document cut short (the run died, or is still
-running) is read up to its last complete calculation; :attr:`Vasprun.complete` says whether
-``</modeling>`` was reached.
+* the document's head -- ``generator`` (the version), ``incar`` (its ``<i>`` items, typed),
+  ``kpoints`` (the generation style and divisions), ``atominfo`` (elements and pseudopotentials) and the
+  initial structure -- is everything before the first ``<calculation>``;
+* then the file is read in chunks of whole lines (:mod:`._scan`), and in each chunk every
+  ``<calculation>`` is located: its ``<structure>`` (after its electronic steps), the final ``<energy>``
+  after that structure, and then ``</calculation>`` without looking at what lies between (eigenvalues
+  and DOS sit there). That is one forward pass over the bytes. Only the last calculation's summary (its
+  structure, forces, stress and energy) is kept, and read at the end. A calculation a chunk cuts before
+  its final energy is read again from its start in the next chunk (a larger one when a single
+  calculation's head outgrows a chunk); memory is one chunk plus that summary.
+
+The electronic steps of each ionic step are OSZICAR's to count (:mod:`._oszicar`): counting them here
+would read every byte a second time.
+
+A document cut short (the run died, or is still running) is read up to its last complete calculation;
+:attr:`Vasprun.complete` says whether ``</modeling>`` was reached. A file that is not a vasprun.xml (no
+``<modeling>`` element in its head), or whose head or last calculation holds an element this reader
+cannot read (a vector that is not numbers, say), is a :class:`VaspOutputError` naming what is wrong.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ._errors import VaspOutputError
 from ._record import Record
 from ._scan import CHUNK_BYTES, number, read_lines
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from io import FileIO
-    from xml.etree.ElementTree import Element
 
 _OPEN = b"<calculation>"
 _CLOSE = b"</calculation>"
 _END = b"</modeling>"
 _STRUCTURE = b"<structure>"  # a calculation's own: the document's others carry a name
-_SCSTEP = b"<scstep>"
 _ENERGY = b"<energy>"
 _ENERGY_END = b"</energy>"
 _FINAL = b'<structure name="finalpos"'
 _HEAD_LIMIT = 1 << 26
 
 
+class _UnreadableError(Exception):
+    """An element the reader cannot read; :func:`read_vasprun` names the file."""
+
+
 class VasprunStep(Record):
     """One ionic step (``<calculation>``) of vasprun.xml."""
 
-    __slots__ = ("electronic_steps", "energy", "energy_wo_entropy", "free_energy")
+    __slots__ = ("energy", "energy_wo_entropy", "free_energy")
 
     def __init__(
-        self,
-        free_energy: float | None,
-        energy_wo_entropy: float | None,
-        energy: float | None,
-        electronic_steps: int,
+        self, free_energy: float | None, energy_wo_entropy: float | None, energy: float | None
     ) -> None:
         self.free_energy = free_energy
         self.energy_wo_entropy = energy_wo_entropy
         self.energy = energy
-        self.electronic_steps = electronic_steps
 
 
 class Vasprun(Record):
@@ -101,7 +104,7 @@ def read_vasprun(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Vasprun:
     Raises
     ------
     VaspOutputError
-        When the file cannot be read, or its head is not XML.
+        When the file cannot be read, is not a vasprun.xml, or holds an element that cannot be read.
 
     Examples
     --------
@@ -109,16 +112,14 @@ def read_vasprun(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Vasprun:
     >>> run.complete, len(run.steps), run.steps[-1].energy  # doctest: +SKIP
     (True, 8, -17.72137374)
     """
-    from xml.etree.ElementTree import ParseError
-
     result = Vasprun()
     try:
         with open(path, "rb", buffering=0) as stream:
             _Reader(stream, result, chunk_bytes).read()
     except OSError as exc:
         raise VaspOutputError(f"cannot be read: {exc.strerror or exc}", path=path) from exc
-    except ParseError as exc:
-        raise VaspOutputError(f"is not a vasprun.xml: {exc}", path=path) from exc
+    except _UnreadableError as exc:
+        raise VaspOutputError(f"is not a vasprun.xml VASP wrote: {exc}", path=path) from None
     return result
 
 
@@ -141,8 +142,6 @@ class _Reader:
         self._final: bytes | None = None
 
     def read(self) -> None:
-        from xml.etree.ElementTree import fromstring
-
         offset = self._head()
         length = os.fstat(self._stream.fileno()).st_size
         size = self._size
@@ -151,6 +150,8 @@ class _Reader:
             if not end:
                 break
             at_end = offset + len(buffer) >= length
+            if at_end:  # what is read is closed by its tags: a last line without its newline counts
+                end = len(buffer)
             consumed = self._scan(buffer, end, at_end)
             if consumed == 0 and not at_end:
                 size *= 2  # one calculation's head is larger than a chunk: read it whole
@@ -158,28 +159,28 @@ class _Reader:
             size, offset = self._size, offset + consumed
         if self._summary is not None:
             buffer, start, stop = self._summary
-            self._parse_summary(fromstring(b"<summary>" + buffer[start:stop] + b"</summary>"))
+            self._parse_summary(buffer[start:stop])
         if self._final is not None:
-            self._structure(fromstring(self._final))
+            self._structure(self._final, "the final structure")
 
     def _head(self) -> int:
-        """Parse the head; the offset of the first calculation (the reader is done when there is none)."""
-        from xml.etree.ElementTree import ParseError, fromstring
-
+        """Read the head; the offset of the first calculation (the reader is done when there is none)."""
         head, end = read_lines(self._stream, 0, self._size)
         while (start := _first(head, end)) < 0 and 0 < end < _HEAD_LIMIT:
             more, more_end = read_lines(self._stream, end, self._size)
             if not more_end:
                 break
             head, end = head[:end] + more, end + more_end
+        root = head.find(b"<modeling>", 0, end)
+        if root < 0 or (head[:root].strip() and not head.startswith(b"<?xml")):
+            raise _UnreadableError("it has no <modeling> element at its start")
         if start < 0 and end >= _HEAD_LIMIT:
-            raise ParseError(f"no <calculation> in the first {_HEAD_LIMIT} bytes")
+            raise _UnreadableError(f"no <calculation> in the first {_HEAD_LIMIT} bytes")
+        self._head_document(head[root : start if start >= 0 else end])
         if start >= 0 and head.startswith(_END, start):  # a document without calculations
-            self._head_document(fromstring(head[: start + len(_END)]))
             self._result.complete = self._done = True
-            return start
-        self._head_document(fromstring((head[:start] if start >= 0 else head[:end]) + _END))
-        self._done = start < 0
+        else:
+            self._done = start < 0
         return start
 
     def _scan(self, buffer: bytes, end: int, at_end: bool) -> int:
@@ -206,8 +207,7 @@ class _Reader:
                     return end
                 return start  # cut by the chunk: read again from its start
             stop += len(_ENERGY_END)
-            steps = buffer.count(_SCSTEP, start, structure)
-            self._result.steps.append(VasprunStep(*_energies(buffer[energy:stop]), steps))
+            self._result.steps.append(VasprunStep(*_energies(buffer[energy:stop])))
             self._summary = (buffer, structure, stop)
             at, self._inside = stop, True
 
@@ -226,44 +226,49 @@ class _Reader:
         self._done = True
         return end
 
-    def _head_document(self, root: Element) -> None:
-        for item in root.iterfind("generator/i"):
-            if item.get("name") == "version":
-                self._result.version = (item.text or "").strip()
-        for item in root.iterfind("incar/i"):
-            self._result.incar[item.get("name", "")] = _typed(item.get("type"), item.text or "")
-        generation = root.find("kpoints/generation")
-        if generation is not None:
-            divisions = generation.find("v[@name='divisions']")
-            self._result.kpoints = {
-                "style": generation.get("param"),
-                "mesh": [int(x) for x in (divisions.text or "").split()] if divisions is not None else None,
+    def _head_document(self, head: bytes) -> None:
+        result = self._result
+        for attributes, text in _elements(_block(head, b"generator"), b"i"):
+            if _attribute(attributes, b"name") == b"version":
+                result.version = _text(text).strip()
+        for attributes, text in _elements(_block(head, b"incar"), b"i"):
+            name = _attribute(attributes, b"name")
+            if name is not None:
+                result.incar[_text(name)] = _typed(_attribute(attributes, b"type"), _text(text))
+        generation = _block(head, b"generation", with_tag=True)
+        if generation:
+            divisions = _named(generation, b"v", b"divisions")
+            style = _attribute(generation[: generation.find(b">") + 1], b"param")
+            result.kpoints = {
+                "style": None if style is None else _text(style),
+                "mesh": None if divisions is None else _integers(divisions, "the k-point divisions"),
             }
-        for row in root.iterfind("atominfo/array[@name='atoms']/set/rc"):
-            self._result.elements.append((row[0].text or "").strip())
-        for row in root.iterfind("atominfo/array[@name='atomtypes']/set/rc"):
+        atominfo = _block(head, b"atominfo")
+        for row in _rows_of(_named(atominfo, b"array", b"atoms")):
+            result.elements.append(_text(row[0]).strip() if row else "")
+        for row in _rows_of(_named(atominfo, b"array", b"atomtypes")):
             if len(row) >= 5:
-                self._result.pseudopotentials.append((row[4].text or "").strip())
-        initial = root.find("structure[@name='initialpos']")
-        if initial is not None:
-            self._structure(initial)
+                result.pseudopotentials.append(_text(row[4]).strip())
+        initial = head.find(b'<structure name="initialpos"')
+        if initial >= 0:
+            self._structure(head[initial : head.find(b"</structure>", initial)], "the initial structure")
 
-    def _parse_summary(self, root: Element) -> None:
-        structure = root.find("structure")
-        if structure is not None:
-            self._structure(structure)
+    def _parse_summary(self, summary: bytes) -> None:
+        stop = summary.find(b"</structure>")
+        if stop >= 0:
+            self._structure(summary[:stop], "the last calculation's structure")
         for name in ("forces", "stress"):
-            array = root.find(f"varray[@name='{name}']")
-            if array is not None:
-                setattr(self._result, name, _rows(array))
+            rows = _named(summary, b"varray", name.encode())
+            if rows is not None:
+                setattr(self._result, name, _vectors(rows, f"the last calculation's {name}"))
 
-    def _structure(self, element: Element) -> None:
-        basis = element.find("crystal/varray[@name='basis']")
-        positions = element.find("varray[@name='positions']")
+    def _structure(self, structure: bytes, what: str) -> None:
+        basis = _named(structure, b"varray", b"basis")
+        positions = _named(structure, b"varray", b"positions")
         if basis is not None:
-            self._result.lattice = _rows(basis)
+            self._result.lattice = _vectors(basis, f"the basis of {what}")
         if positions is not None:
-            self._result.positions = _rows(positions)
+            self._result.positions = _vectors(positions, f"the positions of {what}")
 
 
 def _first(buffer: bytes, end: int) -> int:
@@ -301,20 +306,95 @@ def _energies(block: bytes) -> tuple[float | None, float | None, float | None]:
     return values.get(b"e_fr_energy"), values.get(b"e_wo_entrp"), values.get(b"e_0_energy")
 
 
-def _rows(array: Element) -> list[list[float]]:
-    return [[float(x) for x in (row.text or "").split()] for row in array.iterfind("v")]
+def _block(document: bytes, tag: bytes, *, with_tag: bool = False) -> bytes:
+    """The first ``<tag>`` element's content (with its opening tag when asked), or ``b""``."""
+    start = document.find(b"<" + tag)
+    while start >= 0 and document[start + len(tag) + 1 : start + len(tag) + 2] not in (b">", b" "):
+        start = document.find(b"<" + tag, start + 1)
+    if start < 0:
+        return b""
+    stop = document.find(b"</" + tag + b">", start)
+    content = start if with_tag else document.find(b">", start) + 1
+    return document[content : stop if stop >= 0 else len(document)]
 
 
-def _typed(kind: str | None, text: str) -> object:
+def _elements(block: bytes, tag: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """``(attributes, text)`` of every ``<tag ...>text</tag>`` in ``block``, in order."""
+    opening, closing = b"<" + tag, b"</" + tag + b">"
+    at = block.find(opening)
+    while at >= 0:
+        after = at + len(opening)
+        if block[after : after + 1] in (b">", b" "):
+            head_end = block.find(b">", after)
+            if head_end < 0:
+                return
+            if block[head_end - 1 : head_end] == b"/":  # <tag ... />
+                yield block[after : head_end - 1], b""
+                at = head_end
+            else:
+                stop = block.find(closing, head_end)
+                if stop < 0:
+                    return
+                yield block[after:head_end], block[head_end + 1 : stop]
+                at = stop
+        at = block.find(opening, at + 1)
+
+
+def _attribute(attributes: bytes, name: bytes) -> bytes | None:
+    """The value of attribute ``name`` among an element's attributes (double-quoted, as VASP writes)."""
+    key = b" " + name + b'="'
+    start = attributes.find(key)
+    if start < 0:
+        return None
+    start += len(key)
+    stop = attributes.find(b'"', start)
+    return attributes[start:stop] if stop >= 0 else None
+
+
+def _named(block: bytes, tag: bytes, name: bytes) -> bytes | None:
+    """The content of the first ``<tag name="name" ...>`` in ``block``, or ``None``."""
+    for attributes, text in _elements(block, tag):
+        if _attribute(attributes, b"name") == name:
+            return text
+    return None
+
+
+def _rows_of(array: bytes | None) -> list[list[bytes]]:
+    """The ``<c>`` cells of each ``<rc>`` row of an ``<array>``'s ``<set>``."""
+    if array is None:
+        return []
+    return [[cell for _, cell in _elements(row, b"c")] for _, row in _elements(array, b"rc")]
+
+
+def _vectors(varray: bytes, what: str) -> list[list[float]]:
+    """The ``<v>`` rows of a ``<varray>`` as numbers."""
+    try:
+        return [[float(word) for word in row.split()] for _, row in _elements(varray, b"v")]
+    except ValueError:
+        raise _UnreadableError(f"{what} has a row that is not numbers") from None
+
+
+def _integers(row: bytes, what: str) -> list[int]:
+    try:
+        return [int(word) for word in row.split()]
+    except ValueError:
+        raise _UnreadableError(f"{what} are not integers: {_text(row).strip()[:80]!r}") from None
+
+
+def _text(data: bytes) -> str:
+    return data.decode("ascii", errors="replace")
+
+
+def _typed(kind: bytes | None, text: str) -> object:
     text = text.strip()
-    if kind == "logical":
+    if kind == b"logical":
         return text.upper().startswith(("T", ".T"))
-    if kind == "int":
+    if kind == b"int":
         try:
             return int(text)
         except ValueError:
             return text
-    if kind == "string":
+    if kind == b"string":
         return text
     value = number(text) if " " not in text else None
     return text if value is None else value
