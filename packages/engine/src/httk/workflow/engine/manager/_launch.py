@@ -206,9 +206,11 @@ BASH_API_VARIABLE = re.compile(r"HTTK_WORKFLOW_(?:[A-Z0-9]+_)*BASH_API\Z")
 
 
 def bash_apis(state: ManagerState) -> Mapping[str, str]:
-    """The Bash libraries every attempt of this manager gets, by variable: found once, on first use.
+    """The Bash libraries every attempt of this manager gets, by variable: found once, at its first launch.
 
-    ``ManagerConfig.bash_api`` replaces the library the group names ``HTTK_WORKFLOW_BASH_API``.
+    Not at start: reading the installed distributions' metadata (``importlib.metadata`` included) costs
+    tens of milliseconds, which would delay a fresh manager's first claim. ``ManagerConfig.bash_api``
+    replaces the library the group names ``HTTK_WORKFLOW_BASH_API``.
     """
     if state.bash_apis is None:
         found, problems = installed_bash_apis()

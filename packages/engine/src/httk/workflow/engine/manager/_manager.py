@@ -241,7 +241,6 @@ class Manager:
         )
         self.record = ManagerRecord(state.workspace, identity, state.writer_id)
         self.record.create()
-        _launch.bash_apis(state)  # found once, now, so that a broken add-on is logged at start
         self._last_beat = state.clock.monotonic()
 
     def run(self) -> RunSummary:

@@ -158,7 +158,7 @@ class ManagerState:
         # other one may finish them, so it retries them itself, backing off.
         self.deferred_commits: dict[str, tuple[int, float]] = {}
         # The Bash libraries every attempt gets (HTTK_WORKFLOW_BASH_API, add-ons' ...): _launch.bash_apis
-        # resolves them from the installed packages once, when the first attempt launches or at start.
+        # resolves them from the installed packages once, when the first attempt launches.
         self.bash_apis: dict[str, str] | None = None
 
     @property
