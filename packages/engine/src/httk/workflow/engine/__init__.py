@@ -7,6 +7,7 @@ engine's floor plan") and may change without notice. The names, by what they are
 * workspaces: :func:`init`, :func:`attach`, :func:`find_root`, :class:`Workspace` (policy and settings
   changes are its methods; :class:`Policy` is its ``policy``), :class:`MarkerLocation` (where a job's
   state marker is);
+* workspace extensions: :func:`list_extensions`, :func:`enable_extension`, :class:`ExtensionView`;
 * submission and the runner store: :class:`Submitter`, :class:`SubmitResult`, :class:`SubmitStatus`,
   :func:`publish_runner`, :class:`PublishedRunner`;
 * selecting jobs: :func:`select_job`, :func:`select_jobs`, :func:`select_each`, :class:`Selection`,
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
         linger_seconds,
         plan_deletion,
     )
+    from httk.workflow.engine.ops._extensions import ExtensionView, enable_extension, list_extensions
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
     from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
     from httk.workflow.engine.ops._select import (
@@ -165,6 +167,7 @@ _HOMES = {
         "ops._delete",
     ),
     **dict.fromkeys(("DebugError", "DebugOptions", "DebugResult", "debug_job"), "ops._debug"),
+    **dict.fromkeys(("ExtensionView", "enable_extension", "list_extensions"), "ops._extensions"),
 }
 
 __all__ = [
@@ -177,6 +180,7 @@ __all__ = [
     "DeleteRefusedError",
     "DeleteResult",
     "Diagnosis",
+    "ExtensionView",
     "FsckReport",
     "GcReport",
     "JobPage",
@@ -212,6 +216,7 @@ __all__ = [
     "debug_job",
     "delete_jobs",
     "diagnose",
+    "enable_extension",
     "find_bundle",
     "find_root",
     "follow_history",
@@ -224,6 +229,7 @@ __all__ = [
     "launch_managers",
     "linger_seconds",
     "list_bundles",
+    "list_extensions",
     "list_jobs",
     "list_managers",
     "plan_deletion",
