@@ -10,6 +10,10 @@ engine's floor plan") and may change without notice. The names, by what they are
 * workspace extensions: :func:`list_extensions`, :func:`enable_extension`, :class:`ExtensionView`;
 * submission and the runner store: :class:`Submitter`, :class:`SubmitResult`, :class:`SubmitStatus`,
   :func:`publish_runner`, :class:`PublishedRunner`;
+* new jobs (``job new``): the packaged workflows (:func:`packaged_workflows`, :func:`find_workflow`,
+  :class:`WorkflowEntry`), a job of one or of an own runner checked whole before anything is written
+  (:func:`plan_job`, :func:`plan_runner_job`, :class:`JobPlan`, :class:`SharedRunner`), and its
+  submission (:func:`submit_plan`);
 * selecting jobs: :func:`select_job`, :func:`select_jobs`, :func:`select_each`, :class:`Selection`,
   :class:`SelectorError`;
 * reading (nothing is written): :func:`workspace_status`, :func:`list_managers`, :func:`list_jobs`,
@@ -85,6 +89,16 @@ if TYPE_CHECKING:
     )
     from httk.workflow.engine.ops._extensions import ExtensionView, enable_extension, list_extensions
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
+    from httk.workflow.engine.ops._new import (
+        JobPlan,
+        SharedRunner,
+        WorkflowEntry,
+        find_workflow,
+        packaged_workflows,
+        plan_job,
+        plan_runner_job,
+        submit_plan,
+    )
     from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
     from httk.workflow.engine.ops._select import (
         Selection,
@@ -168,6 +182,19 @@ _HOMES = {
     ),
     **dict.fromkeys(("DebugError", "DebugOptions", "DebugResult", "debug_job"), "ops._debug"),
     **dict.fromkeys(("ExtensionView", "enable_extension", "list_extensions"), "ops._extensions"),
+    **dict.fromkeys(
+        (
+            "JobPlan",
+            "SharedRunner",
+            "WorkflowEntry",
+            "find_workflow",
+            "packaged_workflows",
+            "plan_job",
+            "plan_runner_job",
+            "submit_plan",
+        ),
+        "ops._new",
+    ),
 }
 
 __all__ = [
@@ -184,6 +211,7 @@ __all__ = [
     "FsckReport",
     "GcReport",
     "JobPage",
+    "JobPlan",
     "LaunchReport",
     "LaunchRequest",
     "Launcher",
@@ -201,6 +229,7 @@ __all__ = [
     "RunSummary",
     "Selection",
     "SelectorError",
+    "SharedRunner",
     "SlurmLauncher",
     "Started",
     "StatusReport",
@@ -209,6 +238,7 @@ __all__ = [
     "SubmitStatus",
     "Submitter",
     "WhyContext",
+    "WorkflowEntry",
     "Workspace",
     "add_bundle",
     "attach",
@@ -219,6 +249,7 @@ __all__ = [
     "enable_extension",
     "find_bundle",
     "find_root",
+    "find_workflow",
     "follow_history",
     "fsck",
     "global_directory",
@@ -232,8 +263,11 @@ __all__ = [
     "list_extensions",
     "list_jobs",
     "list_managers",
+    "packaged_workflows",
     "plan_deletion",
+    "plan_job",
     "plan_run",
+    "plan_runner_job",
     "precheck",
     "publish_request",
     "publish_runner",
@@ -245,6 +279,7 @@ __all__ = [
     "settings_read",
     "show_job",
     "stop_managers",
+    "submit_plan",
     "wait_for_managers",
     "workspace_directory",
     "workspace_status",
