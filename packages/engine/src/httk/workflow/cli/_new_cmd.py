@@ -52,7 +52,12 @@ RunnerOpt = Annotated[
 ]
 InputOpt = Annotated[
     list[str] | None,
-    typer.Option("--input", metavar="KEY=VALUE", show_default=False, help="One input (repeatable)."),
+    typer.Option(
+        "--input",
+        metavar="KEY=VALUE",
+        show_default=False,
+        help="One input (repeatable); a file input's VALUE is a path ('workflows list' shows the inputs).",
+    ),
 ]
 TagOpt = Annotated[
     str | None,
@@ -70,7 +75,12 @@ PlacementOpt = Annotated[
 PriorityOpt = Annotated[
     int | None,
     typer.Option(
-        "--priority", metavar="N", min=0, max=999, show_default=False, help="0 (first) to 999 [default: 500]."
+        "--priority",
+        metavar="N",
+        min=0,
+        max=999,
+        show_default=False,
+        help="0 (first) to 999 [default: the workflow's; 500 for --runner].",
     ),
 ]
 StepOpt = Annotated[
