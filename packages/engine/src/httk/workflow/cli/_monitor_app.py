@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 FILTER_HELP = "filter: kind:K[,K] tag:TEXT placement:P (/ edits it; empty shows every job)"
 EDITING = "editing the filter: Enter applies it, Escape goes back to the jobs"
 SAMPLED, PARTIAL = "~", ">="
+DASHBOARD_ONLY = frozenset({"edit_filter", "leave_filter", "page", "next_workspace"})
 MANAGER_ROWS = 20
 
 
@@ -252,7 +253,11 @@ class MonitorApp(App[None]):
         for count in snapshot.counts:
             cells = [count_text(count.certainty, count.by_placement.get(p, 0)) for p in placements]
             table.add_row(count.kind.value, count_text(count.certainty, count.count), *cells)
-        table.add_row("total", count_text(snapshot.certainty, snapshot.total), *([""] * len(placements)))
+        totals = [sum(count.by_placement.get(p, 0) for count in snapshot.counts) for p in placements]
+        certainty = snapshot.certainty
+        table.add_row(
+            "total", count_text(certainty, snapshot.total), *(count_text(certainty, n) for n in totals)
+        )
 
     def _render_managers(self, snapshot: MonitorSnapshot) -> None:
         table = self.query_one("#managers", DataTable)
@@ -274,7 +279,7 @@ class MonitorApp(App[None]):
 
     def _render_jobs(self, watched: Watched, snapshot: MonitorSnapshot) -> None:
         table = self.query_one("#jobs", DataTable)
-        selected = self._selected_key(table)
+        selected, cursor = self._selected_key(table), table.cursor_row
         page = snapshot.page
         table.clear()
         self._rows = {}
@@ -291,8 +296,10 @@ class MonitorApp(App[None]):
                 key=key,
             )
         keys = list(self._rows)
-        if selected in self._rows:
-            table.move_cursor(row=keys.index(selected))
+        if selected is not None and keys:
+            # The job keeps the cursor while it is on the page; else the cursor keeps its row.
+            row = keys.index(selected) if selected in self._rows else min(cursor, len(keys) - 1)
+            table.move_cursor(row=row)
         where = filter_text(page.query) or "every job"
         number = len(watched.earlier_pages) + 1
         more = " · ] next page" if page.next_after is not None else ""
@@ -308,6 +315,14 @@ class MonitorApp(App[None]):
         return None if key is None else str(key)
 
     # -- actions ---------------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Over a confirmation only quitting works; over a job, not what belongs to the dashboard."""
+        if isinstance(self.screen, ConfirmScreen):
+            return action == "quit"
+        if isinstance(self.screen, JobScreen):
+            return action not in DASHBOARD_ONLY
+        return True
+
     def action_refresh_now(self) -> None:
         self.refresh_all()
 
