@@ -41,6 +41,7 @@ from tests.runners import (
     wait_until,
     ws_fixture,  # noqa: F401 (a fixture)
 )
+from tests.tmuxkit import WAIT_SECONDS as SCREEN_SECONDS
 from tests.tmuxkit import Terminal
 
 BIN = Path(sys.executable).parent
@@ -219,7 +220,7 @@ def test_a_count_larger_than_the_budget_is_shown_partial_then_sampled(
     screen.wait_for(r"^\s*submitted\s+>=\d+\s", "a partial count of the first refresh")
     screen.wait_for(r">= partial: submitted \(the first count is not finished\)", "the summary saying so")
     screen.wait_for(r"^\s*total\s+>=\d+", "a partial total")
-    deadline = time.monotonic() + WAIT_SECONDS
+    deadline = time.monotonic() + SCREEN_SECONDS
     while not re.search(r"^\s*submitted\s+~300\s+~300\s", screen.screen(), re.MULTILINE):
         assert time.monotonic() < deadline, screen.screen()
         screen.send("r")

@@ -15,8 +15,9 @@ is not finished yet).
 Threads. Every read of a workspace and every publication runs in a thread worker, so the screen
 answers keys while a refresh walks a large workspace. One worker at a time uses a workspace: a
 refresh tick that finds the previous refresh still running is skipped, never overlapped, because a
-monitor's counting streams serve one caller. Widgets are touched only on the event loop, with what a
-worker handed back.
+monitor's counting streams serve one caller. Widgets are touched only on the event loop: a worker
+hands its result back as a message (``post_message`` is safe from any thread and never waits), so a
+worker finishing while the application shuts down cannot block it.
 
 This module imports textual at the top: it is itself imported only inside the command's body.
 """
@@ -29,19 +30,21 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
-from httk.workflow.engine.ops._monitor import Certainty, JobQuery, MonitorSnapshot
+from httk.workflow.engine import Certainty, JobQuery, MonitorSnapshot
 from httk.workflow.protocol import InvalidNameError, WorkflowError
 from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.coordinate import Coordinate
+from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from ._monitor_screens import Confirmation, ConfirmScreen, JobScreen, MonitorSettings, Watched
+from ._monitor_screens import Confirmation, ConfirmScreen, JobScreen, MonitorSettings, Watched, hand_back
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
+    from httk.workflow.engine import Workspace
+    from httk.workflow.engine.core._workspace import MarkerLocation
 
 FILTER_HELP = "filter: kind:K[,K] tag:TEXT placement:P (/ edits it; empty shows every job)"
 EDITING = "editing the filter: Enter applies it, Escape goes back to the jobs"
@@ -141,6 +144,22 @@ def summary_lines(watched: Sequence[Watched], current: int, interval: float) -> 
     return lines
 
 
+class Refreshed(Message):
+    """A worker's refresh of one workspace: the snapshot, or why there is none."""
+
+    def __init__(self, watched: Watched, snapshot: MonitorSnapshot | None, error: str | None) -> None:
+        super().__init__()
+        self.watched, self.snapshot, self.error = watched, snapshot, error
+
+
+class Said(Message):
+    """What came of a request a worker published (or why it was refused)."""
+
+    def __init__(self, watched: Watched, said: str, refused: bool) -> None:
+        super().__init__()
+        self.watched, self.said, self.refused = watched, said, refused
+
+
 def age_text(seconds: float | None) -> str:
     return "never" if seconds is None else f"{seconds:.1f}s"
 
@@ -219,12 +238,13 @@ class MonitorApp(App[None]):
             snapshot, error = None, str(exc)
         finally:
             watched.lock.release()
-        self.call_from_thread(self._arrived, watched, snapshot, error)
+        hand_back(self, Refreshed(watched, snapshot, error))
 
-    def _arrived(self, watched: Watched, snapshot: MonitorSnapshot | None, error: str | None) -> None:
-        if snapshot is not None:
-            watched.snapshot, watched.refreshed_at = snapshot, time.time()
-        watched.error = error
+    def on_refreshed(self, message: Refreshed) -> None:
+        watched = message.watched
+        if message.snapshot is not None:
+            watched.snapshot, watched.refreshed_at = message.snapshot, time.time()
+        watched.error = message.error
         if watched is self.watched[self.current]:
             self._render()
 
@@ -395,7 +415,7 @@ class MonitorApp(App[None]):
 
     def _confirmed(self, watched: Watched, marker: MarkerLocation, answer: Confirmation | None) -> None:
         if answer is None:
-            self._said(watched, f"nothing requested for {marker.job_key}", "information")
+            self._said(watched, f"nothing requested for {marker.job_key}")
             return
         self.in_thread(partial(self._publish, watched, marker, answer))
 
@@ -415,7 +435,7 @@ class MonitorApp(App[None]):
                     priority=answer.priority,
                 )
         except (WorkflowError, OSError) as exc:
-            said, severity = f"{answer.action} refused: {exc}", "error"
+            said, refused = f"{answer.action} refused: {exc}", True
         else:
             document = published.document
             said = (
@@ -423,12 +443,15 @@ class MonitorApp(App[None]):
                 f"{document['expected_generation']}): request {document['request_id']}"
             )
             said += "".join(f" (note: {text})" for text in published.notes)
-            severity = "information"
-        self.call_from_thread(self._said, watched, said, severity)
+            refused = False
+        hand_back(self, Said(watched, said, refused))
 
-    def _said(self, watched: Watched, said: str, severity: str) -> None:
+    def on_said(self, message: Said) -> None:
+        self._said(message.watched, message.said, message.refused)
+
+    def _said(self, watched: Watched, said: str, refused: bool = False) -> None:
         watched.said = said
-        self.notify(said, severity="error" if severity == "error" else "information", timeout=10)
+        self.notify(said, severity="error" if refused else "information", timeout=10)
         if isinstance(self.screen, JobScreen):
             self.screen.tell(said)
         self._render()

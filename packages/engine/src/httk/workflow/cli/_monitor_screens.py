@@ -16,21 +16,25 @@ Like ``cli/_monitor_app.py`` this module imports textual at the top and is loade
 from __future__ import annotations
 
 import threading
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from httk.workflow.engine.ops._monitor import JobDetail, JobQuery, Monitor, MonitorSnapshot, job_detail
+from httk.workflow.engine import JobDetail, JobQuery, Monitor, MonitorSnapshot, job_detail
 from httk.workflow.protocol import InvalidNameError, WorkflowError, validate_priority
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.message_pump import MessagePump
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Header, Input, Label, Static, TabbedContent, TabPane
 
 from . import _inspect_render as render
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
+    from httk.workflow.engine import Workspace
+    from httk.workflow.engine.core._workspace import MarkerLocation
     from httk.workflow.engine.ops._select import Position
 
 LOG_LIMIT = 200
@@ -80,7 +84,7 @@ class Watched:
     def writer(self) -> Workspace:
         """The workspace attached writable, on the first request only (reading never needs it)."""
         if self._writer is None:
-            from httk.workflow.engine.core._workspace import attach
+            from httk.workflow.engine import attach
 
             self._writer = attach(self.workspace.root, durable=self._durable)
         return self._writer
@@ -89,6 +93,13 @@ class Watched:
         self.monitor.close()
         if self._writer is not None:
             self._writer.close()
+
+
+def hand_back(receiver: MessagePump, message: Message) -> None:
+    """Post a worker's result to ``receiver`` from the worker's thread, without waiting; a receiver
+    already closed (the screen left, the application gone) drops it."""
+    with suppress(RuntimeError):  # the event loop is already closed: nobody is left to show it
+        receiver.post_message(message)
 
 
 class JobScreen(Screen[None]):
@@ -149,11 +160,17 @@ class JobScreen(Screen[None]):
             problem = None
         except (WorkflowError, OSError) as exc:
             detail, problem = None, str(exc)
-        self.app.call_from_thread(self._arrived, detail, problem)
+        hand_back(self, self.Read(detail, problem))
 
-    def _arrived(self, detail: JobDetail | None, problem: str | None) -> None:
-        if not self.is_attached:
-            return  # the screen was closed while the job was read
+    class Read(Message):
+        """The job as a worker read it, or why it could not."""
+
+        def __init__(self, detail: JobDetail | None, problem: str | None) -> None:
+            super().__init__()
+            self.detail, self.problem = detail, problem
+
+    def on_job_screen_read(self, message: Read) -> None:
+        detail, problem = message.detail, message.problem
         if problem is not None:
             self._fill(f"error: {problem}")
             return
