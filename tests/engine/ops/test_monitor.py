@@ -244,3 +244,12 @@ def test_job_detail_reads_show_log_and_why_where_the_job_is_now(root: Path, ws: 
 def test_job_detail_of_a_job_that_is_not_there_is_none(ws: Workspace) -> None:
     listed = jobs_page(ws, JobQuery(limit=1)).jobs[0]
     assert job_detail(ws, "elsewhere", listed.job_key) is None
+
+
+def test_the_monitor_is_on_the_engine_s_public_face() -> None:
+    from httk.workflow import engine
+
+    for name in ("Certainty", "JobDetail", "JobQuery", "JobsPage", "KindCount", "Monitor", "MonitorSnapshot"):
+        assert name in engine.__all__
+    assert engine.Monitor is Monitor and engine.job_detail is job_detail and engine.JobQuery is JobQuery
+    assert engine.__all__ == sorted(engine.__all__)

@@ -21,7 +21,7 @@ import typer
 from ._options import DurableOpt, UsageError, WorkspaceOpt
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._workspace import Workspace
+    from httk.workflow.engine import Workspace
 
 WorkspacesArg = Annotated[
     list[str] | None,
@@ -79,7 +79,7 @@ def monitor(
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         typer.echo(f"error: {NO_TERMINAL}", err=True)
         raise typer.Exit(2)
-    from httk.workflow.engine.core._workspace import attach
+    from httk.workflow.engine import attach
 
     from ._monitor_app import run_monitor
     from ._monitor_screens import MonitorSettings

@@ -19,11 +19,28 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from httk.workflow.engine.core._workspace import Workspace, attach, init
+    from httk.workflow.engine.ops._monitor import (
+        Certainty,
+        JobDetail,
+        JobQuery,
+        JobsPage,
+        KindCount,
+        Monitor,
+        MonitorSnapshot,
+        job_detail,
+    )
     from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner
     from httk.workflow.engine.publish._submit import SubmitResult, SubmitStatus, Submitter
 
 # Loaded on first use: a read command needs the workspace module, not the submission machinery.
 _HOMES = {
+    "Certainty": "ops._monitor",
+    "JobDetail": "ops._monitor",
+    "JobQuery": "ops._monitor",
+    "JobsPage": "ops._monitor",
+    "KindCount": "ops._monitor",
+    "Monitor": "ops._monitor",
+    "MonitorSnapshot": "ops._monitor",
     "PublishedRunner": "publish._runners",
     "publish_runner": "publish._runners",
     "SubmitResult": "publish._submit",
@@ -32,9 +49,17 @@ _HOMES = {
     "Workspace": "core._workspace",
     "attach": "core._workspace",
     "init": "core._workspace",
+    "job_detail": "ops._monitor",
 }
 
 __all__ = [
+    "Certainty",
+    "JobDetail",
+    "JobQuery",
+    "JobsPage",
+    "KindCount",
+    "Monitor",
+    "MonitorSnapshot",
     "PublishedRunner",
     "SubmitResult",
     "SubmitStatus",
@@ -42,6 +67,7 @@ __all__ = [
     "Workspace",
     "attach",
     "init",
+    "job_detail",
     "publish_runner",
 ]
 
