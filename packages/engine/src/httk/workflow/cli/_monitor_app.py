@@ -217,7 +217,7 @@ class MonitorApp(App[None]):
         jobs = self.query_one("#jobs", DataTable)
         jobs.add_columns("kind", "priority", "gen", "placement", "job")
         jobs.focus()
-        self._render()
+        self._draw()
         self.set_interval(self.settings.interval, self.refresh_all)
         self.refresh_all()
 
@@ -246,21 +246,21 @@ class MonitorApp(App[None]):
             watched.snapshot, watched.refreshed_at = message.snapshot, time.time()
         watched.error = message.error
         if watched is self.watched[self.current]:
-            self._render()
+            self._draw()
 
     # -- drawing --------------------------------------------------------------------------------------
-    def _render(self) -> None:
+    def _draw(self) -> None:
         watched = self.watched[self.current]
         summary = summary_lines(self.watched, self.current, self.settings.interval)
         self.query_one("#summary", Static).update("\n".join(summary))
         snapshot = watched.snapshot
         if snapshot is None:
             return
-        self._render_counts(snapshot)
-        self._render_managers(snapshot)
-        self._render_jobs(watched, snapshot)
+        self._draw_counts(snapshot)
+        self._draw_managers(snapshot)
+        self._draw_jobs(watched, snapshot)
 
-    def _render_counts(self, snapshot: MonitorSnapshot) -> None:
+    def _draw_counts(self, snapshot: MonitorSnapshot) -> None:
         table = self.query_one("#counts", DataTable)
         placements = snapshot.placements
         columns = ("kind", "jobs", *placements)
@@ -279,7 +279,7 @@ class MonitorApp(App[None]):
             "total", count_text(certainty, snapshot.total), *(count_text(certainty, n) for n in totals)
         )
 
-    def _render_managers(self, snapshot: MonitorSnapshot) -> None:
+    def _draw_managers(self, snapshot: MonitorSnapshot) -> None:
         table = self.query_one("#managers", DataTable)
         table.clear()
         for view in snapshot.managers[:MANAGER_ROWS]:
@@ -297,7 +297,7 @@ class MonitorApp(App[None]):
         if not snapshot.managers:
             table.add_row("no manager has registered", "", "", "", "", "", "")
 
-    def _render_jobs(self, watched: Watched, snapshot: MonitorSnapshot) -> None:
+    def _draw_jobs(self, watched: Watched, snapshot: MonitorSnapshot) -> None:
         table = self.query_one("#jobs", DataTable)
         selected, cursor = self._selected_key(table), table.cursor_row
         page = snapshot.page
@@ -390,7 +390,7 @@ class MonitorApp(App[None]):
         watched = self.watched[self.current]
         self.query_one("#filter", Input).value = filter_text(watched.query)
         self._count_columns = ()
-        self._render()
+        self._draw()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id != "jobs" or event.row_key.value not in self._rows:
@@ -454,7 +454,7 @@ class MonitorApp(App[None]):
         self.notify(said, severity="error" if refused else "information", timeout=10)
         if isinstance(self.screen, JobScreen):
             self.screen.tell(said)
-        self._render()
+        self._draw()
         self.refresh_all()
 
     def on_unmount(self) -> None:
