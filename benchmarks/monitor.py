@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from httk.workflow.engine import workspace_status as status
 from httk.workflow.engine.core._states import CORE_KINDS
 from httk.workflow.engine.core._workspace import Workspace, attach
-from httk.workflow.engine.ops._inspect import status
 from httk.workflow.engine.ops._monitor import Certainty, JobQuery, Monitor, job_detail, jobs_page
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the workspace builder beside this file

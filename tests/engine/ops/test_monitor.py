@@ -11,12 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from httk.workflow.engine import workspace_status as status
 from httk.workflow.engine.core._clock import ManualClock
 from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
-from httk.workflow.engine.ops._inspect import status
 from httk.workflow.engine.ops._monitor import (
     Certainty,
     JobQuery,

@@ -43,8 +43,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from ._monitor_screens import Confirmation, ConfirmScreen, JobScreen, MonitorSettings, Watched, hand_back
 
 if TYPE_CHECKING:
-    from httk.workflow.engine import Workspace
-    from httk.workflow.engine.core._workspace import MarkerLocation
+    from httk.workflow.engine import MarkerLocation, Workspace
 
 FILTER_HELP = "filter: kind:K[,K] tag:TEXT placement:P (/ edits it; empty shows every job)"
 EDITING = "editing the filter: Enter applies it, Escape goes back to the jobs"
@@ -421,7 +420,7 @@ class MonitorApp(App[None]):
 
     def _publish(self, watched: Watched, marker: MarkerLocation, answer: Confirmation) -> None:
         """In a worker thread: the request ``job request`` would publish, and what came of it."""
-        from httk.workflow.engine.requests._requests import publish_request
+        from httk.workflow.engine import publish_request
 
         try:
             with watched.lock:

@@ -83,7 +83,7 @@ def monitor(
 
     from ._monitor_app import run_monitor
     from ._monitor_screens import MonitorSettings
-    from ._request_cmd import login_name
+    from ._options import login_name
 
     attached: list[Workspace] = []
     for root in roots:

@@ -33,9 +33,7 @@ from textual.widgets import Button, Footer, Header, Input, Label, Static, Tabbed
 from . import _inspect_render as render
 
 if TYPE_CHECKING:
-    from httk.workflow.engine import Workspace
-    from httk.workflow.engine.core._workspace import MarkerLocation
-    from httk.workflow.engine.ops._select import Position
+    from httk.workflow.engine import MarkerLocation, Position, Workspace
 
 LOG_LIMIT = 200
 """The newest transitions the log tab shows (``job log --limit``)."""
