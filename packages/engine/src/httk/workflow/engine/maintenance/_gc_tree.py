@@ -105,6 +105,8 @@ class Sweep:
     counts: dict[str, CategoryCount] = field(default_factory=lambda: {c: CategoryCount() for c in CATEGORIES})
     errors: list[str] = field(default_factory=list)
     error_count: int = 0
+    progress: Callable[[str, int], None] | None = None
+    phase: str = ""  # what ``progress`` is told is being done
     _visited: int = 0
 
     @property
@@ -121,6 +123,8 @@ class Sweep:
         self._visited += 1
         if self.heartbeat is not None and self._visited % HEARTBEAT_EVERY == 0:
             self.heartbeat()
+        if self.progress is not None:
+            self.progress(self.phase, self._visited)
 
     def age(self, mtime: float) -> float:
         return self.now.timestamp() - mtime
