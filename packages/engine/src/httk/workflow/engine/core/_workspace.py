@@ -338,7 +338,7 @@ def attach(
     validate_format_document(document, root / CONTROL_DIR / "format.json")
     reason = _unsupported_reason(document)
     if writable and reason is not None:
-        raise WorkspaceFormatError(f"cannot mutate this workspace: {reason}", root)
+        raise WorkspaceFormatError(f"cannot mutate this workspace: {CONTROL_DIR}/format.json: {reason}", root)
     effective = bool(document.get("durable", True)) if durable is None else durable
     return Workspace(
         root=root,
