@@ -71,7 +71,8 @@ def test_persistent_workdir(tmp_path: Path, hostile: str) -> None:
     replace_with(workdir, hostile, found)
     run_manager(found)
     found.served()
-    assert "run" in found.failure()
+    what = "a symbolic link" if hostile == "symlink" else "not a directory"
+    assert "the persistent workdir 'run' cannot be used" in found.failure() and what in found.failure()
 
 
 # -- what a runner publishes -----------------------------------------------------------------------------
