@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -179,6 +180,17 @@ def _next_entry(listing: _Listing, path: str) -> os.DirEntry[str] | None:
         raise WorkspaceError(f"cannot list a state directory: {exc.strerror}", path) from None
 
 
+def _is_text(name: str) -> bool:
+    """Whether a filename is UTF-8 text (``os.fsdecode`` turns an undecodable byte into a surrogate)."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _classify(entry: os.DirEntry[str], kind: Kind, placement: str, parse: bool = True) -> _Item | str:
     """Classify one entry of the directory at ``placement`` ("" for ``state/<kind>/`` itself).
 
@@ -200,6 +212,8 @@ def _classify(entry: os.DirEntry[str], kind: Kind, placement: str, parse: bool =
     if entry.is_dir(follow_symlinks=False):
         if entry.name == RESERVED_COMPONENT:
             return Anomaly(Path(entry.path), AnomalyReason.RESERVED_PLACEMENT)
+        if not _is_text(entry.name):  # no frame could name a placement holding an undecodable byte
+            return Anomaly(Path(entry.path), AnomalyReason.UNPARSEABLE_NAME)
         return f"{placement}/{entry.name}" if placement else entry.name
     if entry.is_symlink():
         return Anomaly(Path(entry.path), AnomalyReason.SYMLINK)
@@ -270,6 +284,22 @@ class _Walk:
             self._leave()
 
 
+def _unsafe_root(state_dir: str) -> Anomaly | None:
+    """An anomaly when ``state/<kind>/`` is no directory of the workspace's own: a link would have the
+    markers of another tree scheduled, a file cannot be listed. Absent is an empty kind, not a problem."""
+    try:
+        mode = os.lstat(state_dir).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return Anomaly(Path(state_dir), AnomalyReason.UNREADABLE_DIRECTORY)
+    if stat.S_ISLNK(mode):
+        return Anomaly(Path(state_dir), AnomalyReason.SYMLINK)
+    if not stat.S_ISDIR(mode):
+        return Anomaly(Path(state_dir), AnomalyReason.UNREADABLE_DIRECTORY)
+    return None
+
+
 def _open_prefix(state_dir: str, kind: Kind, prefix: str, parse: bool = True) -> _Walk | Anomaly | None:
     """Open the prefix directory itself, refusing to pass through a symlinked component."""
     path = state_dir
@@ -300,7 +330,9 @@ def walk_markers(
     """
     state_dir = str(workspace.state_dir(kind))
     for prefix in normalize_prefixes(placement_prefixes) or ("",):
-        root = _open_prefix(state_dir, kind, prefix) if prefix else _Walk.open(kind, state_dir, "")
+        root = _unsafe_root(state_dir) or (
+            _open_prefix(state_dir, kind, prefix) if prefix else _Walk.open(kind, state_dir, "")
+        )
         if not isinstance(root, _Walk):
             if root is not None:
                 yield root
@@ -375,7 +407,7 @@ class _RootListing:
     def next_root(self, sink: _Pass) -> _Walk | None:
         if not self._started:
             self._started = True
-            opened = _open_listing(self._state_dir)
+            opened = _unsafe_root(self._state_dir) or _open_listing(self._state_dir)
             if opened is None or isinstance(opened, Anomaly):  # absent state/<kind>/: an empty cycle
                 sink.record(opened)
                 self.exhausted = True
