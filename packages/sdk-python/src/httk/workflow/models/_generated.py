@@ -2806,12 +2806,9 @@ class JobDefinition(BaseModel):
     """
     retry_policy: RetryPolicy | None = None
     runner: Runner
-    tag: Annotated[
-        StrictStr | None,
-        Field(max_length=48, min_length=1, pattern="^[a-z0-9](?:-?[a-z0-9._])*-?$", title="Label"),
-    ] = None
+    tag: Label | None = None
     """
-    The optional human tag that prefixes the job key; absent for a job key that is just the UUID.
+    The optional human tag that prefixes the job key; null or absent for a job key that is just the UUID.
     """
     workdir: Workdir
     workflow: StrictStr | None = None
