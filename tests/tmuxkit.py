@@ -13,6 +13,7 @@ and nothing else.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -110,11 +111,17 @@ class Terminal:
         """The command's exit status once it has exited, else ``None``; a command killed by a signal fails
         the test naming the signal (tmux then has no status to report, only the signal)."""
         shown = self._tmux(
-            "display-message", "-p", "-t", "main", "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}"
+            "display-message",
+            "-p",
+            "-t",
+            "main",
+            "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}:#{pane_pid}",
         )
-        dead, status, signal = [*shown.strip().split(":"), "", ""][:3]
+        dead, status, signal, pid = [*shown.strip().split(":"), "", "", ""][:4]
         if dead != "1":
             return None
+        if not status and not signal:
+            status, signal = zombie_status(pid)
         if signal:
             raise AssertionError(f"the command was killed by signal {signal}:\n{self.screen()}")
         return int(status) if status else None  # the status shows a moment after the pane died
@@ -132,6 +139,25 @@ class Terminal:
         subprocess.run(
             ["tmux", "-S", str(self.socket), "kill-server"], env=self._env, capture_output=True, check=False
         )
+
+
+def zombie_status(pid: str) -> tuple[str, str]:
+    """``(status, signal)`` of a process that exited and was not reaped yet, else ``("", "")``.
+
+    tmux 3.3 may mark a pane dead once its terminal closes and never reap the process (it stays a zombie,
+    and tmux reports neither a status nor a signal): the kernel still holds the zombie's wait status, the
+    last field of ``/proc/PID/stat``.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return "", ""
+    if not fields or fields[0] != "Z":
+        return "", ""
+    code = int(fields[-1])
+    if os.WIFSIGNALED(code):
+        return "", str(os.WTERMSIG(code))
+    return (str(os.WEXITSTATUS(code)), "") if os.WIFEXITED(code) else ("", "")
 
 
 if __name__ == "__main__":
