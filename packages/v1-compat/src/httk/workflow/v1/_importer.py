@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -44,7 +43,7 @@ from . import _mutations as mutations
 from ._errors import ImportRefusedError
 from ._import_plan import classify, entry_for
 from ._import_report import ImportAction, ImportEntry, ImportReport
-from ._jobdoc import DEFAULT_ATTEMPTS, JobPlan
+from ._jobdoc import DEFAULT_ATTEMPTS, JobPlan, placement_in
 from ._placements import Placement, imported_from
 from ._placing import JobPlacer
 from ._reader import STALE_SECONDS, Tree, read_tree
@@ -58,7 +57,8 @@ class ImportOptions:
     """How to import (the ``httk workflow v1 import`` options)."""
 
     placement: str = "v1"
-    """The placement prefix: a task at ROOT/a/b/ht.task.* goes to <placement>/a/b."""
+    """The placement prefix: a task at ROOT/a/b/ht.task.* goes to <placement>/a/b (v1's category
+    directories, ``ht.waitstart/<p>``, ``ht.running``, ``ht.finished``, ..., left out)."""
     move: bool = False
     """Rename task directories into the workspace instead of copying them (one filesystem only)."""
     include_finished: bool = False
@@ -220,12 +220,11 @@ class _Run:
     def sweep_orphans(self, planned: set[str]) -> list[ImportEntry]:
         """Complete payloads an interrupted import of this tree placed without a marker.
 
-        Only payloads below a placement mirroring one of the tree's directories are looked at, only
+        Only payloads below the placement of one of the tree's directories are looked at, only
         the unmarked ones are opened, and only those whose job.json names this tree as ``v1.root``.
         """
         entries: list[ImportEntry] = []
-        for directory in self.tree.directories:
-            name = posixpath.join(self.prefix, directory) if directory else self.prefix
+        for name in dict.fromkeys(placement_in(self.prefix, d) for d in self.tree.directories):
             if not (self.workspace.root / name).is_dir():
                 continue
             placement = self.placement(name)
