@@ -60,6 +60,7 @@ EXPECTED = [
     "debug_job",
     "delete_jobs",
     "diagnose",
+    "event_lines",
     "find_bundle",
     "find_root",
     "follow_history",

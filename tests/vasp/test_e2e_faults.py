@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from httk.workflow.vasp import CATALOG, VASP_RELAX, VASP_STATIC
 
-from tests.vasp.e2e import mock_command, run_manager, submit, workspace
+from tests.vasp.e2e import httk, mock_command, run_manager, submit, workspace
 
 # Rows whose fault needs a relaxation (a later ionic step, or NSW) and the fault that triggers each.
 RELAXATION_ROWS = {
@@ -90,6 +90,12 @@ def test_a_remedy_backs_up_the_inputs_and_records_the_fix(tmp_path: Path) -> Non
     assert job.results()["provenance"]["incar"]["ISYM"] == 0
     state = job.state()
     assert state["ladders"] == {"zpotrf": {"rung": 0, "uses": 1}} and state["pending"] is None
+    # The fix history reaches job show and job why through the generic runner events, not VASP code.
+    events = job.show()["events"]["events"]
+    (told,) = [event for event in events if event["kind"] == "vasp.remedy"]
+    assert {k: told["details"][k] for k in ("before", "after")} == {k: remedy[k] for k in ("before", "after")}
+    why = httk("job", "why", str(ws), job.key).stdout
+    assert "vasp.error  run 1: zpotrf" in why and "vasp.remedy  zpotrf: " in why
 
 
 def test_an_exhausted_ladder_fails_the_job_naming_every_remedy_tried(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ engine's floor plan") and may change without notice. The names, by what they are
   :class:`SelectorError`;
 * reading (nothing is written): :func:`workspace_status`, :func:`list_managers`, :func:`list_jobs`,
   :func:`job_row`, :func:`show_job`, :func:`job_history`, :func:`follow_history`, :func:`job_output`,
-  :func:`diagnose` (``job why``), :func:`precheck`, and their reports;
+  :func:`diagnose` (``job why``), :func:`precheck`, and their reports; :func:`event_lines` (a
+  job's runner-reported events, as both show them);
 * maintenance: :func:`fsck`, :func:`collect_garbage`;
 * operator actions: :func:`publish_request`, :func:`plan_deletion` and :func:`delete_jobs`,
   :func:`debug_job`;
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
         linger_seconds,
         plan_deletion,
     )
+    from httk.workflow.engine.ops._events import event_lines
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
     from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
     from httk.workflow.engine.ops._select import (
@@ -149,6 +151,7 @@ _HOMES = {
     **dict.fromkeys(
         ("RetainedAttempt", "follow_history", "job_history", "job_output", "show_job"), "ops._show"
     ),
+    "event_lines": "ops._events",
     **dict.fromkeys(("WhyContext", "diagnose"), "ops._why"),
     "Diagnosis": "ops._why_report",
     **dict.fromkeys(("PrecheckReport", "precheck"), "ops._precheck"),
@@ -212,6 +215,7 @@ __all__ = [
     "debug_job",
     "delete_jobs",
     "diagnose",
+    "event_lines",
     "find_bundle",
     "find_root",
     "follow_history",

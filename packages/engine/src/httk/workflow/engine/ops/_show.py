@@ -10,7 +10,10 @@ refuse a job.json owned by another account: reading it is not running it. :func:
 attempt-control directories a payload still holds and what they captured. The frame chain (``job log``)
 is walked as below.
 
-Cost: ``show`` one probe, one frame, one job.json and at most one heartbeat.
+It ends with the last events the job's runner reported (``_events``: the generic record any runner
+may keep in ``.httk-job/``, ``docs/runner-events.md``).
+
+Cost: ``show`` one probe, one frame, one job.json, at most one heartbeat and the events' two windows.
 
 **The log** (``job log``, ``job log --follow``): a job's frame chain, walked backwards from its marker.
 
@@ -57,9 +60,11 @@ from httk.workflow.protocol import (
     validate_placement,
 )
 from httk.workflow.protocol._digest import job_digest
+from httk.workflow.protocol._events import DEFAULT_LIMIT
 from httk.workflow.protocol._job_rules import validate_job
 from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes, read_json_object
 
+from ._events import job_events
 from ._inspect import marker_identity
 
 ATTEMPT_PREFIX = ".httk-attempt."
@@ -124,8 +129,13 @@ def read_marker_frame(workspace: Workspace, marker: MarkerLocation) -> FrameRead
     return FrameRead(frame, None)
 
 
-def show_job(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
-    """Everything ``job show`` reports about one job, as one JSON-ready object."""
+def show_job(
+    workspace: Workspace, marker: MarkerLocation, *, events: int | None = DEFAULT_LIMIT
+) -> dict[str, Any]:
+    """Everything ``job show`` reports about one job, as one JSON-ready object.
+
+    ``events`` is how many of the runner's last reported events to include (all with ``None``).
+    """
     read = read_marker_frame(workspace, marker)
     frame = read.frame or {}
     payload = workspace.payload_path(marker.placement, marker.job_key)
@@ -152,6 +162,7 @@ def show_job(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
         report["owner"] = _owner(workspace, frame)
     if isinstance(frame.get("join"), Mapping):
         report["join_children"] = _join_children(workspace, frame["join"])
+    report["events"] = job_events(workspace, marker, events).as_dict()
     return report
 
 
