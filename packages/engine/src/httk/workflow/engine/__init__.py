@@ -14,7 +14,8 @@ engine's floor plan") and may change without notice. The names, by what they are
 * reading (nothing is written): :func:`workspace_status`, :func:`list_managers`, :func:`list_jobs`,
   :func:`job_row`, :func:`show_job`, :func:`job_history`, :func:`follow_history`, :func:`job_output`,
   :func:`diagnose` (``job why``), :func:`precheck`, and their reports; :func:`event_lines` (a
-  job's runner-reported events, as both show them);
+  job's runner-reported events, as both show them); :func:`collect_results` (``collect``: every
+  finished job's result document);
 * maintenance: :func:`fsck`, :func:`collect_garbage`;
 * operator actions: :func:`publish_request`, :func:`plan_deletion` and :func:`delete_jobs`,
   :func:`debug_job`;
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     )
     from httk.workflow.engine.manager._slurm import SlurmLauncher
     from httk.workflow.engine.manager._state import ManagerConfig
+    from httk.workflow.engine.ops._collect import ResultRecord, collect_results
     from httk.workflow.engine.ops._debug import DebugError, DebugOptions, DebugResult, debug_job
     from httk.workflow.engine.ops._delete import (
         DeleteError,
@@ -152,6 +154,7 @@ _HOMES = {
         ("RetainedAttempt", "follow_history", "job_history", "job_output", "show_job"), "ops._show"
     ),
     "event_lines": "ops._events",
+    **dict.fromkeys(("ResultRecord", "collect_results"), "ops._collect"),
     **dict.fromkeys(("WhyContext", "diagnose"), "ops._why"),
     "Diagnosis": "ops._why_report",
     **dict.fromkeys(("PrecheckReport", "precheck"), "ops._precheck"),
@@ -195,6 +198,7 @@ __all__ = [
     "ProcessLauncher",
     "PublishedRequest",
     "PublishedRunner",
+    "ResultRecord",
     "RetainedAttempt",
     "RunPlan",
     "RunSummary",
@@ -212,6 +216,7 @@ __all__ = [
     "add_bundle",
     "attach",
     "collect_garbage",
+    "collect_results",
     "debug_job",
     "delete_jobs",
     "diagnose",
