@@ -26,6 +26,7 @@ from . import (
     _job_cmd,
     _launcher_cmd,
     _manager_cmd,
+    _monitor_cmd,
     _request_cmd,
     _runner_cmd,
     _why_cmd,
@@ -67,6 +68,7 @@ workflow_app.command("run", help="Run task managers through the workspace's laun
 )
 workflow_app.command("precheck")(_why_cmd.precheck)
 workflow_app.command("collect")(_collect_cmd.collect)
+workflow_app.command("monitor")(_monitor_cmd.monitor)
 
 app = _root("httk", "The httk command line.")
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ._options import JsonOpt, UsageError, WorkspaceArg, WorkspaceOpt, bind
+from ._progress import progress_bar, wanted
 from ._render import print_json, print_table
 
 if TYPE_CHECKING:
@@ -56,7 +57,10 @@ def fsck(
 
     attached = attach(root, writable=repair)
     try:
-        report = check_workspace(attached, repair=repair, quarantine_unrepairable=quarantine_unrepairable)
+        with progress_bar("checking markers", enabled=wanted(as_json)) as bar:
+            report = check_workspace(
+                attached, repair=repair, quarantine_unrepairable=quarantine_unrepairable, progress=bar.report
+            )
     finally:
         attached.close()
     if as_json:

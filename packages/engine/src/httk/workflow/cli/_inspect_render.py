@@ -101,6 +101,12 @@ def job_list_row(row: Mapping[str, Any]) -> list[str]:
 
 # -- job show ----------------------------------------------------------------------------------------
 def show(report: Mapping[str, Any]) -> None:
+    for line in show_lines(report):
+        typer.echo(line)
+
+
+def show_lines(report: Mapping[str, Any]) -> list[str]:
+    """``job show``'s text: one ``key  value`` line per member, keys aligned."""
     lines: list[tuple[str, str]] = [
         ("job", f"{report['job_key']}"),
         ("kind", f"{report['kind']} (generation {report['generation']}, priority {report['priority']:03d})"),
@@ -150,10 +156,7 @@ def show(report: Mapping[str, Any]) -> None:
         heading, *events = event_lines(record, more="older: --events N")
         lines.append(("events", heading))
     width = max(len(key) for key, _ in lines)
-    for key, value in lines:
-        typer.echo(f"{key.ljust(width)}  {value}")
-    for line in events:
-        typer.echo(line)
+    return [f"{key.ljust(width)}  {value}" for key, value in lines] + events
 
 
 def _step_lines(report: Mapping[str, Any], state: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -11,20 +11,19 @@ Resubmitting an identical payload is harmless (``already_submitted``); a differe
 same job UUID is refused.
 
 Output is one line per job (job key, placement, status), a summary line for a batch of more than
-:data:`BIG_BATCH` payloads (with a progress bar on standard error when that is a terminal), or a JSON
-array with ``--json``.
+:data:`BIG_BATCH` payloads (with a progress bar on standard error when that is a terminal, and
+without ``--json``: ``cli/_progress.py``), or a JSON array with ``--json``.
 """
 
-import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from . import _debug_cmd, _delete_cmd, _inspect_cmd, _request_cmd, _why_cmd
 from ._options import DurableOpt, JsonOpt, WorkspaceArg, WorkspaceOpt, bind_many
+from ._progress import progress_bar, wanted
 from ._render import print_json
 
 if TYPE_CHECKING:
@@ -75,8 +74,8 @@ def submit(
     big = len(paths) > BIG_BATCH
     results: list[SubmitResult] = []
     try:
-        with _progress(len(paths), enabled=big and sys.stderr.isatty()) as advance:
-            on_result = advance if big or as_json else _print_line
+        with progress_bar("submitting", total=len(paths), enabled=big and wanted(as_json)) as bar:
+            on_result = (lambda _result: bar.advance()) if big or as_json else _print_line
             _submit_all(
                 Submitter(attached), paths, placement, move=move, results=results, on_result=on_result
             )
@@ -138,20 +137,6 @@ def _result_json(workspace: "Workspace", result: "SubmitResult") -> dict[str, An
         "state": str(result.marker.kind),
         "marker": result.marker.path(workspace).relative_to(workspace.root).as_posix(),
     }
-
-
-@contextmanager
-def _progress(total: int, *, enabled: bool) -> "Iterator[Callable[[SubmitResult], None] | None]":
-    """Yield a per-job callback advancing a transient rich progress bar on stderr, or None if disabled."""
-    if not enabled:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import Progress
-
-    with Progress(console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("submitting", total=total)
-        yield lambda _result: bar.advance(task)
 
 
 app.command("list")(_inspect_cmd.list_jobs)

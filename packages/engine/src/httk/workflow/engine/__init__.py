@@ -10,8 +10,10 @@ engine's floor plan") and may change without notice. The names, by what they are
 * submission and the runner store: :class:`Submitter`, :class:`SubmitResult`, :class:`SubmitStatus`,
   :func:`publish_runner`, :class:`PublishedRunner`;
 * selecting jobs: :func:`select_job`, :func:`select_jobs`, :func:`select_each`, :class:`Selection`,
-  :class:`SelectorError`;
-* reading (nothing is written): :func:`workspace_status`, :func:`list_managers`, :func:`list_jobs`,
+  :class:`SelectorError`, :class:`Position` (a ``job list`` cursor);
+* reading (nothing is written): :class:`Monitor` and :func:`job_detail` (the monitor's data, with
+  :class:`MonitorSnapshot`, :class:`JobQuery`, :class:`JobsPage`, :class:`KindCount`,
+  :class:`Certainty`, :class:`JobDetail`), :func:`workspace_status`, :func:`list_managers`, :func:`list_jobs`,
   :func:`job_row`, :func:`show_job`, :func:`job_history`, :func:`follow_history`, :func:`job_output`,
   :func:`diagnose` (``job why``), :func:`precheck`, and their reports; :func:`event_lines` (a
   job's runner-reported events, as both show them); :func:`collect_results` (``collect``: every
@@ -87,8 +89,19 @@ if TYPE_CHECKING:
     )
     from httk.workflow.engine.ops._events import event_lines
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
+    from httk.workflow.engine.ops._monitor import (
+        Certainty,
+        JobDetail,
+        JobQuery,
+        JobsPage,
+        KindCount,
+        Monitor,
+        MonitorSnapshot,
+        job_detail,
+    )
     from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
     from httk.workflow.engine.ops._select import (
+        Position,
         Selection,
         SelectorError,
         select_each,
@@ -147,7 +160,7 @@ _HOMES = {
     ),
     "SlurmLauncher": "manager._slurm",
     **dict.fromkeys(
-        ("Selection", "SelectorError", "select_each", "select_job", "select_jobs"), "ops._select"
+        ("Position", "Selection", "SelectorError", "select_each", "select_job", "select_jobs"), "ops._select"
     ),
     **dict.fromkeys(("JobPage", "StatusReport", "job_row", "list_jobs", "workspace_status"), "ops._inspect"),
     **dict.fromkeys(
@@ -157,6 +170,19 @@ _HOMES = {
     **dict.fromkeys(("ResultRecord", "collect_results"), "ops._collect"),
     **dict.fromkeys(("WhyContext", "diagnose"), "ops._why"),
     "Diagnosis": "ops._why_report",
+    **dict.fromkeys(
+        (
+            "Certainty",
+            "JobDetail",
+            "JobQuery",
+            "JobsPage",
+            "KindCount",
+            "Monitor",
+            "MonitorSnapshot",
+            "job_detail",
+        ),
+        "ops._monitor",
+    ),
     **dict.fromkeys(("PrecheckReport", "precheck"), "ops._precheck"),
     **dict.fromkeys(
         (
@@ -175,6 +201,7 @@ _HOMES = {
 
 __all__ = [
     "Bundle",
+    "Certainty",
     "DebugError",
     "DebugOptions",
     "DebugResult",
@@ -185,7 +212,11 @@ __all__ = [
     "Diagnosis",
     "FsckReport",
     "GcReport",
+    "JobDetail",
     "JobPage",
+    "JobQuery",
+    "JobsPage",
+    "KindCount",
     "LaunchReport",
     "LaunchRequest",
     "Launcher",
@@ -193,7 +224,10 @@ __all__ = [
     "ManagerConfig",
     "ManagerView",
     "MarkerLocation",
+    "Monitor",
+    "MonitorSnapshot",
     "Policy",
+    "Position",
     "PrecheckReport",
     "ProcessLauncher",
     "PublishedRequest",
@@ -227,6 +261,7 @@ __all__ = [
     "fsck",
     "global_directory",
     "init",
+    "job_detail",
     "job_history",
     "job_output",
     "job_row",

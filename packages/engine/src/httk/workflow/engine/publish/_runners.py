@@ -263,13 +263,48 @@ def _stage(fd: int, target: Path, where: str) -> tuple[Path, str | None]:
 
 
 def _copy_tree(dir_fd: int, target: Path, where: str, *, top: bool) -> None:
+    """Copy the opened directory to ``target``, depth first from an explicit stack: a runner tree may be
+    deeper than the interpreter's recursion limit. One descriptor is open per level below ``dir_fd``
+    (which stays the caller's), each entry opened relative to its opened parent without following."""
+    stack = [(dir_fd, target, where, _copy_files(dir_fd, target, where, top=top))]
+    try:
+        while stack:
+            parent, parent_target, parent_where, subdirectories = stack[-1]
+            name = next(subdirectories, None)
+            if name is None:
+                stack.pop()
+                if parent != dir_fd:
+                    os.close(parent)
+                continue
+            child_where = f"{parent_where}/{name}"
+            child = _open_entry(parent, name, child_where)
+            if not stat.S_ISDIR(os.fstat(child).st_mode):  # replaced since it was listed
+                os.close(child)
+                raise _unavailable(f"the runner tree changed while being copied at {child_where}", where)
+            _fsops.make_dir(parent_target / name, durable=False)
+            stack.append(
+                (
+                    child,
+                    parent_target / name,
+                    child_where,
+                    _copy_files(child, parent_target / name, child_where),
+                )
+            )
+    finally:
+        for fd, _target, _where, _subdirectories in stack:
+            if fd != dir_fd:
+                os.close(fd)
+
+
+def _copy_files(dir_fd: int, target: Path, where: str, *, top: bool = False) -> Iterator[str]:
+    """Copy the regular files of one opened directory; the names of its subdirectories, sorted."""
+    subdirectories: list[str] = []
     for name in sorted(_names(dir_fd)):
         fd = _open_entry(dir_fd, name, f"{where}/{name}")
         try:
             mode = os.fstat(fd).st_mode
             if stat.S_ISDIR(mode):
-                _fsops.make_dir(target / name, durable=False)
-                _copy_tree(fd, target / name, f"{where}/{name}", top=False)
+                subdirectories.append(name)
             elif stat.S_ISREG(mode):
                 file_mode = _ENTRY_MODE if top and name == TREE_ENTRY else stat.S_IMODE(mode) & 0o755
                 _fsops.create_file(target / name, _read_all(fd), durable=False, mode=file_mode)
@@ -277,6 +312,7 @@ def _copy_tree(dir_fd: int, target: Path, where: str, *, top: bool) -> None:
                 raise _unavailable(f"the runner tree holds a special file at {where}/{name}", where)
         finally:
             os.close(fd)
+    return iter(subdirectories)
 
 
 def _names(dir_fd: int) -> Iterator[str]:
