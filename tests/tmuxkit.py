@@ -107,11 +107,17 @@ class Terminal:
             time.sleep(0.1)
 
     def exit_status(self) -> int | None:
-        """The command's exit status once it has exited, else ``None``."""
-        fields = self._tmux("display-message", "-p", "-t", "main", "#{pane_dead} #{pane_dead_status}").split()
-        if len(fields) == 2 and fields[0] == "1":  # the status shows a moment after the pane died
-            return int(fields[1])
-        return None
+        """The command's exit status once it has exited, else ``None``; a command killed by a signal fails
+        the test naming the signal (tmux then has no status to report, only the signal)."""
+        shown = self._tmux(
+            "display-message", "-p", "-t", "main", "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}"
+        )
+        dead, status, signal = [*shown.strip().split(":"), "", ""][:3]
+        if dead != "1":
+            return None
+        if signal:
+            raise AssertionError(f"the command was killed by signal {signal}:\n{self.screen()}")
+        return int(status) if status else None  # the status shows a moment after the pane died
 
     def wait_for_exit(self, timeout: float = WAIT_SECONDS) -> int:
         deadline = time.monotonic() + timeout
