@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main demo: a real workspace, a shared runner, jobs made with `job new` at several placements, a
 # task manager running them to the end, two fan-out workflows (Python @step and Bash) whose children
-# are joined, and the result shown the way an operator sees it.
+# are joined, and the result shown the way an operator sees it; then an httk v1 task tree imported into
+# the same workspace and run to the end.
 # Run it through `./dev demo` (which puts httk on PATH).
 set -euo pipefail
 
@@ -70,4 +71,28 @@ httk workflow workspace gc --dry-run "$ws"
 step "The payloads, legible with ls (children sit beside their parent)"
 (cd "$ws" && find . -path ./.httk-workflow -prune -o -name job.json -print | sort)
 
-printf '\nworkspace kept at %s\n' "$ws"
+step "An httk v1 campaign: a task tree as v1's task managers left it"
+v1tree=$ws-v1-tree
+bash "$here/v1-tree/make-v1-tree.sh" "$v1tree"
+httk workflow v1 status "$v1tree"
+
+step "Import it: each runnable top-level task becomes a job; the live one and a bad name are left, and said so"
+imported=0
+httk workflow v1 import "$ws" "$v1tree" --include-finished || imported=$?
+if [ "$imported" -ne 1 ]; then
+    printf 'the import was to leave the live task behind and exit 1, not %s\n' "$imported" >&2
+    exit 1
+fi
+
+step "Run the v1 tasks to the end: one ht_steps step per activation, subtasks as child jobs"
+httk workflow run "$ws" --pool any
+
+step "Which job each v1 task became, and the v1 picture next to the payloads"
+httk workflow v1 status "$v1tree" --workspace "$ws" | sed -n '/^jobs in /,$p'
+(cd "$ws/v1" && find . -maxdepth 1 -name 'ht.task.*' -printf '%f -> %l\n' | sort)
+
+step "A job names its v1 origin; a broken task's ht.reason is its failure"
+httk workflow job show "$ws" txn
+httk workflow job show "$ws" bad | grep -E '^(job|name|failure) '
+
+printf '\nworkspace kept at %s, the v1 tree at %s\n' "$ws" "$v1tree"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import subprocess
 from pathlib import Path
 
@@ -59,6 +62,18 @@ def test_vasp_relax_static_relaxes_then_computes_the_relaxed_structure(tmp_path:
     assert results["calculation"] == "static" and results["convergence"]["relaxation"]["converged"]
     relaxed = [r for r in results["runs"] if r["stage"] == "relax"][-1]
     assert abs(results["energy"]["energy"] - relaxed["energy"]) < 0.05
+    # collect reads it back generically: one record, whole, and its scalars as CSV columns
+    (record,) = json.loads(httk("collect", str(ws), "--json", "--workflow", "vasp-relax-static").stdout)
+    assert (record["job_key"], record["workflow"], record["degraded"]) == (
+        job.key,
+        "vasp-relax-static",
+        False,
+    )
+    assert record["results"] == results and results["warnings"] == []
+    (row,) = csv.DictReader(io.StringIO(httk("collect", str(ws), "--csv").stdout))
+    assert float(row["results.energy.energy"]) == results["energy"]["energy"]
+    assert row["results.provenance.vasp_version"] == "6.4.2" and row["results.calculation"] == "static"
+    assert json.loads(httk("collect", str(ws), "--json", "--workflow", "vasp-relax").stdout) == []
 
 
 def test_a_magnetic_static_keeps_its_wavefunctions_when_asked_and_reports_every_result(

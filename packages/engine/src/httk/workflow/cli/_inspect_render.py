@@ -149,8 +149,15 @@ def show_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(("data", report["data_path"]))
     lines.append(("marker", report["marker"]))
     lines.append(("record", report["record_ref"]))
+    events: list[str] = []
+    record = report.get("events")
+    if record and (record["events"] or record["problem"]):
+        from httk.workflow.engine import event_lines
+
+        heading, *events = event_lines(record, more="older: --events N")
+        lines.append(("events", heading))
     width = max(len(key) for key, _ in lines)
-    return [f"{key.ljust(width)}  {value}" for key, value in lines]
+    return [f"{key.ljust(width)}  {value}" for key, value in lines] + events
 
 
 def _step_lines(report: Mapping[str, Any], state: Mapping[str, Any]) -> list[tuple[str, str]]:

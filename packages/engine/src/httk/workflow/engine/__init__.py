@@ -20,7 +20,9 @@ engine's floor plan") and may change without notice. The names, by what they are
   :class:`MonitorSnapshot`, :class:`JobQuery`, :class:`JobsPage`, :class:`KindCount`,
   :class:`Certainty`, :class:`JobDetail`), :func:`workspace_status`, :func:`list_managers`, :func:`list_jobs`,
   :func:`job_row`, :func:`show_job`, :func:`job_history`, :func:`follow_history`, :func:`job_output`,
-  :func:`diagnose` (``job why``), :func:`precheck`, and their reports;
+  :func:`diagnose` (``job why``), :func:`precheck`, and their reports; :func:`event_lines` (a
+  job's runner-reported events, as both show them); :func:`collect_results` (``collect``: every
+  finished job's result document);
 * maintenance: :func:`fsck`, :func:`collect_garbage`;
 * operator actions: :func:`publish_request`, :func:`plan_deletion` and :func:`delete_jobs`,
   :func:`debug_job`;
@@ -79,6 +81,7 @@ if TYPE_CHECKING:
     )
     from httk.workflow.engine.manager._slurm import SlurmLauncher
     from httk.workflow.engine.manager._state import ManagerConfig
+    from httk.workflow.engine.ops._collect import ResultRecord, collect_results
     from httk.workflow.engine.ops._debug import DebugError, DebugOptions, DebugResult, debug_job
     from httk.workflow.engine.ops._delete import (
         DeleteError,
@@ -89,6 +92,7 @@ if TYPE_CHECKING:
         linger_seconds,
         plan_deletion,
     )
+    from httk.workflow.engine.ops._events import event_lines
     from httk.workflow.engine.ops._extensions import ExtensionView, enable_extension, list_extensions
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
     from httk.workflow.engine.ops._monitor import (
@@ -178,6 +182,8 @@ _HOMES = {
     **dict.fromkeys(
         ("RetainedAttempt", "follow_history", "job_history", "job_output", "show_job"), "ops._show"
     ),
+    "event_lines": "ops._events",
+    **dict.fromkeys(("ResultRecord", "collect_results"), "ops._collect"),
     **dict.fromkeys(("WhyContext", "diagnose"), "ops._why"),
     "Diagnosis": "ops._why_report",
     **dict.fromkeys(
@@ -258,6 +264,7 @@ __all__ = [
     "ProcessLauncher",
     "PublishedRequest",
     "PublishedRunner",
+    "ResultRecord",
     "RetainedAttempt",
     "RunPlan",
     "RunSummary",
@@ -277,10 +284,12 @@ __all__ = [
     "add_bundle",
     "attach",
     "collect_garbage",
+    "collect_results",
     "debug_job",
     "delete_jobs",
     "diagnose",
     "enable_extension",
+    "event_lines",
     "find_bundle",
     "find_root",
     "find_workflow",

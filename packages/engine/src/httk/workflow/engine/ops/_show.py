@@ -13,8 +13,11 @@ read is absent, with ``observed_problem`` saying why. :func:`job_output` finds t
 attempt-control directories a payload still holds and what they captured. The frame chain (``job log``)
 is walked as below.
 
+It ends with the last events the job's runner reported (``_events``: the generic record any runner
+may keep in ``.httk-job/``, ``docs/runner-events.md``).
+
 Cost: ``show`` one probe, one frame, one job.json, at most one heartbeat, one listing of the observed
-declarations and one read per declaration.
+declarations and one read per declaration, and the events' two windows.
 
 **The log** (``job log``, ``job log --follow``): a job's frame chain, walked backwards from its marker.
 
@@ -62,9 +65,11 @@ from httk.workflow.protocol import (
     validate_placement,
 )
 from httk.workflow.protocol._digest import job_digest
+from httk.workflow.protocol._events import DEFAULT_LIMIT
 from httk.workflow.protocol._job_rules import validate_job
 from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes, read_json_object
 
+from ._events import job_events
 from ._inspect import marker_identity
 
 ATTEMPT_PREFIX = ".httk-attempt."
@@ -131,8 +136,13 @@ def read_marker_frame(workspace: Workspace, marker: MarkerLocation) -> FrameRead
     return FrameRead(frame, None)
 
 
-def show_job(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
-    """Everything ``job show`` reports about one job, as one JSON-ready object."""
+def show_job(
+    workspace: Workspace, marker: MarkerLocation, *, events: int | None = DEFAULT_LIMIT
+) -> dict[str, Any]:
+    """Everything ``job show`` reports about one job, as one JSON-ready object.
+
+    ``events`` is how many of the runner's last reported events to include (all with ``None``).
+    """
     read = read_marker_frame(workspace, marker)
     frame = read.frame or {}
     payload = workspace.payload_path(marker.placement, marker.job_key)
@@ -160,6 +170,7 @@ def show_job(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
         report["owner"] = _owner(workspace, frame)
     if isinstance(frame.get("join"), Mapping):
         report["join_children"] = _join_children(workspace, frame["join"])
+    report["events"] = job_events(workspace, marker, events).as_dict()
     return report
 
 
