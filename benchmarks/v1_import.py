@@ -13,7 +13,9 @@ below the control directory, the ``HTTK_WORKFLOW_*`` variables) for a v1 task wh
 ``ht.nextstep`` and exits 2; each run of the runner replays, runs the step, renames the status view and
 publishes the advance outcome. It is timed against ``../ht_steps start`` run directly in
 ``ht.run.current`` and against ``python -c pass`` (with a bytecode cache, as an installed interpreter
-has), interleaved round by round so that machine load affects every row alike.
+has), interleaved round by round so that machine load affects every row alike; and against the Bash
+SDK floor, a five-line runner that sources the Bash API, runs the same step and publishes its advance,
+which splits the overhead into what any Bash runner pays and what the v1 runner adds.
 
     ./dev bench v1_import [--tasks 10000] [--rounds 3] [--runs 30]
 """
@@ -38,6 +40,14 @@ from httk.workflow.v1 import ImportOptions, import_tree, runner_root
 IMPORT_GOAL = 0.5
 STEPS = '#!/bin/bash\ncd "$HT_TASK_CURRENT_DIR" || exit 1\necho second >ht.nextstep\nexit 2\n'
 SHIPPED_BASH_API = "httk/workflow/sdk/bash/httk-workflow.sh"
+SDK_FLOOR = """#!/bin/bash
+# What any Bash runner pays for the same step: the Bash API, the step run, its advance published.
+set -euo pipefail
+. "$HTTK_WORKFLOW_BASH_API"
+../ht_steps start </dev/null >>../ht.taskmgr.stdout 2>&1 || :
+read -r next <ht.nextstep
+httk_workflow_advance "$next" --message "v1 next step $next"
+"""
 
 
 # -- import ------------------------------------------------------------------------------------------
@@ -218,12 +228,22 @@ def runner_cases(root: Path) -> list[Case]:
     python_env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     run = Path(env["HTTK_WORKFLOW_CONTROL_DIR"]) / "runner" / "run"
 
+    control = Path(env["HTTK_WORKFLOW_CONTROL_DIR"])
+    floor = control / "sdk-floor"
+    floor.write_text(SDK_FLOOR)
+    floor.chmod(0o755)
+
     def bare_reset() -> None:
         (workdir / "ht.nextstep").unlink()
+
+    def floor_reset() -> None:
+        shutil.rmtree(control / "outcome.ready")
+        bare_reset()
 
     return [
         Case("python -c pass", [sys.executable, "-c", "pass"], root, python_env, lambda: None),
         Case("bare ../ht_steps start", ["../ht_steps", "start"], workdir, env, bare_reset, status=2),
+        Case("Bash SDK floor", [str(floor)], workdir, env, floor_reset),
         Case("v1 runner, one step", [str(run)], workdir, env, reset),
     ]
 
@@ -257,7 +277,7 @@ def main() -> None:
         for _ in range(args.runs):
             for case in cases:
                 case.run_once()
-        python, bare, runner = (case.median_ms for case in cases)
+        python, bare, floor, runner = (case.median_ms for case in cases)
         print(f"\nthe v1 runner per step, {args.runs} runs each, interleaved")
         for case in cases:
             print(f"  {case.label:<26} {case.median_ms:8.1f} ms")
@@ -266,6 +286,10 @@ def main() -> None:
         print(
             f"  the runner adds {extra:.1f} ms to the bare step; one bare interpreter start is "
             f"{python:.1f} ms ({extra / python:.2f} of it): {verdict} the goal"
+        )
+        print(
+            f"  of that, the Bash SDK floor (any Bash runner's step) is {floor - bare:.1f} ms "
+            f"({(floor - bare) / python:.2f} of a start), the v1 runner's own work {runner - floor:.1f} ms"
         )
 
 

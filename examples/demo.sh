@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main demo: a real workspace, a shared runner, jobs submitted at several placements, a task
-# manager running them to the end, two fan-out workflows (Python @step and Bash) whose children are
-# joined, and the result shown the way an operator sees it.
+# The main demo: a real workspace, a shared runner, jobs made with `job new` at several placements, a
+# task manager running them to the end, two fan-out workflows (Python @step and Bash) whose children
+# are joined, and the result shown the way an operator sees it; then an httk v1 task tree imported into
+# the same workspace and run to the end.
 # Run it through `./dev demo` (which puts httk on PATH).
 set -euo pipefail
 
@@ -17,62 +18,29 @@ httk workflow workspace init "$ws" --name demo
 httk workflow workspace policy show "$ws"
 
 step "Publish one shared runner into the workspace store"
-runner=$(httk workflow runner publish "$ws" --name hello.sh "$here/runners/hello.sh" --json)
-printf '%s\n' "$runner"
-sha=$(printf '%s' "$runner" | python3 -c 'import json,sys; print(json.load(sys.stdin)["runner"]["sha256"])')
+httk workflow runner publish "$ws" --name hello.sh "$here/runners/hello.sh"
 
-step "Prepare three payloads that each hold only job.json"
-for name in silicon germanium carbon; do
-    id=$(python3 -c 'import uuid; print(uuid.uuid4())')
-    mkdir -p "$payloads/$name"
-    cat > "$payloads/$name/job.json" <<JSON
-{
-  "format": "httk-workflow-job",
-  "format_version": 1,
-  "id": "$id",
-  "tag": "$name-relax",
-  "name": "$name relaxation",
-  "runner": {"source": "workspace", "path": "hello.sh", "sha256": "$sha", "arguments": []},
-  "workdir": {"mode": "persistent", "path": "run"},
-  "data": {"mode": "none"},
-  "initial_step": "relax",
-  "priority": 500,
-  "claim": {"pool": "default", "required_capabilities": []},
-  "inputs": {"element": "$name"}
-}
-JSON
+step "Make two jobs of it with job new (--shared pins the stored runner by its digest)"
+for name in silicon germanium; do
+    httk workflow job new "$ws" --runner "$here/runners/hello.sh" --shared --step relax \
+        --input "element=$name" --tag "$name-relax" --placement project-a/00
 done
 
-step "Submit them: two into project-a/00, one into project-b"
-httk workflow job submit "$ws" "$payloads/silicon" "$payloads/germanium" --placement project-a/00
+step "Or let job new --print write a payload's job.json, and submit the payload yourself"
+mkdir -p "$payloads/carbon"
+httk workflow job new "$ws" --runner "$here/runners/hello.sh" --shared --step relax \
+    --input element=carbon --tag carbon-relax --print > "$payloads/carbon/job.json"
+cat "$payloads/carbon/job.json"
 httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
 
 step "Submitting the same job again is harmless"
 httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
 
 step "Two workflows that fan out and join: one written in Python (@step), one in Bash"
-for language in python bash; do
-    id=$(python3 -c 'import uuid; print(uuid.uuid4())')
-    runner=$(cd "$here/$language-fanout" && ls runner.*)
-    mkdir -p "$payloads/$language-fanout"
-    cp "$here/$language-fanout/$runner" "$payloads/$language-fanout/$runner"
-    cat > "$payloads/$language-fanout/job.json" <<JSON
-{
-  "format": "httk-workflow-job",
-  "format_version": 1,
-  "id": "$id",
-  "tag": "$language-strains",
-  "name": "strain scan written in $language",
-  "runner": {"source": "payload", "path": "$runner", "arguments": []},
-  "workdir": {"mode": "isolated"},
-  "data": {"mode": "none"},
-  "initial_step": "prepare",
-  "priority": 400,
-  "claim": {"pool": "default", "required_capabilities": []}
-}
-JSON
-done
-httk workflow job submit "$ws" "$payloads/python-fanout" "$payloads/bash-fanout" --placement project-c
+httk workflow job new "$ws" --runner "$here/python-fanout/runner.py" --step prepare --workdir isolated \
+    --tag python-strains --priority 400 --placement project-c
+httk workflow job new "$ws" --runner "$here/bash-fanout/runner.sh" --step prepare --workdir isolated \
+    --tag bash-strains --priority 400 --placement project-c
 
 step "Before running: five submitted markers"
 (cd "$ws" && find .httk-workflow/state -type f | sort)
@@ -103,4 +71,28 @@ httk workflow workspace gc --dry-run "$ws"
 step "The payloads, legible with ls (children sit beside their parent)"
 (cd "$ws" && find . -path ./.httk-workflow -prune -o -name job.json -print | sort)
 
-printf '\nworkspace kept at %s\n' "$ws"
+step "An httk v1 campaign: a task tree as v1's task managers left it"
+v1tree=$ws-v1-tree
+bash "$here/v1-tree/make-v1-tree.sh" "$v1tree"
+httk workflow v1 status "$v1tree"
+
+step "Import it: each runnable top-level task becomes a job; the live one and a bad name are left, and said so"
+imported=0
+httk workflow v1 import "$ws" "$v1tree" --include-finished || imported=$?
+if [ "$imported" -ne 1 ]; then
+    printf 'the import was to leave the live task behind and exit 1, not %s\n' "$imported" >&2
+    exit 1
+fi
+
+step "Run the v1 tasks to the end: one ht_steps step per activation, subtasks as child jobs"
+httk workflow run "$ws" --pool any
+
+step "Which job each v1 task became, and the v1 picture next to the payloads"
+httk workflow v1 status "$v1tree" --workspace "$ws" | sed -n '/^jobs in /,$p'
+(cd "$ws/v1" && find . -maxdepth 1 -name 'ht.task.*' -printf '%f -> %l\n' | sort)
+
+step "A job names its v1 origin; a broken task's ht.reason is its failure"
+httk workflow job show "$ws" txn
+httk workflow job show "$ws" bad | grep -E '^(job|name|failure) '
+
+printf '\nworkspace kept at %s, the v1 tree at %s\n' "$ws" "$v1tree"

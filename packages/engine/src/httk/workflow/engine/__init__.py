@@ -7,8 +7,13 @@ engine's floor plan") and may change without notice. The names, by what they are
 * workspaces: :func:`init`, :func:`attach`, :func:`find_root`, :class:`Workspace` (policy and settings
   changes are its methods; :class:`Policy` is its ``policy``), :class:`MarkerLocation` (where a job's
   state marker is);
+* workspace extensions: :func:`list_extensions`, :func:`enable_extension`, :class:`ExtensionView`;
 * submission and the runner store: :class:`Submitter`, :class:`SubmitResult`, :class:`SubmitStatus`,
   :func:`publish_runner`, :class:`PublishedRunner`;
+* new jobs (``job new``): the packaged workflows (:func:`packaged_workflows`, :func:`find_workflow`,
+  :class:`WorkflowEntry`), a job of one or of an own runner checked whole before anything is written
+  (:func:`plan_job`, :func:`plan_runner_job`, :class:`JobPlan`, :class:`SharedRunner`), and its
+  submission (:func:`submit_plan`);
 * selecting jobs: :func:`select_job`, :func:`select_jobs`, :func:`select_each`, :class:`Selection`,
   :class:`SelectorError`, :class:`Position` (a ``job list`` cursor);
 * reading (nothing is written): :class:`Monitor` and :func:`job_detail` (the monitor's data, with
@@ -88,6 +93,7 @@ if TYPE_CHECKING:
         plan_deletion,
     )
     from httk.workflow.engine.ops._events import event_lines
+    from httk.workflow.engine.ops._extensions import ExtensionView, enable_extension, list_extensions
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
     from httk.workflow.engine.ops._monitor import (
         Certainty,
@@ -98,6 +104,16 @@ if TYPE_CHECKING:
         Monitor,
         MonitorSnapshot,
         job_detail,
+    )
+    from httk.workflow.engine.ops._new import (
+        JobPlan,
+        SharedRunner,
+        WorkflowEntry,
+        find_workflow,
+        packaged_workflows,
+        plan_job,
+        plan_runner_job,
+        submit_plan,
     )
     from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
     from httk.workflow.engine.ops._select import (
@@ -197,6 +213,20 @@ _HOMES = {
         "ops._delete",
     ),
     **dict.fromkeys(("DebugError", "DebugOptions", "DebugResult", "debug_job"), "ops._debug"),
+    **dict.fromkeys(("ExtensionView", "enable_extension", "list_extensions"), "ops._extensions"),
+    **dict.fromkeys(
+        (
+            "JobPlan",
+            "SharedRunner",
+            "WorkflowEntry",
+            "find_workflow",
+            "packaged_workflows",
+            "plan_job",
+            "plan_runner_job",
+            "submit_plan",
+        ),
+        "ops._new",
+    ),
 }
 
 __all__ = [
@@ -210,10 +240,12 @@ __all__ = [
     "DeleteRefusedError",
     "DeleteResult",
     "Diagnosis",
+    "ExtensionView",
     "FsckReport",
     "GcReport",
     "JobDetail",
     "JobPage",
+    "JobPlan",
     "JobQuery",
     "JobsPage",
     "KindCount",
@@ -238,6 +270,7 @@ __all__ = [
     "RunSummary",
     "Selection",
     "SelectorError",
+    "SharedRunner",
     "SlurmLauncher",
     "Started",
     "StatusReport",
@@ -246,6 +279,7 @@ __all__ = [
     "SubmitStatus",
     "Submitter",
     "WhyContext",
+    "WorkflowEntry",
     "Workspace",
     "add_bundle",
     "attach",
@@ -254,9 +288,11 @@ __all__ = [
     "debug_job",
     "delete_jobs",
     "diagnose",
+    "enable_extension",
     "event_lines",
     "find_bundle",
     "find_root",
+    "find_workflow",
     "follow_history",
     "fsck",
     "global_directory",
@@ -268,10 +304,14 @@ __all__ = [
     "launch_managers",
     "linger_seconds",
     "list_bundles",
+    "list_extensions",
     "list_jobs",
     "list_managers",
+    "packaged_workflows",
     "plan_deletion",
+    "plan_job",
     "plan_run",
+    "plan_runner_job",
     "precheck",
     "publish_request",
     "publish_runner",
@@ -283,6 +323,7 @@ __all__ = [
     "settings_read",
     "show_job",
     "stop_managers",
+    "submit_plan",
     "wait_for_managers",
     "workspace_directory",
     "workspace_status",

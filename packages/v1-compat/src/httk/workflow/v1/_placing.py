@@ -36,6 +36,9 @@ class JobPlacer:
         self.durable = workspace.durable
         self.placements = Placements(workspace)
         self._submitter = None if dry_run else Submitter(workspace)
+        self._made: set[str] = set()
+        """Placements whose directory this placer made or found (a pruner removing one meanwhile
+        fails the view's creation, and with it that job's placing, which a rerun completes)."""
 
     def place(self, plan: JobPlan, source: Path, *, in_tree: bool = False) -> None:
         """Make ``source`` (a prepared payload without job.json) the job ``plan`` describes.
@@ -73,7 +76,9 @@ class JobPlacer:
         target = str(plan.key)
         if target in placement.targets or plan.view in placement.views:
             return False
-        mutations.make_dirs(placement.path, durable=self.durable)
+        if plan.placement not in self._made:
+            mutations.make_dirs(placement.path, durable=self.durable)
+            self._made.add(plan.placement)
         mutations.symlink(target, placement.path / plan.view, durable=self.durable)
         placement.views[plan.view] = target
         placement.targets.add(target)
