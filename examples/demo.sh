@@ -2,7 +2,8 @@
 # The main demo: a real workspace, a shared runner, jobs made with `job new` at several placements, a
 # task manager running them to the end, two fan-out workflows (Python @step and Bash) whose children
 # are joined, and the result shown the way an operator sees it; then an httk v1 task tree imported into
-# the same workspace and run to the end.
+# the same workspace and run to the end; and last the packaged VASP workflows against the mock VASP, one
+# of them remedied, their results collected and a relaxation plotted.
 # Run it through `./dev demo` (which puts httk on PATH).
 set -euo pipefail
 
@@ -95,4 +96,56 @@ step "A job names its v1 origin; a broken task's ht.reason is its failure"
 httk workflow job show "$ws" txn
 httk workflow job show "$ws" bad | grep -E '^(job|name|failure) '
 
-printf '\nworkspace kept at %s, the v1 tree at %s\n' "$ws" "$v1tree"
+step "Packaged VASP workflows: a job from a name and a POSCAR, no runner to write (here vasp-relax)"
+httk workflow workflows list | sed -n '/^vasp-relax:/,/^$/p'
+cat > "$payloads/Si.POSCAR" <<'POSCAR'
+Si2, rattled, its cell 10 % too large
+5.6
+0.0 0.5 0.5
+0.5 0.0 0.5
+0.5 0.5 0.0
+Si
+2
+Direct
+0.01 0.02 0.00
+0.25 0.24 0.26
+POSCAR
+
+step "They keep their results in transactional data/: job new says how to enable it where it is off"
+refused=0
+httk workflow job new "$ws" --workflow vasp-relax --input "structure=$payloads/Si.POSCAR" || refused=$?
+if [ "$refused" -ne 2 ]; then
+    printf 'job new was to refuse a workspace without transactional data with exit status 2, not %s\n' \
+        "$refused" >&2
+    exit 1
+fi
+httk workflow workspace extension enable "$ws" transactional-data-v1
+
+step "VASP here is httk-mock-vasp, a model VASP; the POTCARs come from a library it writes"
+potcars=$ws-potcars
+httk-mock-vasp pseudo-library "$potcars" Si
+httk workflow workspace settings set "$ws" vasp.pseudo_library "\"$potcars\""
+httk workflow workspace settings set "$ws" vasp.command '"httk-mock-vasp"'
+
+step "A relaxation, and a relaxation then a static run whose first VASP run dies of ZPOTRF"
+httk workflow job new "$ws" --workflow vasp-relax --input "structure=$payloads/Si.POSCAR" \
+    --tag si-relax --placement vasp
+httk workflow job new "$ws" --workflow vasp-relax-static --input "structure=$payloads/Si.POSCAR" \
+    --input 'vasp.command=httk-mock-vasp --fault=zpotrf*1' --tag si-relax-static --placement vasp
+httk workflow run "$ws" --workers 2
+
+step "Why it succeeded anyway: the runner found ZPOTRF, backed INCAR up, set ISYM = 0 and ran again"
+httk workflow job show "$ws" si-relax-static | sed -n '/^events /,$p'
+
+step "Every finished VASP job's results.json, read back by collect (--json and --csv hold all of it)"
+httk workflow collect "$ws" --placement vasp
+httk workflow collect "$ws" --placement vasp --csv |
+    python3 -c 'import csv, sys
+for row in csv.DictReader(sys.stdin):
+    print(row["job_key"].split("--")[0], row["results.calculation"], "E0/atom =",
+          row["results.energy.energy_per_atom"], "eV, VASP", row["results.provenance.vasp_version"])'
+
+step "The relaxation plot: the energy of every ionic step, across the remedy, the repeats and the static run"
+httk workflow vasp plot "$ws" si-relax-static -o "$ws-si-relax-static.png"
+
+printf '\nworkspace kept at %s, the v1 tree at %s, the plot at %s\n' "$ws" "$v1tree" "$ws-si-relax-static.png"

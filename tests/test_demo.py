@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ def test_the_demo_runs_every_job_to_its_end(tmp_path: Path) -> None:
     assert "summary: 11 succeeded, 0 failed" in result.stdout
     succeeded_dir = tmp_path / "demo" / ".httk-workflow" / "state" / "succeeded"
     succeeded = [p.relative_to(succeeded_dir).parts[0] for p in succeeded_dir.rglob("*--*.p*")]
-    assert len([p for p in succeeded if p != "v1"]) == 11
+    assert len([p for p in succeeded if p not in ("v1", "vasp")]) == 11
     assert succeeded.count("v1") == 11  # the v1 tasks, their subtasks and their subtasks' subtasks
     # both gathers saw all three children and found the same minimum
     assert "lowest energy at strain-1" in result.stdout
@@ -64,3 +65,15 @@ def test_the_demo_runs_every_job_to_its_end(tmp_path: Path) -> None:
     assert (txn_run / "result.txt").read_text() == "result of round 2\n"  # its transaction replayed
     assert "failure    declared_failure: Task gave 'broken' as return code." in result.stdout
     assert (tmp_path / "demo-v1-tree" / "ht.task.any.twostep.start.0.unclaimed.3.waitstart").is_dir()
+    # the VASP part: refused until the workspace has transactional data, then two workflows against the
+    # mock, one remedied (told by its runner's events), collected, and a relaxation plotted
+    assert "needs the workspace extension 'transactional-data-v1'" in result.stderr
+    assert "extension transactional-data-v1 enabled" in result.stdout
+    assert "summary: 24 succeeded, 4 failed" in result.stdout and succeeded.count("vasp") == 2
+    assert re.search(r"relax #1  vasp\.error  run 1: zpotrf", result.stdout)
+    assert re.search(r"relax #1  vasp\.remedy  zpotrf: symmetry off \(ISYM = 0\)", result.stdout)
+    assert "2 finished jobs: 2 with results, 0 degraded" in result.stdout
+    assert re.search(r"si-relax-static static E0/atom = -\d+\.\d+ eV, VASP 6\.4\.2", result.stdout)
+    plot = tmp_path / "demo-si-relax-static.png"
+    assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert re.search(rf"{plot}: \d+ ionic steps of \d+ runs", result.stdout)

@@ -10,15 +10,15 @@ Output: a table for people (job, kind, workflow, and ``ok`` or why the record is
 the job's columns then every scalar member of its results by dotted path (``results.energy.energy``;
 arrays such as forces and histories are in ``--json`` only), the columns being every one any record has.
 On a terminal (standard error) and without ``--json``, a transient progress bar counts the jobs read,
-and the table or CSV is printed once it is gone (the records of a table or CSV are held in memory: a
-CSV's columns are known only at the end).
+and the table or CSV is printed once it is gone (their rows are held until then, not the documents:
+a CSV's columns are known only at the end).
 The exit status is 0 whatever the records say. The workspace is attached read-only and nothing is
 written to it.
 """
 
 import sys
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -62,13 +62,16 @@ def collect(
     if as_json:  # no bar: records are written as they are read
         _stream_json(collect_results(attached, workflow=workflow, placement=placement, document=document))
         return
+
+    def row(record: "ResultRecord") -> Any:
+        return record.columns() if as_csv else record.cells()
+
     with progress_bar("collecting results", enabled=wanted(as_json)) as bar:
-        records = list(
-            collect_results(
-                attached, workflow=workflow, placement=placement, document=document, progress=bar.report
-            )
+        found = collect_results(
+            attached, workflow=workflow, placement=placement, document=document, progress=bar.report
         )
-    (_write_csv if as_csv else _print_text)(records)  # once the bar is gone from the terminal
+        rows = [row(record) for record in found]  # a row each, not the documents: memory stays small
+    (_write_csv if as_csv else _print_text)(rows)  # once the bar is gone from the terminal
 
 
 def _stream_json(records: "Iterable[ResultRecord]") -> None:
@@ -86,18 +89,16 @@ def _stream_json(records: "Iterable[ResultRecord]") -> None:
     out.flush()
 
 
-def _write_csv(records: "Iterable[ResultRecord]") -> None:
+def _write_csv(rows: "Sequence[Mapping[str, Any]]") -> None:
     import csv
 
-    rows = [record.columns() for record in records]
     columns = list(dict.fromkeys(name for row in rows for name in row))
     writer = csv.DictWriter(sys.stdout, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
 
 
-def _print_text(records: "Iterable[ResultRecord]") -> None:
-    rows = [record.cells() for record in records]
+def _print_text(rows: "Sequence[tuple[str, str, str, str]]") -> None:
     if rows:
         print_table(TEXT_HEADERS, rows)
     degraded = sum(1 for _job, _kind, _workflow, verdict in rows if verdict != "ok")
