@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The main demo: a real workspace, a shared runner, jobs submitted at several placements, a task
-# manager running them to the end, two fan-out workflows (Python @step and Bash) whose children are
-# joined, and the result shown the way an operator sees it; then an httk v1 task tree imported into the
-# same workspace and run to the end.
+# The main demo: a real workspace, a shared runner, jobs made with `job new` at several placements, a
+# task manager running them to the end, two fan-out workflows (Python @step and Bash) whose children
+# are joined, and the result shown the way an operator sees it; then an httk v1 task tree imported into
+# the same workspace and run to the end.
 # Run it through `./dev demo` (which puts httk on PATH).
 set -euo pipefail
 
@@ -18,62 +18,29 @@ httk workflow workspace init "$ws" --name demo
 httk workflow workspace policy show "$ws"
 
 step "Publish one shared runner into the workspace store"
-runner=$(httk workflow runner publish "$ws" --name hello.sh "$here/runners/hello.sh" --json)
-printf '%s\n' "$runner"
-sha=$(printf '%s' "$runner" | python3 -c 'import json,sys; print(json.load(sys.stdin)["runner"]["sha256"])')
+httk workflow runner publish "$ws" --name hello.sh "$here/runners/hello.sh"
 
-step "Prepare three payloads that each hold only job.json"
-for name in silicon germanium carbon; do
-    id=$(python3 -c 'import uuid; print(uuid.uuid4())')
-    mkdir -p "$payloads/$name"
-    cat > "$payloads/$name/job.json" <<JSON
-{
-  "format": "httk-workflow-job",
-  "format_version": 1,
-  "id": "$id",
-  "tag": "$name-relax",
-  "name": "$name relaxation",
-  "runner": {"source": "workspace", "path": "hello.sh", "sha256": "$sha", "arguments": []},
-  "workdir": {"mode": "persistent", "path": "run"},
-  "data": {"mode": "none"},
-  "initial_step": "relax",
-  "priority": 500,
-  "claim": {"pool": "default", "required_capabilities": []},
-  "inputs": {"element": "$name"}
-}
-JSON
+step "Make two jobs of it with job new (--shared pins the stored runner by its digest)"
+for name in silicon germanium; do
+    httk workflow job new "$ws" --runner "$here/runners/hello.sh" --shared --step relax \
+        --input "element=$name" --tag "$name-relax" --placement project-a/00
 done
 
-step "Submit them: two into project-a/00, one into project-b"
-httk workflow job submit "$ws" "$payloads/silicon" "$payloads/germanium" --placement project-a/00
+step "Or let job new --print write a payload's job.json, and submit the payload yourself"
+mkdir -p "$payloads/carbon"
+httk workflow job new "$ws" --runner "$here/runners/hello.sh" --shared --step relax \
+    --input element=carbon --tag carbon-relax --print > "$payloads/carbon/job.json"
+cat "$payloads/carbon/job.json"
 httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
 
 step "Submitting the same job again is harmless"
 httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
 
 step "Two workflows that fan out and join: one written in Python (@step), one in Bash"
-for language in python bash; do
-    id=$(python3 -c 'import uuid; print(uuid.uuid4())')
-    runner=$(cd "$here/$language-fanout" && ls runner.*)
-    mkdir -p "$payloads/$language-fanout"
-    cp "$here/$language-fanout/$runner" "$payloads/$language-fanout/$runner"
-    cat > "$payloads/$language-fanout/job.json" <<JSON
-{
-  "format": "httk-workflow-job",
-  "format_version": 1,
-  "id": "$id",
-  "tag": "$language-strains",
-  "name": "strain scan written in $language",
-  "runner": {"source": "payload", "path": "$runner", "arguments": []},
-  "workdir": {"mode": "isolated"},
-  "data": {"mode": "none"},
-  "initial_step": "prepare",
-  "priority": 400,
-  "claim": {"pool": "default", "required_capabilities": []}
-}
-JSON
-done
-httk workflow job submit "$ws" "$payloads/python-fanout" "$payloads/bash-fanout" --placement project-c
+httk workflow job new "$ws" --runner "$here/python-fanout/runner.py" --step prepare --workdir isolated \
+    --tag python-strains --priority 400 --placement project-c
+httk workflow job new "$ws" --runner "$here/bash-fanout/runner.sh" --step prepare --workdir isolated \
+    --tag bash-strains --priority 400 --placement project-c
 
 step "Before running: five submitted markers"
 (cd "$ws" && find .httk-workflow/state -type f | sort)

@@ -130,7 +130,7 @@ class JobScreen(Screen[None]):
         with TabbedContent(initial="show"):
             for name in ("show", "log", "why"):
                 with TabPane(name, id=name), VerticalScroll():
-                    yield Static("reading ...", id=f"{name}-text")
+                    yield Static("reading ...", id=f"{name}-text", markup=False)  # a runner's text
         yield Footer()
 
     def on_mount(self) -> None:

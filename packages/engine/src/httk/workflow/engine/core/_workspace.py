@@ -376,6 +376,17 @@ def attach(
     )
 
 
+def extension_refusal(name: str) -> str | None:
+    """Why this version does not enable the extension ``name``, or ``None`` when it implements it."""
+    if name in SUPPORTED_EXTENSIONS:
+        return None
+    if name == WITHDRAWN_EXTENSION:
+        return "it is withdrawn and must never be enabled"
+    if name in RESERVED_EXTENSIONS:
+        return "it is reserved and not implemented by this version"
+    return f"it is unknown to this version, which implements {', '.join(sorted(SUPPORTED_EXTENSIONS))}"
+
+
 def _check_filename_limit(directory: Path) -> None:
     """The protocol needs 213-byte filename components; refuse a filesystem that cannot hold them."""
     probe = directory / ("x" * MAX_MARKER_BYTES)
@@ -408,9 +419,10 @@ def init(
     root = Path(path)
     if (root / CONTROL_DIR).exists():
         raise WorkspaceError(f"already a workspace ({CONTROL_DIR}/ exists)", root)
-    unknown = sorted(set(extensions) - SUPPORTED_EXTENSIONS)
-    if unknown:
-        raise WorkspaceError(f"cannot enable extension {unknown[0]!r}: not supported by this version")
+    for extension in extensions:
+        refusal = extension_refusal(extension)
+        if refusal is not None:
+            raise WorkspaceError(f"cannot enable extension {extension!r}: {refusal}")
     _fsops.make_dirs(root, durable=durable)
     staging = root / f"{CONTROL_DIR}.init.{uuid.uuid4().hex}"
     _fsops.make_dir(staging, durable=False)
