@@ -3,8 +3,9 @@
 Import (issue "httk v1 compatibility", goal: at least 0.5 of ``cp -a``): builds a v1 tree of N tasks
 (default 10,000) in 100 project directories, shaped like a VASP campaign of v1 templates
 (:func:`build_tree`: 11 entries per task on average); then, round by round, times ``cp -a`` of
-the tree and ``import_tree`` of it into a fresh non-durable workspace on the same filesystem, and prints
-the medians and their ratio (cp time / import time). The import is timed in-process: the command's own
+the tree and ``import_tree`` of it into a fresh non-durable workspace on the same filesystem, in
+alternating order with the page cache written back before each (:func:`time_import`), and prints the
+medians and their ratio (cp time / import time). The import is timed in-process: the command's own
 start-up is what ``./dev bench startup`` measures.
 
 Runner (goal: the v1 runner adds at most one bare interpreter start, ``python -c pass``, over the bare
@@ -17,7 +18,7 @@ has), interleaved round by round so that machine load affects every row alike; a
 SDK floor, a five-line runner that sources the Bash API, runs the same step and publishes its advance,
 which splits the overhead into what any Bash runner pays and what the v1 runner adds.
 
-    ./dev bench v1_import [--tasks 10000] [--rounds 3] [--runs 30]
+    ./dev bench v1_import [--tasks 10000] [--rounds 4] [--runs 30]
 """
 
 from __future__ import annotations
@@ -95,21 +96,35 @@ def build_tree(root: Path, tasks: int) -> int:
 
 
 def time_import(base: Path, tree: Path, rounds: int) -> tuple[list[float], list[float], int]:
+    """``cp -a`` and ``import_tree`` of the tree, ``rounds`` times each, in alternating order (cp first
+    in even rounds, the import first in odd ones) and with the page cache written back before each
+    timing: creating and removing 100,000 files leaves the filesystem slower for a while, and which of
+    the two came second would otherwise decide the ratio."""
     copies: list[float] = []
     imports: list[float] = []
     jobs = 0
-    for number in range(rounds):
+
+    def copy(number: int) -> None:
         target = base / f"copy-{number}"
+        os.sync()
         start = time.perf_counter()
         subprocess.run(["cp", "-a", str(tree), str(target)], check=True)
         copies.append(time.perf_counter() - start)
         shutil.rmtree(target)
+
+    def imported(number: int) -> None:
+        nonlocal jobs
         workspace = init(base / f"ws-{number}", name="bench", durable=False)
+        os.sync()
         start = time.perf_counter()
         report = import_tree(workspace.root, tree, ImportOptions())
         imports.append(time.perf_counter() - start)
         jobs = report.counts.get("imported", 0)
         shutil.rmtree(workspace.root)
+
+    for number in range(rounds):
+        for measure in (copy, imported) if number % 2 == 0 else (imported, copy):
+            measure(number)
     return copies, imports, jobs
 
 
@@ -253,7 +268,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--tasks", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:

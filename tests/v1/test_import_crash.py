@@ -32,8 +32,8 @@ def build(base: Path) -> tuple[Path, Path]:
 
 
 def importing(workspace: Path, root: Path, move: bool) -> str:
-    """An import of ``root``; copying, each task is a batch of its own, so that the copy of the next
-    batch runs while the one before is placed, as in a large import."""
+    """An import of ``root``; copying, each task is a batch of its own, so that the interruption points
+    of a large import's several batches are enumerated too."""
     return (
         "from httk.workflow.v1 import _importer\n"
         "_importer._COPY_BATCH_BYTES = 1\n"

@@ -10,20 +10,20 @@ What :func:`import_tree` guarantees:
   so importing the same tree again finds every job placed with the same bytes and adds nothing. A
   placed job whose job.json differs is a conflict, reported and left alone.
 * **Crash-safe.** Per task: (1) the copy is made below the workspace's ``tmp/`` (batched ``cp -a
-  --parents``, the next batch copying while this one is placed; a copy dies with the import), (2)
-  job.json is written into it, (3) the status view is created beside where the payload goes, (4) the
-  engine renames the copy into place and publishes its marker (the commit point). Interrupted before
-  (4), the rerun copies again (a dead run's staging is removed); between the payload rename and the
-  marker, the payload is an orphan the rerun finds at its placement and completes. With ``move`` the
-  task directory itself is renamed at (4); an orphan of a moved task is found by the sweep of the
-  placements of the tree's directories (its job.json names the tree as ``v1.root``).
+  --parents``; a copy dies with the import), (2) job.json is written into it, (3) the status view is
+  created beside where the payload goes, (4) the engine renames the copy into place and publishes its
+  marker (the commit point). Interrupted before (4), the rerun copies again (a dead run's staging is
+  removed); between the payload rename and the marker, the payload is an orphan the rerun finds at its
+  placement and completes. With ``move`` the task directory itself is renamed at (4); an orphan of a
+  moved task is found by the sweep of the placements of the tree's directories (its job.json names the
+  tree as ``v1.root``).
 * **Nothing else changes.** A refused task is reported with its path and why; what was staged for it
   is removed; the tree is read, never written, except for job.json and the rename a ``move`` makes.
 
-Cost: the reader's walk; one ``cp -a`` process per batch of a few hundred tasks, overlapping the
-placing of the batch before it; per job one job.json, one status view, the engine's submission (payload
-rename, marker); per placement one listing of the placement and of each state kind there, so a second
-import of 10,000 tasks reads directories, not job files.
+Cost: the reader's walk; one ``cp -a`` process per batch of about a thousand tasks; per job one
+job.json, one status view, the engine's submission (payload rename, marker); per placement one listing
+of the placement and of each state kind there, so a second import of 10,000 tasks reads directories,
+not job files.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from ._placing import JobPlacer
 from ._reader import STALE_SECONDS, Tree, read_tree
 
 STAGING_PREFIX = "v1-import."
-_COPY_BATCH_BYTES = 16 * 1024
+_COPY_BATCH_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,42 +192,27 @@ class _Run:
         self.placer.complete(payload, plan.key, plan.document["priority"], plan.data, plan.placement)
         return entry_for(plan, ImportAction.COMPLETED, "an interrupted import of it is completed")
 
-    def _copy_and_submit(self, plans: list[JobPlan]) -> list[ImportEntry]:
-        """Copy the tasks batch by batch and submit each copy, the next batch's ``cp -a`` running while
-        this one's jobs are placed (the copying is the filesystem's work, the placing this process's)."""
-        entries: list[ImportEntry] = []
-        batches = list(_batches(plans))
-        upcoming = self._start_copy(batches[0]) if batches else None
-        try:
-            for index, batch in enumerate(batches):
-                copy, upcoming = upcoming, None
-                if index + 1 < len(batches):
-                    upcoming = self._start_copy(batches[index + 1])
-                assert copy is not None
-                entries.extend(self._submit_copied(batch, copy))
-        finally:
-            if upcoming is not None:
-                upcoming.abandon()
-        return entries
+    def _copy_and_submit(self, plans: list[JobPlan]) -> Iterator[ImportEntry]:
+        """Copy the tasks batch by batch and submit each copy. One ``cp -a`` runs at a time: a copy
+        overlapping the placing of the batch before it made both slower (they contend for the same
+        filesystem's metadata), so the batches are large and in sequence."""
+        for batch in _batches(plans):
+            yield from self._copy_batch(batch)
 
-    def _start_copy(self, batch: list[JobPlan]) -> mutations.TreeCopy:
-        relpaths = [plan.task.relpath for plan in batch]
-        return mutations.start_copy(self.tree.root, relpaths, self._batch_dir(), durable=False)
-
-    def _submit_copied(self, batch: list[JobPlan], copy: mutations.TreeCopy) -> Iterator[ImportEntry]:
-        """The batch's jobs once its copy is done; a failed copy is made again one task at a time, so
-        only the tasks that cannot be copied are refused."""
+    def _copy_batch(self, batch: list[JobPlan]) -> Iterator[ImportEntry]:
+        """One ``cp -a`` for the batch; when it fails, one per task, so only the failing ones are refused."""
+        target = self._batch_dir()
         try:
-            copy.wait()
+            mutations.copy_trees(self.tree.root, [plan.task.relpath for plan in batch], target, durable=False)
         except OSError as exc:
             if len(batch) > 1:
                 for plan in batch:
-                    yield from self._submit_copied([plan], self._start_copy([plan]))
+                    yield from self._copy_batch([plan])
                 return
             yield entry_for(batch[0], ImportAction.REFUSED, f"it cannot be copied: {exc}")
             return
         for plan in batch:
-            yield self._submit(plan, copy.target / plan.task.relpath)
+            yield self._submit(plan, target / plan.task.relpath)
 
     def _submit(self, plan: JobPlan, source: Path) -> ImportEntry:
         """Place the copy (or, with --move, the task itself) as the job (:meth:`JobPlacer.place`)."""

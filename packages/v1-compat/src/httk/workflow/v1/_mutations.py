@@ -121,50 +121,23 @@ def copy_trees(base: Path, sources: Sequence[str], target: Path, *, durable: boo
 
     Each ``base/<source>`` becomes ``target/<source>`` (one mutation: the copies). GNU cp keeps modes,
     times and symbolic links as they are; a copy that fails raises ``OSError`` with cp's message and
-    leaves a partial copy below ``target`` that nobody references.
+    leaves a partial copy below ``target`` that nobody references. The cp process is killed should
+    this process die first (``setpriv --pdeathsig``, where util-linux has it): a crashed import leaves
+    no copy running into the staging a later import removes.
     """
-    start_copy(base, sources, target, durable=durable).wait()
-
-
-class TreeCopy:
-    """A ``cp -a --parents`` running in the background (:func:`start_copy`), one mutation once waited for.
-
-    The copy counts as done, and the crash seam may stop the process, only in :meth:`wait`, so the
-    sequence of mutations is the same however the copy and the caller's work interleave.
-    """
-
-    def __init__(self, process: subprocess.Popen[str], target: Path, *, durable: bool) -> None:
-        self._process = process
-        self.target = target
-        self._durable = durable
-
-    def wait(self) -> None:
-        """Wait for the copy; ``OSError`` with cp's message when it failed."""
-        _, errors = self._process.communicate()
-        if self._process.returncode != 0:
-            raise OSError(f"cp -a into {self.target} failed: {errors.strip()}")
-        if self._durable:
-            fsync_tree(self.target)
-        _done("copy", self.target)
-
-    def abandon(self) -> None:
-        """Stop a copy whose result nobody will use (its partial target stays for the caller to remove)."""
-        if self._process.poll() is None:
-            self._process.kill()
-        self._process.communicate()
-
-
-def start_copy(base: Path, sources: Sequence[str], target: Path, *, durable: bool) -> TreeCopy:
-    """Start :func:`copy_trees` in the background and return it; :meth:`TreeCopy.wait` finishes it.
-
-    The cp process is killed should this process die first (``setpriv --pdeathsig``, where util-linux
-    has it): a crashed import leaves no copy running into the staging a later import removes.
-    """
-    argv = [*_orphan_guard(), "cp", "-a", "--parents", "--target-directory", str(target), "--", *sources]
-    process = subprocess.Popen(
-        argv, cwd=base, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    result = subprocess.run(
+        [*_orphan_guard(), "cp", "-a", "--parents", "--target-directory", str(target), "--", *sources],
+        cwd=base,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    return TreeCopy(process, target, durable=durable)
+    if result.returncode != 0:
+        raise OSError(f"cp -a into {target} failed: {result.stderr.strip()}")
+    if durable:
+        fsync_tree(target)
+    _done("copy", target)
 
 
 @functools.cache
