@@ -16,10 +16,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.aptkit import apt_install
@@ -67,14 +69,15 @@ class Terminal:
         )  # fmt: skip
 
     def _tmux(self, *args: str) -> str:
-        result = subprocess.run(
-            ["tmux", "-S", str(self.socket), *args],
-            env=self._env,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        with signals_unblocked():
+            result = subprocess.run(
+                ["tmux", "-S", str(self.socket), *args],
+                env=self._env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
         if result.returncode != 0:
             raise RuntimeError(f"tmux {' '.join(args)} exited {result.returncode}: {result.stderr.strip()}")
         return result.stdout
@@ -117,13 +120,13 @@ class Terminal:
             "main",
             "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}:#{pane_pid}",
         )
-        dead, status, signal, pid = [*shown.strip().split(":"), "", "", ""][:4]
+        dead, status, killed_by, pid = [*shown.strip().split(":"), "", "", ""][:4]
         if dead != "1":
             return None
-        if not status and not signal:
-            status, signal = zombie_status(pid)
-        if signal:
-            raise AssertionError(f"the command was killed by signal {signal}:\n{self.screen()}")
+        if not status and not killed_by:
+            status, killed_by = zombie_status(pid)
+        if killed_by:
+            raise AssertionError(f"the command was killed by signal {killed_by}:\n{self.screen()}")
         return int(status) if status else None  # the status shows a moment after the pane died
 
     def wait_for_exit(self, timeout: float = WAIT_SECONDS) -> int:
@@ -141,12 +144,28 @@ class Terminal:
         )
 
 
+@contextmanager
+def signals_unblocked() -> Iterator[None]:
+    """Run tmux with no signal blocked, whatever this thread blocks.
+
+    A blocked signal mask is inherited across ``fork`` and ``exec``, and a test runner (a CI harness, an
+    xdist worker) may run with ``SIGCHLD`` blocked: a tmux server started from it never learns that its
+    command exited, marks the pane dead when the terminal closes and never reaps the command, so no exit
+    status ever shows. The mask is this thread's, so only the tmux started here sees the change.
+    """
+    blocked = signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 def zombie_status(pid: str) -> tuple[str, str]:
     """``(status, signal)`` of a process that exited and was not reaped yet, else ``("", "")``.
 
-    tmux 3.3 may mark a pane dead once its terminal closes and never reap the process (it stays a zombie,
-    and tmux reports neither a status nor a signal): the kernel still holds the zombie's wait status, the
-    last field of ``/proc/PID/stat``.
+    tmux 3.3 may mark a pane dead once its terminal closes and not reap the command for a long while (it
+    stays a zombie, and tmux reports neither a status nor a signal): the kernel holds the zombie's wait
+    status, the last field of ``/proc/PID/stat``.
     """
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
