@@ -139,17 +139,18 @@ def run(command: Command, directory: Path, previous_status: int) -> tuple[str, i
     return normalise(result.stdout, directory), result.returncode
 
 
-def test_the_tutorial_prints_what_it_shows(tmp_path: Path) -> None:
-    items = parse(TUTORIAL.read_text(encoding="utf-8"))
+def replay(markdown: str, directory: Path) -> None:
+    """Write the files and run the commands of ``markdown`` in ``directory``; the first difference fails."""
+    items = parse(markdown)
     assert any(isinstance(item, Command) for item in items), "the tutorial runs no command"
     status = 0
     for item in items:
         if isinstance(item, File):
-            (tmp_path / item.name).write_text(item.text, encoding="utf-8")
+            (directory / item.name).write_text(item.text, encoding="utf-8")
             continue
         if status != 0 and item.text != "echo $?":
             raise AssertionError(f"tutorial.md: the command before line {item.line} exited {status} unseen")
-        actual, status = run(item, tmp_path, status)
+        actual, status = run(item, directory, status)
         if actual != item.expected:
             diff = "".join(
                 difflib.unified_diff(
@@ -161,6 +162,46 @@ def test_the_tutorial_prints_what_it_shows(tmp_path: Path) -> None:
             )
             raise AssertionError(f"tutorial.md:{item.line}: $ {item.text}\n{diff}")
     assert status == 0, "the tutorial's last command exited nonzero unseen"
+
+
+def test_the_tutorial_prints_what_it_shows(tmp_path: Path) -> None:
+    replay(TUTORIAL.read_text(encoding="utf-8"), tmp_path)
+
+
+def test_a_changed_output_or_an_unseen_failure_fails_the_replay(tmp_path: Path) -> None:
+    saved = "```bash file=note.sh\necho saved\n```\n\n"
+    replay(saved + "```console\n$ bash note.sh\nsaved\n$ false\n$ echo $?\n1\n```\n", tmp_path)
+    for document, complaint in (
+        (saved + "```console\n$ bash note.sh\nsafe\n```\n", "tutorial.md:6: $ bash note.sh"),
+        (saved + "```console\n$ bash note.sh\nsaved\nmore\n```\n", "-more"),
+        ("```console\n$ false\n$ true\n```\n", "before line 3 exited 1 unseen"),
+        ("```console\n$ false\n```\n", "last command exited nonzero unseen"),
+    ):
+        try:
+            replay(document, tmp_path)
+        except AssertionError as refused:
+            assert complaint in str(refused)
+        else:
+            raise AssertionError(f"the replay accepted {document!r}")
+
+
+def test_the_tutorial_files_meet_the_house_linters(tmp_path: Path) -> None:
+    """The step programs a reader copies are held to what ``./dev lint`` asks of the repository's own."""
+    files = [item for item in parse(TUTORIAL.read_text(encoding="utf-8")) if isinstance(item, File)]
+    for item in files:
+        (tmp_path / item.name).write_text(item.text, encoding="utf-8")
+    tools = Path(sys.executable).parent
+    python = [item.name for item in files if item.name.endswith(".py")]
+    bash = [item.name for item in files if item.name.endswith(".sh")]
+    assert python and bash and len(python) + len(bash) == len(files)
+    config = ["--config", str(ROOT / "pyproject.toml")]
+    for checker in (
+        [str(tools / "ruff"), "check", *config, *python],
+        [str(tools / "ruff"), "format", "--check", *config, *python],
+        [str(tools / "shellcheck"), *bash],
+    ):
+        result = subprocess.run(checker, cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_a_fence_outside_the_convention_is_refused() -> None:
