@@ -22,7 +22,7 @@ from httk.workflow.engine.maintenance._fsck import adopt, fsck, repair_problems
 from httk.workflow.engine.maintenance._fsck_check import FsckReport, check
 from httk.workflow.engine.manager._manager import ManagerIdentity, ManagerRecord
 from httk.workflow.engine.manager._recovery import release_stale_claim
-from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.manager._state import ManagerState, Owner
 from httk.workflow.protocol import RecordRef
 
 from tests.crashkit import count_mutations, run_crashing
@@ -107,7 +107,7 @@ def test_a_repaired_claim_does_not_name_the_live_manager_that_only_queued_it(tmp
     init(root, durable=False)
     registrar = new_state(root)
     stale = job_in(registrar, Kind.CLAIMED)
-    release_stale_claim(registrar, stale, frame_of(registrar, stale), None)
+    release_stale_claim(registrar, stale, frame_of(registrar, stale), Owner(False, None))
     ready = now_at(root, stale)
     assert frame_of(registrar, ready)["manager_id"] == registrar.manager_id
     heartbeat(registrar)

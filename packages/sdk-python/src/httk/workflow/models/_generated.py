@@ -204,13 +204,14 @@ A stable administrative name, separate from the incarnation UUID.
 
 class Process(BaseModel):
     """
-    The manager process's start time in clock ticks and the kernel boot id, so that manager stop signals this process and never one that reused its pid.
+    The manager process's start time in clock ticks, the kernel boot id and the pid namespace, so that manager stop signals this process and never one that reused its pid, and a manager on the same host knows this one is gone once its process is (DECISIONS D17).
     """
 
     model_config = ConfigDict(
         extra="allow",
     )
     boot_id: StrictStr | None = None
+    pid_namespace: StrictStr | None = None
     start_ticks: Annotated[StrictInt | None, Field(ge=0)] = None
 
 
@@ -1163,7 +1164,7 @@ class ManagerManifest(BaseModel):
     """
     process: Process | None = None
     """
-    The manager process's start time in clock ticks and the kernel boot id, so that manager stop signals this process and never one that reused its pid.
+    The manager process's start time in clock ticks, the kernel boot id and the pid namespace, so that manager stop signals this process and never one that reused its pid, and a manager on the same host knows this one is gone once its process is (DECISIONS D17).
     """
     resources: Annotated[
         dict[
@@ -1738,6 +1739,10 @@ class ReleasedClaim(BaseModel):
     """
     The manager whose claim was released.
     """
+    manager_process_gone: StrictBool = False
+    """
+    That manager's lease had not run out, but its recorded process was gone from this host, so the lease counted as expired at once (DECISIONS D17); false when the lease had run out.
+    """
 
 
 class RevivalHazard(BaseModel):
@@ -1885,6 +1890,10 @@ class Takeover(BaseModel):
     killed_orphan: StrictBool | None = None
     """
     The attempt's process was still running on this host and was killed before the takeover.
+    """
+    manager_process_gone: StrictBool = False
+    """
+    The previous manager's lease had not run out, but its recorded process was gone from this host, so the lease counted as expired at once (DECISIONS D17); false when the lease had run out.
     """
     previous_manager_id: Annotated[
         StrictStr,

@@ -485,8 +485,9 @@ def join_failed(
     return Frame(Kind.FAILED, {**members, "manager_id": manager_id, "reason": reason})
 
 
-def released(claimed: Mapping[str, Any], manager_id: str, heartbeat_age: float | None) -> Frame:
-    """A stale claim undone (``ready``, its counters back): its attempt never launched."""
+def released(claimed: Mapping[str, Any], manager_id: str, evidence: Mapping[str, Any]) -> Frame:
+    """A stale claim undone (``ready``, its counters back): its attempt never launched. ``evidence`` is
+    what the releaser knew of the claiming manager (its heartbeat's age, whether it is known dead)."""
     return Frame(
         Kind.READY,
         {
@@ -498,7 +499,7 @@ def released(claimed: Mapping[str, Any], manager_id: str, heartbeat_age: float |
             "released_claim": {
                 "manager_id": claimed.get("manager_id"),
                 "attempt_id": claimed.get("attempt_id"),
-                "heartbeat_age_seconds": heartbeat_age,
+                **evidence,
             },
             "manager_id": manager_id,
             "reason": "released_stale_claim",

@@ -21,7 +21,9 @@ prefixes, runner modules and search paths — so that diagnosis reads deployment
 that holds it. ``heartbeat.json`` beside it is replaced atomically at every heartbeat opportunity; its
 ``sequence`` grows by one each time, so a reader can tell a live heartbeat from a stale copy without
 trusting clocks, and its ``updated_at`` is the lease evidence other managers compare with their own
-clock (:mod:`httk.workflow.engine.core._liveness` reads it).
+clock (:mod:`httk.workflow.engine.core._liveness` reads it). The manifest also records the manager's
+process identity (pid, start ticks, boot id, pid namespace), so that once this process is gone a manager
+on the same host knows it is dead at once, whatever its last heartbeat says (DECISIONS D17).
 """
 
 from __future__ import annotations
@@ -116,7 +118,9 @@ class ManagerRecord:
             manifest["only_jobs"] = list(self.identity.only_jobs)
         if self.identity.batch is not None:
             manifest["batch"] = dict(self.identity.batch)
-        own = identity_of(self.pid)  # so manager stop signals this process, never a recycled pid
+        # So that manager stop signals this process, never a recycled pid, and a manager on this host
+        # knows this one dead once it is gone, whatever its last heartbeat says (D17).
+        own = identity_of(self.pid)
         manifest["process"] = {key: own[key] for key in ("start_ticks", "boot_id", "pid_namespace")}
         _fsops.create_file(self.directory / "manager.json", dump_pretty(manifest), durable=durable)
         self.beat()

@@ -29,7 +29,7 @@ from typing import Any, Generic, TypeVar
 from httk.workflow.engine.core._clock import Clock, age_seconds
 from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._jobs import JobCache, LoadedJob, load_job, read_frame
-from httk.workflow.engine.core._liveness import read_heartbeat
+from httk.workflow.engine.core._liveness import manager_gone, read_heartbeat, read_manifest
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._states import CORE_KINDS, FENCED_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult, move_marker
@@ -121,6 +121,23 @@ class LiveAttempt:
     allocation: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """What a recoverer knows of the manager a frame names: alive, its heartbeat's age, and whether its
+    recorded process is provably gone from this host (DECISIONS D17), which ends its lease at once."""
+
+    alive: bool
+    heartbeat_age: float | None
+    manager_process_gone: bool = False
+
+    def evidence(self) -> dict[str, Any]:
+        """The members every recovery records about the previous owner."""
+        return {
+            "heartbeat_age_seconds": self.heartbeat_age,
+            "manager_process_gone": self.manager_process_gone,
+        }
+
+
 COMMIT_RETRY_FIRST_SECONDS = 1.0
 COMMIT_RETRY_MAX_SECONDS = 60.0
 COMMIT_RETRIES_BEFORE_IDLE = 5
@@ -157,6 +174,10 @@ class ManagerState:
         # key -> (failures so far, monotonic time of the next try). While this manager heartbeats no
         # other one may finish them, so it retries them itself, backing off.
         self.deferred_commits: dict[str, tuple[int, float]] = {}
+        # Other managers' manifests (written once, never changed) while they may be alive, and the
+        # managers whose recorded process is gone (D17), which stay gone.
+        self._manifests: dict[str, dict[str, Any]] = {}
+        self._gone_managers: set[str] = set()
 
     @property
     def writer_id(self) -> str:
@@ -175,13 +196,18 @@ class ManagerState:
             log.info("%s -> %s (%s)", marker.job_key, frame.kind.value, frame.reason)
         return result.won
 
-    def owner_alive(self, frame: Frame) -> tuple[bool, float | None]:
-        """Whether the manager a frame names still heartbeats within its lease, and the heartbeat age."""
+    def owner(self, frame: Frame) -> Owner:
+        """Whether the manager a frame names is alive: heartbeating within its lease, and not known dead.
+
+        A manager whose recorded process is provably gone from this host is dead now, whatever its last
+        heartbeat says (DECISIONS D17); its manifest is read once (it never changes) and its process
+        probed while its heartbeat is fresh.
+        """
         owner = frame.manager_id
         if owner == self.manager_id:
-            return True, 0.0
+            return Owner(True, 0.0)
         if not isinstance(owner, str):
-            return False, None
+            return Owner(False, None)
         heartbeat = read_heartbeat(self.workspace, owner)
         now = self.clock.now()
         age = heartbeat.age(now)
@@ -190,7 +216,25 @@ class ManagerState:
             # not look stale): the claim's own start is the latest sign of life we know of.
             age = age_seconds(frame.get("lease_started_at"), now)
         lease = frame.lease_seconds or heartbeat.lease_seconds
-        return (age is not None and age <= lease), age
+        if age is None or age > lease:
+            return Owner(False, age)
+        if self._manager_gone(owner):
+            return Owner(False, age, manager_process_gone=True)
+        return Owner(True, age)
+
+    def _manager_gone(self, manager_id: str) -> bool:
+        if manager_id in self._gone_managers:
+            return True  # a process that is gone never comes back
+        if manager_id not in self._manifests:
+            manifest = read_manifest(self.workspace, manager_id)
+            if manifest is None:
+                return False  # no evidence (not yet visible, or collected): the heartbeat decides
+            self._manifests[manager_id] = manifest
+        if not manager_gone(self._manifests[manager_id]):
+            return False
+        self._gone_managers.add(manager_id)
+        del self._manifests[manager_id]
+        return True
 
     def reserved(self) -> dict[str, int]:
         """What the attempts this manager runs reserve of its capacities, by label."""

@@ -10,7 +10,7 @@ refuse a job.json owned by another account: reading it is not running it. :func:
 attempt-control directories a payload still holds and what they captured. The frame chain (``job log``)
 is walked as below.
 
-Cost: ``show`` one probe, one frame, one job.json and at most one heartbeat.
+Cost: ``show`` one probe, one frame, one job.json and at most one heartbeat and manifest.
 
 **The log** (``job log``, ``job log --follow``): a job's frame chain, walked backwards from its marker.
 
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._frames import REPAIR_REASON, fits_link, previous_link, repaired_from
-from httk.workflow.engine.core._liveness import read_heartbeat
+from httk.workflow.engine.core._liveness import manager_gone, read_heartbeat, read_manifest
 from httk.workflow.engine.core._states import OWNED_KINDS, PERMANENT_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.protocol import (
@@ -249,13 +249,17 @@ def _owner(workspace: Workspace, frame: Mapping[str, Any]) -> dict[str, Any]:
         "process": frame.get("process"),
         "heartbeat_age_seconds": None,
         "manager_live": False,
+        "manager_process_gone": False,
     }
     if isinstance(manager_id, str) and "/" not in manager_id and manager_id not in ("", ".", ".."):
         heartbeat = read_heartbeat(workspace, manager_id)
         age = heartbeat.age(workspace.clock.now())
         lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
+        manifest = read_manifest(workspace, manager_id)
+        gone = manifest is not None and manager_gone(manifest)  # dead now, whatever its heartbeat (D17)
         owner["heartbeat_age_seconds"] = None if age is None else round(age, 3)
-        owner["manager_live"] = age is not None and age <= lease
+        owner["manager_process_gone"] = gone
+        owner["manager_live"] = age is not None and age <= lease and not gone
     return owner
 
 
