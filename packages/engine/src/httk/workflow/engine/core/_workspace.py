@@ -46,7 +46,13 @@ CONTROL_DIR = ".httk-workflow"
 FORMAT_NAME = "httk-workflow-filesystem"
 CORE_PROFILE = "core-v2"
 READABLE_PROFILES = frozenset({"core-v1", "core-v2"})
-SUPPORTED_EXTENSIONS = frozenset({"transactional-data-v1", "detached-transfer-v1"})
+SUPPORTED_EXTENSIONS = frozenset({"transactional-data-v1"})
+"""The extensions this version implements: the only ones it mutates a workspace under (spec/01, startup
+step 2). A workspace listing any other is attached read-only, for inspection."""
+UNIMPLEMENTED_EXTENSIONS = frozenset({"detached-transfer-v1"})
+"""Extensions DECISIONS D10 asks for whose code has not landed yet: listed here so the refusal says so,
+and moved to :data:`SUPPORTED_EXTENSIONS` together with that code (and with the journal collection gate
+its bundles' frame references need)."""
 RESERVED_EXTENSIONS = frozenset({"relocation-v1", "multiworkspace-v1"})
 WITHDRAWN_EXTENSION = "priority-bands-v1"
 RECORD_REF_ENCODING = "hwref-v1"
@@ -231,9 +237,14 @@ def _unsupported_reason(document: Mapping[str, Any]) -> str | None:
         return f"core profile {profile!r} is readable but only {CORE_PROFILE!r} is mutated by this version"
     unknown = sorted(set(document.get("extensions") or ()) - SUPPORTED_EXTENSIONS)
     if unknown:
-        reserved = [e for e in unknown if e in RESERVED_EXTENSIONS]
-        what = "reserved and not implemented" if reserved else "unknown to this version"
-        return f"extension {unknown[0]!r} is {what}"
+        name = unknown[0]
+        if name in RESERVED_EXTENSIONS:
+            what = "reserved and not implemented"
+        elif name in UNIMPLEMENTED_EXTENSIONS:
+            what = "not implemented by this version yet"
+        else:
+            what = "unknown to this version"
+        return f"extension {name!r} is {what}"
     return None
 
 

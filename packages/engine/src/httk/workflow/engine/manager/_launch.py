@@ -33,12 +33,12 @@ from httk.workflow.engine.core._frames import (
     preparation_failed,
     protocol_failure,
 )
-from httk.workflow.engine.core._jobs import LoadedJob, check_identity
+from httk.workflow.engine.core._jobs import LoadedJob, check_identity, check_owned_marker
 from httk.workflow.engine.core._liveness import write_process_file
 from httk.workflow.engine.core._states import Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._runners import RunnerFailure
-from httk.workflow.protocol import InvalidDocumentError, WorkflowError
+from httk.workflow.protocol import ForeignOwnerError, InvalidDocumentError, WorkflowError
 
 from ._attempt import AttemptPlan, prepare_attempt, spawn_gated
 from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, unmet
@@ -47,11 +47,19 @@ from ._state import LiveAttempt, ManagerState
 log = logging.getLogger("httk.workflow.manager")
 
 
-def register(state: ManagerState, marker: MarkerLocation) -> bool:
-    """Validate a submitted job and move it to ready, or to failed with ``protocol_error``."""
+def register(state: ManagerState, marker: MarkerLocation) -> bool | None:
+    """Validate a submitted job and move it to ready, or to failed with ``protocol_error``.
+
+    A job another account owns (its marker, payload or job.json) is not this manager's to judge: it is
+    left (``None``) for that account's managers, and said once.
+    """
     try:
+        check_owned_marker(state.workspace, marker)
         job = state.jobs.get(marker)
         check_identity(marker, job)
+    except ForeignOwnerError as exc:
+        _leave_foreign(state, marker, exc)
+        return None
     except (InvalidDocumentError, WorkflowError) as exc:
         failure = protocol_failure(f"the submitted job is invalid: {exc}", defect=str(exc)[:2000])
         state.move(marker, invalid_submission(failure), Trigger.PROTOCOL_ERROR)
@@ -61,14 +69,27 @@ def register(state: ManagerState, marker: MarkerLocation) -> bool:
 
 
 def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
-    """The job behind a ready marker when this manager may claim it (pool, capabilities, executor)."""
+    """The job behind a ready marker when this manager may claim it: its marker, payload and job.json
+    are regular, non-symlink entries of this account, and it asks for a pool, capabilities and an
+    executor this manager serves."""
     try:
+        check_owned_marker(state.workspace, marker)
         job = state.jobs.get(marker)
+    except ForeignOwnerError as exc:
+        _leave_foreign(state, marker, exc)
+        return None
     except (InvalidDocumentError, WorkflowError):
         return None  # reported by the census: a ready job whose definition broke is fsck's business
     if claim_mismatches(job.document, state.config.pools, state.config.capabilities):
         return None
     return job
+
+
+def _leave_foreign(state: ManagerState, marker: MarkerLocation, exc: ForeignOwnerError) -> None:
+    if state.first_time(f"foreign {marker.job_key}"):
+        log.warning(
+            "leaving %s job %s to its own account's managers: %s", marker.kind.value, marker.job_key, exc
+        )
 
 
 class Claim(enum.Enum):

@@ -28,13 +28,13 @@ from typing import Any, Generic, TypeVar
 
 from httk.workflow.engine.core._clock import Clock, age_seconds
 from httk.workflow.engine.core._frames import Frame
-from httk.workflow.engine.core._jobs import JobCache, LoadedJob, load_job, read_frame
+from httk.workflow.engine.core._jobs import JobCache, LoadedJob, check_owned_marker, load_job, read_frame
 from httk.workflow.engine.core._liveness import manager_gone, read_heartbeat, read_manifest
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._states import CORE_KINDS, FENCED_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult, move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
-from httk.workflow.protocol import WorkflowError
+from httk.workflow.protocol import ForeignOwnerError, WorkflowError
 
 from . import _rules
 from ._attempt import GatedProcess, PreparedAttempt
@@ -346,6 +346,10 @@ class Census:
                     f"{count} ready job(s) need resource {label} (up to {need}): "
                     f"add --worker-resource {label} {need}"
                 )
+            elif what == "owner":
+                lines.append(
+                    f"{count} ready job(s) belong to another account: only its own managers run them"
+                )
             else:
                 lines.append(f"{count} ready job(s) need {reason}, which this manager does not serve")
         if self.unreadable:
@@ -375,7 +379,10 @@ def _why_not(
 ) -> str | None:
     """The first requirement the claim predicate finds unmet (``pool gpu``), ``unreadable``, or ``None``."""
     try:
+        check_owned_marker(workspace, marker)
         job = load_job(workspace, marker.placement, marker.job_key).document
+    except ForeignOwnerError:
+        return "owner other"  # another account's job: only its own managers claim it
     except WorkflowError:
         return "unreadable"
     unmet_here = claim_mismatches(job, config.pools, config.capabilities)
