@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from httk.workflow.engine.core._liveness import process_alive
 from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.manager._confine import landlock
 
 from tests.runners import (
     WAIT_SECONDS,
@@ -69,9 +70,12 @@ def banner_pattern(
     resources: str = HOST_RESOURCES,
 ) -> str:
     log = re.escape(str(root / ".httk-workflow" / "managers")) + r"/(?P=id)/log"
+    abi = landlock().abi
+    confinement = "unavailable" if abi is None else f"landlock ABI {abi}"
     return (
         rf"httk manager (?P<id>{UUID}) serving {re.escape(str(root))} \(log {log}; pools {pools}; "
-        rf"capabilities {capabilities}; executors path; resources {resources}; workers {workers}\)"
+        rf"capabilities {capabilities}; executors path; resources {resources}; workers {workers}; "
+        rf"confinement {confinement}\)"
     )
 
 

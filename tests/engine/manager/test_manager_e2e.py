@@ -569,7 +569,7 @@ def test_a_failed_attempt_keeps_its_control_directory(ws: Workspace, runner: dic
         "stdout.log",
     ]
     assert (control / "stdout.log").read_text() == "evidence\n"
-    assert not (job_dir / "logs").exists()
+    assert not (job_dir / "logs" / "stdio.log").exists()  # logs/ itself is made for a confined runner
 
 
 # -- recovery of what a dead manager left ------------------------------------------------------------

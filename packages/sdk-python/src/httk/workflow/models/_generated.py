@@ -278,6 +278,65 @@ The signal that ended the process, when known.
 """
 
 
+class RefusedItem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    origin: StrictStr
+    """
+    Who declared it: runner.writable_paths (job input or workspace setting), or a packaged runner.
+    """
+    path: StrictStr
+    """
+    The path as declared.
+    """
+    reason: StrictStr
+    """
+    Why it was refused.
+    """
+
+
+WritableItem = TypeAliasType("WritableItem", Annotated[StrictStr, Field(min_length=1)])
+
+
+class Confinement(BaseModel):
+    """
+    What confined the attempt's runner, in its running frame: a Landlock ruleset limiting where the runner and its children may write, or why there was none.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    abi: Annotated[StrictInt | None, Field(ge=1)] = None
+    """
+    The kernel's Landlock ABI version (when enforced).
+    """
+    detail: StrictStr | None = None
+    """
+    The reason in words.
+    """
+    enforced: StrictBool
+    """
+    Whether the runner ran inside the ruleset.
+    """
+    mechanism: Literal["landlock"] | None = None
+    """
+    What enforced it (when enforced).
+    """
+    reason: Literal["manager", "job", "unavailable"] | None = None
+    """
+    Why it was not enforced: the manager ran with --no-confine, the job (or the workspace) set runner.confine to false, or the kernel offers no Landlock.
+    """
+    refused: list[RefusedItem] | None = None
+    """
+    Declared writable paths that were not granted, and why.
+    """
+    writable: list[WritableItem] | None = None
+    """
+    The paths the runner could write below, resolved; one that holds the workspace was granted only around it.
+    """
+
+
 class FsckRepair(BaseModel):
     """
     What a marker repair adopted; present in frames with reason fsck_repair.
@@ -2763,6 +2822,7 @@ class StateFrame(BaseModel):
     """
     The claim that created the current attempt.
     """
+    confinement: Confinement | None = None
     created_at: Annotated[
         StrictStr,
         Field(

@@ -352,11 +352,12 @@ def claim(
     return Frame(Kind.CLAIMED, members)
 
 
-def launched(claimed: Mapping[str, Any], process: Mapping[str, Any], workdir: str) -> Frame:
-    """The running frame: the claim, and the process identity behind the launch gate."""
-    return Frame(
-        Kind.RUNNING, {**claimed, "process": dict(process), "workdir": workdir, "reason": "launched"}
-    )
+def launched(
+    claimed: Mapping[str, Any], process: Mapping[str, Any], workdir: str, confinement: Mapping[str, Any]
+) -> Frame:
+    """The running frame: the claim, the process identity behind the launch gate, and what confines it."""
+    members = {"process": dict(process), "workdir": workdir, "confinement": dict(confinement)}
+    return Frame(Kind.RUNNING, {**claimed, **members, "reason": "launched"})
 
 
 def preparation_failed(claimed: Mapping[str, Any], manager_id: str, failure: Mapping[str, Any]) -> Frame:

@@ -79,7 +79,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -507,12 +507,18 @@ class GatedProcess:
         return f"<GatedProcess pid={self.pid} state={self.state} returncode={self._popen.returncode}>"
 
 
-def spawn_gated(prepared: PreparedAttempt, *, environ: Mapping[str, str] | None = None) -> GatedProcess:
+def spawn_gated(
+    prepared: PreparedAttempt,
+    *,
+    environ: Mapping[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> GatedProcess:
     """Start the prepared runner blocked on its launch gate; nothing of the runner executes yet.
 
     The environment is ``environ`` (default ``os.environ``) without any inherited protocol variable,
-    updated with ``prepared.env``. Raises :class:`RunnerFailure` ``process_failure`` when the gate
-    process cannot be started (for example a workdir that vanished).
+    updated with ``prepared.env``. ``preexec`` runs in the child between fork and the gate's exec (the
+    runner's confinement, :mod:`._confine`). Raises :class:`RunnerFailure` ``process_failure`` when the
+    gate process cannot be started (for example a workdir that vanished) or confined.
     """
     read_fd, write_fd = os.pipe()  # both close-on-exec; the read end becomes the gate's stdin
     out_fd = err_fd = -1
@@ -527,12 +533,16 @@ def spawn_gated(prepared: PreparedAttempt, *, environ: Mapping[str, str] | None 
             stdout=out_fd,
             stderr=err_fd,
             start_new_session=True,
+            # The hook makes two system calls through ctypes objects made beforehand and takes no lock a
+            # thread could hold (no logging, no import); a manager runs no thread but job debug's reader.
+            preexec_fn=preexec,  # noqa: PLW1509
         )
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:  # only the preexec hook raises the latter
         os.close(write_fd)
+        what = "started" if isinstance(exc, OSError) else "confined"
         raise RunnerFailure(
             "process_failure",
-            f"the runner process could not be started: {exc}",
+            f"the runner process could not be {what}: {exc}",
             {"argv0": prepared.argv[0], "workdir": str(prepared.workdir)},
         ) from exc
     finally:

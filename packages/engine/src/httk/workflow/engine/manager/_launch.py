@@ -41,6 +41,7 @@ from httk.workflow.engine.publish._runners import RunnerFailure
 from httk.workflow.protocol import ForeignOwnerError, InvalidDocumentError, WorkflowError
 
 from ._attempt import AttemptPlan, prepare_attempt, spawn_gated
+from ._confine import Attempt
 from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, unmet
 from ._state import LiveAttempt, ManagerState
 
@@ -177,13 +178,26 @@ def launch(
     what the live attempt reserves.
     """
     try:
+        attempt = plan(state, claimed, frame, job, allocation)
         prepared = prepare_attempt(
-            plan(state, claimed, frame, job, allocation),
+            attempt,
             runner_search_path=state.config.runner_search_path,
             pkg_modules=frozenset(state.config.runner_modules),
             bash_api=state.config.bash_api or shipped_bash_api(),
         )
-        process = spawn_gated(prepared)
+        where = Attempt(
+            state.workspace,
+            job.document,
+            job.payload_dir,
+            prepared.control_dir,
+            prepared.workdir,
+            attempt.settings,
+        )
+        confinement = state.confiner.confine(where)
+        try:
+            process = spawn_gated(prepared, preexec=confinement.preexec())
+        finally:
+            confinement.close()
     except RunnerFailure as exc:
         prepare_failed(state, claimed, frame, exc.failure)
         return
@@ -197,7 +211,7 @@ def launch(
         return
     identity = process.identity
     write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
-    running = launched(frame, identity, str(prepared.workdir))
+    running = launched(frame, identity, str(prepared.workdir), confinement.record)
     result = state.move(claimed, running, Trigger.LAUNCH)
     if not result.won or result.current is None:
         process.abort()  # the gate exits without running anything

@@ -251,6 +251,9 @@ class Manager:
         """Serve until quiet (or forever with ``config.idle``), then take the census."""
         if self.record is None:
             self.start()
+        notice = self.state.confiner.notice()
+        if notice is not None:
+            log.warning("%s", notice)  # once per manager, where Landlock is missing
         previous = self._install_signal_handlers()
         try:
             reason = self._serve(previous)

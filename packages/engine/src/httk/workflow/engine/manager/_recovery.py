@@ -85,9 +85,7 @@ def release_stale_claim(state: ManagerState, marker: MarkerLocation, frame: Fram
     state.move(marker, released(frame, state.manager_id, owner.evidence()), Trigger.RELEASE)
 
 
-def recover_running(
-    state: ManagerState, marker: MarkerLocation, frame: Frame, owner: Owner
-) -> bool | None:
+def recover_running(state: ManagerState, marker: MarkerLocation, frame: Frame, owner: Owner) -> bool | None:
     job = _job_or_none(state, marker)
     if job is None:
         return None

@@ -38,6 +38,7 @@ from httk.workflow.protocol import ForeignOwnerError, WorkflowError
 
 from . import _rules
 from ._attempt import GatedProcess, PreparedAttempt
+from ._confine import Confiner
 from ._rules import (
     DEFAULT_JOIN_GRACE_SECONDS,
     DEFAULT_TAKEOVER_GRACE_FACTOR,
@@ -97,6 +98,7 @@ class ManagerConfig:
     gc_interval: float | None = None  # seconds between garbage collections at the end of a tick; None: never
     manager_id: str | None = None  # chosen by a launcher (so it can put output beside the log); else random
     drain_before_end: float | None = None  # inside a Slurm job: drain once its end is this many seconds away
+    confine: bool = True  # runners enter a Landlock ruleset where the kernel has one (._confine)
 
     def heartbeat_interval(self, lease_seconds: float) -> float:
         """Beat often enough that two missed beats still leave most of the lease."""
@@ -155,6 +157,7 @@ class ManagerState:
         self.manager_id = config.manager_id or str(uuid.uuid4())
         self.lease_seconds = config.lease_seconds or workspace.policy.lease_seconds
         self.jobs = JobCache(workspace)
+        self.confiner = Confiner(config.confine)
         # Invariant: an attempt id is in ``live`` exactly while its process is neither reaped nor handed
         # to a successor; no other manager can hold the same attempt, because its running marker is ours.
         self.live: dict[str, LiveAttempt] = {}

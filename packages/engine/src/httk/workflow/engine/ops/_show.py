@@ -96,6 +96,7 @@ DETAILS = (
     "operator_reason",
     "request_id",
     "cancellation",
+    "confinement",
 )
 
 
@@ -334,6 +335,7 @@ LOG_DETAILS = (
     "operator",
     "operator_reason",
     "cancellation",
+    "confinement",
 )
 
 

@@ -1,0 +1,345 @@
+"""Runner confinement with Landlock, through a real manager, real runner processes and the real kernel.
+
+The runner is a Python ``@step`` that tries each *probe* its job lists — append to, create, make a
+directory in, truncate, remove, rename or hard-link a path — and records the outcome of each (``ok`` or
+the errno's name) in its workdir before it succeeds through the SDK (so publishing the outcome into its
+attempt-control directory, confined, is exercised every time). A denied probe changes nothing, and an
+allowed one is harmless: appends add nothing, truncation keeps the size, a rename is undone.
+
+What must be denied: job.json, the state tree (a marker of its own), the journal, the runner store,
+format.json, committed ``data/`` of a transactional job, the payload outside its own directories, and
+another job's payload. What must be allowed: its workdir, attempt control, ``.httk-job/``, ``logs/``,
+``$TMPDIR``, the home directory, ``/dev/null``, what lies beside the workspace in ``/tmp``, and what
+``runner.writable_paths`` and a packaged runner's declaration name. Turned off (``--no-confine``,
+``runner.confine: false``) or unavailable, nothing is denied, and the running frame says which.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import sys
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
+from httk.workflow.engine.manager._attempt import spawn_gated
+from httk.workflow.engine.manager._confine import Confiner, Landlock, landlock
+from httk.workflow.engine.manager._manager import Manager
+from httk.workflow.engine.manager._state import ManagerConfig
+from httk.workflow.engine.publish._runners import RunnerFailure, publish_runner
+from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
+
+from tests.conftest import minimal_job
+from tests.engine.manager.test_attempt_executor import _prepare
+from tests.runners import frame_chain
+
+ABI = landlock().abi
+needs_landlock = pytest.mark.skipif(ABI is None, reason=f"the kernel has no Landlock: {landlock().reason}")
+
+PROBE_RUNNER = f"""#!{sys.executable}
+import errno, json, os
+from httk.workflow.sdk import Attempt, dispatch, step
+
+
+def attempt(op, path):
+    try:
+        if op == "append":
+            open(path, "ab").close()
+        elif op == "create":
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        elif op == "mkdir":
+            os.mkdir(path)
+        elif op == "truncate":
+            os.truncate(path, os.stat(path).st_size)
+        elif op == "unlink":
+            os.unlink(path)
+        elif op == "rename":
+            os.rename(path, path + ".moved")
+            os.rename(path + ".moved", path)
+        elif op == "link":
+            os.link(path, os.path.join(os.getcwd(), "linked"))
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+
+
+@step
+def probe(a: Attempt) -> None:
+    where = {{
+        "workdir": str(a.workdir),
+        "control": str(a.control_dir),
+        "job": os.environ["HTTK_WORKFLOW_JOB_DIR"],
+        "workspace": os.environ["HTTK_WORKFLOW_WORKSPACE_DIR"],
+    }}
+    results = {{name: attempt(op, path.format(**where)) for name, (op, path) in a.inputs["probes"].items()}}
+    (a.workdir / "probes.json").write_text(json.dumps(results))
+    a.succeed()
+
+
+if __name__ == "__main__":
+    raise SystemExit(dispatch())
+"""
+
+DENIED = {
+    "job.json append": ("append", "{job}/job.json"),
+    "job.json unlink": ("unlink", "{job}/job.json"),
+    "job.json rename": ("rename", "{job}/job.json"),
+    "job.json link": ("link", "{job}/job.json"),
+    "payload create": ("create", "{job}/planted"),
+    "state create": ("create", "{workspace}/.httk-workflow/state/running/p/planted"),
+    "state mkdir": ("mkdir", "{workspace}/.httk-workflow/state/planted"),
+    "journal create": ("create", "{workspace}/.httk-workflow/journal/planted"),
+    "runner store append": ("append", "{workspace}/.httk-workflow/runners/probe.py"),
+    "runner store create": ("create", "{workspace}/.httk-workflow/runners/planted"),
+    "format.json append": ("append", "{workspace}/.httk-workflow/format.json"),
+    "requests create": ("create", "{workspace}/.httk-workflow/requests/ready/planted.json"),
+    "another job's payload": ("create", "{workspace}/q/planted"),
+}
+DENIED_FROM_ABI_3 = {"job.json truncate": ("truncate", "{job}/job.json")}
+ALLOWED = {
+    "workdir create": ("create", "{workdir}/new"),
+    "workdir mkdir": ("mkdir", "{workdir}/sub"),
+    "control create": ("create", "{control}/note"),
+    ".httk-job create": ("create", "{job}/.httk-job/state.note"),
+    "logs create": ("create", "{job}/logs/runner.log"),
+    "/dev/null append": ("append", "/dev/null"),
+}
+
+
+def probes_job(probes: Mapping[str, tuple[str, str]], **members: Any) -> dict[str, Any]:
+    inputs = {"probes": {name: list(probe) for name, probe in probes.items()}, **members.pop("inputs", {})}
+    return minimal_job(
+        runner={"backend": "path", "source": "payload", "path": "runner", "arguments": []},
+        initial_step="probe",
+        inputs=inputs,
+        **members,
+    )
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    """A workspace below /tmp, a sibling job at placement ``q``, a stored runner, TMPDIR and HOME aside."""
+    for name in ("tmpdir", "home", "beside"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmpdir"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    workspace = init(tmp_path / "ws", durable=False, extensions=("transactional-data-v1",))
+    (tmp_path / "probe.py").write_text(PROBE_RUNNER)
+    publish_runner(workspace, "probe.py", tmp_path / "probe.py")
+    other = minimal_job(claim={"pool": "elsewhere", "required_capabilities": []})  # never claimed here
+    submit_jobs(workspace, [JobSpec(other, "q")])
+    return workspace
+
+
+def run_probes(
+    ws: Workspace,
+    probes: Mapping[str, tuple[str, str]],
+    *,
+    config: ManagerConfig | None = None,
+    files: Mapping[str, bytes] | None = None,
+    manager: Manager | None = None,
+    **members: Any,
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """Run one probing job to success; what each probe found, and its running frame."""
+    job = probes_job(probes, **members)
+    payload = {"runner": PROBE_RUNNER.encode(), **(files or {})}
+    submit_jobs(ws, [JobSpec(job, "p", files=payload, executables=frozenset({"runner"}))])
+    (manager or Manager(ws, config or ManagerConfig())).run()
+    marker = probe_marker(ws, "p", f"{job['tag']}--{job['id']}")
+    assert marker is not None and marker.kind.value == "succeeded", marker
+    frames = frame_chain(ws, marker)
+    [running] = [frame for frame in frames if frame["kind"] == "running"]
+    results = json.loads(Path(running["workdir"], "probes.json").read_text())
+    return results, running
+
+
+@needs_landlock
+def test_a_confined_runner_writes_only_where_the_protocol_lets_it(ws: Workspace, tmp_path: Path) -> None:
+    allowed = {
+        **ALLOWED,
+        "$TMPDIR create": ("create", str(tmp_path / "tmpdir" / "new")),
+        "home create": ("create", str(tmp_path / "home" / ".cache-entry")),
+        "beside the workspace in /tmp": ("create", str(tmp_path / "beside" / "new")),
+    }
+    denied = {**DENIED, **(DENIED_FROM_ABI_3 if (ABI or 0) >= 3 else {})}
+    denied["the directory holding the workspace"] = ("create", str(tmp_path / "planted"))
+    results, running = run_probes(ws, {**denied, **allowed})
+    assert {name: results[name] for name in allowed} == dict.fromkeys(allowed, "ok")
+    link = results.pop("job.json link")
+    assert link in ("EXDEV", "EACCES"), link  # a link out of a directory without the refer right
+    assert {name: results[name] for name in denied if name in results} == {
+        name: "EACCES" for name in denied if name != "job.json link"
+    }
+    record = running["confinement"]
+    assert (record["enforced"], record["mechanism"], record["abi"]) == (True, "landlock", ABI)
+    assert str(tmp_path / "tmpdir") in record["writable"] and running["workdir"] in record["writable"]
+    assert "refused" not in record
+
+
+@needs_landlock
+def test_committed_data_of_a_transactional_job_is_never_written(ws: Workspace) -> None:
+    probes = {
+        "data append": ("append", "{job}/data/committed.txt"),
+        "data create": ("create", "{job}/data/planted"),
+        "data unlink": ("unlink", "{job}/data/committed.txt"),
+    }
+    results, _ = run_probes(ws, probes, data={"mode": "transactional"}, files={"data/committed.txt": b"c"})
+    assert results == dict.fromkeys(probes, "EACCES")
+    untransacted, _ = run_probes(ws, {"data create": ("create", "{job}/data/new")}, files={"data/x": b"x"})
+    assert untransacted == {"data create": "ok"}  # the data/ of a job without transactions is its own
+
+
+@needs_landlock
+def test_an_isolated_workdir_is_writable_and_the_others_are_not(ws: Workspace) -> None:
+    probes = {"workdir create": ("create", "{workdir}/new"), "run/ create": ("create", "{job}/run/new")}
+    results, running = run_probes(ws, probes, workdir={"mode": "isolated"})
+    assert results == {"workdir create": "ok", "run/ create": "ENOENT"}  # no such directory, and no right
+    assert Path(running["workdir"]).name.startswith("run.")
+
+
+@needs_landlock
+def test_declared_writable_paths_are_granted_and_forbidden_ones_refused(
+    ws: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="httk.workflow.manager")
+    ws.update_document({"settings": {"runner.writable_paths": ["shared"]}})
+    probes = {
+        "declared by the workspace": ("create", "{job}/shared/new"),
+        "declared by the job": ("append", "{job}/progress.log"),
+        "refused: job.json": ("append", "{job}/job.json"),
+    }
+    declared = ["progress.log", "job.json", "../../.httk-workflow/journal", "../../q", "missing"]
+    files = {"shared/.keep": b"", "progress.log": b""}
+    results, running = run_probes(ws, probes, files=files, inputs={"runner.writable_paths": declared})
+    assert results == {
+        "declared by the workspace": "ok",
+        "declared by the job": "ok",
+        "refused: job.json": "EACCES",
+    }
+    reasons = {Path(r["path"]).name: r["reason"] for r in running["confinement"]["refused"]}
+    assert reasons == {
+        "job.json": "lies in job.json, which no runner may write",
+        "journal": "lies in the workspace's control directory, which no runner may write",
+        "q": "lies in the workspace outside this job's payload",
+        "missing": "does not exist",
+    }
+    origins = {r["origin"] for r in running["confinement"]["refused"]}
+    assert origins == {"runner.writable_paths (job input)"}
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("not writable for runners")]
+    assert len(logged) == 4 and any(
+        "job.json (runner.writable_paths (job input)) lies in job.json" in m for m in logged
+    )
+
+
+@needs_landlock
+def test_a_packaged_runner_declares_its_own_paths(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed ``pkg:`` runner's entry point in the ``httk.workflow.writable_paths`` group."""
+    site = tmp_path / "site"
+    package = site / "probepkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        textwrap.dedent(
+            """
+            def writable_paths(job, payload):
+                return [payload / "task-dir", job["inputs"]["elsewhere"]]
+            """
+        )
+    )
+    (package / "run").write_text(PROBE_RUNNER)
+    (package / "run").chmod(0o755)
+    info = site / "probepkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: probepkg\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[httk.workflow.writable_paths]\nprobepkg = probepkg:writable_paths\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    elsewhere = tmp_path / "beside" / "declared.txt"
+    elsewhere.write_bytes(b"")
+    runner = {
+        "backend": "path",
+        "source": "installed",
+        "path": "pkg:probepkg/run",
+        "sha256": hashlib.sha256(PROBE_RUNNER.encode()).hexdigest(),
+        "arguments": [],
+    }
+    probes = {
+        "declared task dir": ("create", "{job}/task-dir/new"),
+        "declared file": ("append", str(elsewhere)),
+    }
+    job = probes_job(probes, inputs={"elsewhere": str(elsewhere)})
+    job["runner"] = runner
+    submit_jobs(ws, [JobSpec(job, "p", files={"task-dir/.keep": b""})])
+    Manager(ws, ManagerConfig(runner_modules=("probepkg",))).run()
+    marker = probe_marker(ws, "p", f"{job['tag']}--{job['id']}")
+    assert marker is not None and marker.kind.value == "succeeded", marker
+    [running] = [frame for frame in frame_chain(ws, marker) if frame["kind"] == "running"]
+    assert json.loads(Path(running["workdir"], "probes.json").read_text()) == dict.fromkeys(probes, "ok")
+    assert str(elsewhere) in running["confinement"]["writable"]
+
+
+OFF = {"job.json append": ("append", "{job}/job.json"), "payload create": ("create", "{job}/planted")}
+
+
+def test_no_confine_turns_it_off_for_a_manager(ws: Workspace) -> None:
+    results, running = run_probes(ws, OFF, config=ManagerConfig(confine=False))
+    assert results == dict.fromkeys(OFF, "ok")
+    assert running["confinement"] == {"enforced": False, "reason": "manager", "detail": "--no-confine"}
+
+
+@pytest.mark.parametrize("where", ["job input", "workspace setting"])
+def test_runner_confine_false_turns_it_off_for_jobs(ws: Workspace, where: str) -> None:
+    if where == "job input":
+        results, running = run_probes(ws, OFF, inputs={"runner.confine": False})
+    else:
+        ws.update_document({"settings": {"runner.confine": False}})
+        results, running = run_probes(ws, OFF)
+    assert results == dict.fromkeys(OFF, "ok")
+    assert running["confinement"] == {"enforced": False, "reason": "job", "detail": "runner.confine: false"}
+
+
+@needs_landlock
+def test_only_json_false_turns_it_off(ws: Workspace) -> None:
+    results, running = run_probes(ws, OFF, inputs={"runner.confine": "false"})
+    assert results == dict.fromkeys(OFF, "EACCES") and running["confinement"]["enforced"] is True
+
+
+def test_without_landlock_the_manager_says_so_once_and_runs_unconfined(
+    ws: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = Manager(ws, ManagerConfig(workers=2))
+    manager.state.confiner = Confiner(True, kernel=lambda: Landlock(None, "the kernel has no Landlock"))
+    caplog.set_level(logging.WARNING, logger="httk.workflow.manager")
+    results, running = run_probes(ws, OFF, manager=manager)
+    assert results == dict.fromkeys(OFF, "ok")
+    assert running["confinement"] == {
+        "enforced": False,
+        "reason": "unavailable",
+        "detail": "the kernel has no Landlock",
+    }
+    notices = [r.getMessage() for r in caplog.records if "confinement is unavailable" in r.getMessage()]
+    assert notices == [
+        "runner confinement is unavailable (the kernel has no Landlock): runners run unconfined"
+    ]
+
+
+def test_a_runner_that_cannot_be_confined_is_never_started(tmp_path: Path) -> None:
+    """The hook fails in the child before the gate's exec: nothing runs and the attempt cannot start."""
+    prepared = _prepare(tmp_path, b"#!/bin/sh\ntouch ran\n")
+
+    def refuse() -> None:
+        raise OSError(errno.EPERM, "landlock_restrict_self: Operation not permitted")
+
+    with pytest.raises(RunnerFailure) as excinfo:
+        spawn_gated(prepared, preexec=refuse)
+    assert excinfo.value.code == "process_failure"
+    assert "could not be confined" in excinfo.value.message
+    assert not (prepared.workdir / "ran").exists()
