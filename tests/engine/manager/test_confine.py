@@ -20,6 +20,7 @@ import errno
 import hashlib
 import json
 import logging
+import subprocess
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -29,7 +30,7 @@ from typing import Any
 import pytest
 from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
 from httk.workflow.engine.manager._attempt import spawn_gated
-from httk.workflow.engine.manager._confine import Confiner, Landlock, landlock
+from httk.workflow.engine.manager._confine import BROAD_REFRESH_SECONDS, Attempt, Confiner, Landlock, landlock
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.publish._runners import RunnerFailure, publish_runner
@@ -343,3 +344,37 @@ def test_a_runner_that_cannot_be_confined_is_never_started(tmp_path: Path) -> No
     assert excinfo.value.code == "process_failure"
     assert "could not be confined" in excinfo.value.message
     assert not (prepared.workdir / "ran").exists()
+
+
+@needs_landlock
+def test_the_entries_beside_a_workspace_are_listed_again_once_the_listing_is_old(tmp_path: Path) -> None:
+    """Around a workspace below /tmp every existing entry is writable; one made later only once the
+    manager lists the broad paths again (:data:`BROAD_REFRESH_SECONDS`), never the workspace's own."""
+    workspace = init(tmp_path / "ws", durable=False)
+    payload = workspace.root / "p" / "job"
+    for directory in ("run", ".httk-attempt.x"):
+        (payload / directory).mkdir(parents=True)
+    (payload / "job.json").write_text("{}")
+    (tmp_path / "early").mkdir()
+    now = [0.0]
+    confiner = Confiner(True, monotonic=lambda: now[0])
+    attempt = Attempt(
+        workspace, {"data": {"mode": "none"}}, payload, payload / ".httk-attempt.x", payload / "run", {}
+    )
+
+    def touch(path: Path) -> str:
+        confinement = confiner.confine(attempt)
+        try:
+            done = subprocess.run(["touch", str(path)], preexec_fn=confinement.preexec(), check=False)
+        finally:
+            confinement.close()
+        return "ok" if done.returncode == 0 else "denied"
+
+    assert touch(tmp_path / "early" / "a") == "ok"
+    (tmp_path / "later").mkdir()
+    assert touch(tmp_path / "later" / "a") == "denied"  # listed before it existed
+    now[0] += BROAD_REFRESH_SECONDS
+    assert touch(tmp_path / "later" / "a") == "ok"
+    assert touch(workspace.root / ".httk-workflow" / "planted") == "denied"
+    confiner.close()
+    assert touch(tmp_path / "later" / "b") == "ok"  # closed, it lists again on the next attempt

@@ -2,48 +2,38 @@
 
 What it guarantees (spec/01 "Security and hostile input": a runner must not write job.json, the state
 tree or the journal, nor committed ``data/`` of a transactional job). Where the kernel has Landlock, the
-gate process — and so the runner it becomes and every process that runner starts — may create, write,
-truncate, rename into, link into and remove entries only below the *writable set*:
-
-- the attempt's workdir and attempt-control directory; the job's ``.httk-job/`` and ``logs/`` (created
-  before launch so a rule can name them); ``data/`` of a job that is not transactional;
-- ``$TMPDIR``, ``/tmp``, ``/dev/shm``; ``/dev/null``, ``/dev/zero``, ``/dev/full`` and the terminal
-  devices (``/dev/tty``, ``/dev/ptmx``, ``/dev/pts/``); the account's home directory;
-- every path of the ``runner.writable_paths`` job input and workspace setting (a list of paths, absolute,
-  ``~/...``, or relative to the payload), and every path a packaged runner declares (below).
-
-Never: the workspace's ``.httk-workflow/`` (state tree, journal, runner store, managers, requests,
-format.json), the job's ``job.json``, committed ``data/`` of a transactional job, nor anything else in
-the workspace outside this job's payload. A writable path that contains the workspace (a workspace below
-the home directory or ``/tmp``) is granted *around* it: in each directory on the way down to the
-workspace, every entry that exists at launch except the one leading to it, so nothing new can be created
-directly in those directories. A declared path inside what is never writable, or that does not exist, is
-refused; the refusal is logged once and recorded. A forbidden write fails with ``EACCES`` (``EXDEV`` for a
-rename or link across the boundary); reading and executing are never restricted.
+gate process — and so the runner it becomes and everything that runner starts — may create, write,
+truncate, rename into, link into and remove entries only below the *writable set*, which
+``docs/confinement.md`` lists for users: the attempt's own directories (workdir, attempt control,
+``.httk-job/`` and ``logs/``, created before launch so a rule can name them, and ``data/`` of a job that
+is not transactional), the *broad paths* (temporary space, the common devices, the home directory), and
+what ``runner.writable_paths`` (job input and workspace setting) and a packaged runner declare. Never the
+workspace's ``.httk-workflow/``, job.json, committed ``data/`` of a transactional job, nor anything in the
+workspace outside this job's payload: a writable path holding the workspace is granted *around* it (each
+entry beside the way down, never the directories on the way), and a declared path inside the forbidden
+part, or one that does not exist, is refused, logged once and recorded. A forbidden write is ``EACCES``.
 
 **A packaged runner declares paths** through the entry point group :data:`DECLARATIONS_GROUP`: the entry
 named after the runner's module (the ``<module>`` of ``pkg:<module>/<resource>``) is a callable
-``(job: Mapping[str, Any], payload: Path) -> Iterable[str | PathLike]`` returning paths as
-``runner.writable_paths`` does. It runs in the manager, once per confined attempt of such a runner.
+``(job, payload) -> Iterable[str | PathLike]`` called in the manager once per confined attempt.
 
-**Turning it off.** ``ManagerConfig.confine`` (``--no-confine``) for a manager; ``runner.confine: false``
-as a job input or workspace setting (the input wins) for jobs. Only JSON ``false`` turns it off.
-
-**Where Landlock is missing** (another kernel, Landlock disabled at boot, an architecture without its
-system call numbers here) runners run unconfined; the manager says so once when it starts. Every running
-frame records what applied (``confinement``: enforced with the ABI and the writable set, or why not).
+**Off** with ``ManagerConfig.confine`` (``--no-confine``) for a manager, ``runner.confine: false`` as a
+job input or workspace setting (the input wins; only JSON ``false``) for jobs. **Where Landlock is
+missing** runners run unconfined and the manager says so once when it starts. Every running frame records
+what applied (``confinement``).
 
 Why Landlock and this way: it needs no privilege, binds root as well, cannot be lifted by the confined
-process, and is inherited across fork and exec. The ruleset is built in the manager — each path opened
-``O_PATH`` and added as one rule — so the child only makes two system calls, ``prctl(PR_SET_NO_NEW_PRIVS)``
-and ``landlock_restrict_self``, in the hook ``subprocess`` runs between fork and exec. No-new-privileges
-means set-user-id programs do not gain their owner's rights inside a confined attempt. ABI 1 cannot
-permit a rename across directories at all, and before ABI 3 ``truncate(2)`` is not covered.
+process, and is inherited across fork and exec. The ruleset is built in the manager, so the child only
+makes two system calls, ``prctl(PR_SET_NO_NEW_PRIVS)`` and ``landlock_restrict_self``, in the hook
+``subprocess`` runs between fork and exec. ABI 1 cannot permit a rename across directories at all, and
+before ABI 3 ``truncate(2)`` is not covered.
 
-Cost per confined attempt: one ``open`` and one ``landlock_add_rule`` per granted path (about fifteen,
-plus the siblings along the way to a workspace inside a writable path, one listing per directory on that
-way), one ruleset descriptor, and a ``fork`` where ``subprocess`` would otherwise use ``vfork``; measured
-by ``benchmarks/throughput.py`` against the same run unconfined.
+Cost per confined attempt: one ruleset descriptor, one ``landlock_add_rule`` per granted path, one
+``realpath``, ``open`` and ``fstat`` for each of its own paths (about six), and a ``fork`` where
+``subprocess`` would otherwise use ``vfork``. The broad paths, and around a workspace inside one of them
+every entry beside the way down, are listed and opened ``O_PATH`` once per
+:data:`BROAD_REFRESH_SECONDS` and their rules kept (one descriptor each, closed with the manager).
+Measured by ``benchmarks/throughput.py`` against the same run unconfined.
 """
 
 from __future__ import annotations
@@ -57,6 +47,8 @@ import os
 import platform
 import pwd
 import stat
+import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -153,6 +145,46 @@ def _check(result: int, what: str) -> int:
     return result
 
 
+def open_rule(kernel: Landlock, path: str, tree: bool) -> _PathBeneathAttr | None:
+    """A rule for what is at ``path`` now, holding an ``O_PATH`` descriptor of it; ``None`` for nothing."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # gone since it was listed (another process's scratch in /tmp): nothing to allow
+    mode = os.fstat(fd).st_mode  # what is there now: it may have been replaced since it was listed
+    if stat.S_ISDIR(mode):
+        return _PathBeneathAttr(kernel.tree_rights if tree else kernel.file_rights, fd)
+    if stat.S_ISREG(mode) or stat.S_ISCHR(mode):
+        return _PathBeneathAttr(kernel.file_rights, fd)
+    os.close(fd)
+    return None  # a symbolic link or a special file: nothing to write through
+
+
+class _KeptRules:
+    """The broad part of the writable set as opened rules, kept for :data:`BROAD_REFRESH_SECONDS`."""
+
+    def __init__(
+        self, kernel: Landlock, plan: _Plan, listed_at: float, inside: list[tuple[str, Path]]
+    ) -> None:
+        self.plan = plan
+        self.listed_at = listed_at
+        self.inside = inside  # broad paths inside the workspace: granted per attempt, as the job's own
+        self.rules: list[tuple[str, _PathBeneathAttr, Any]] = []  # (path, rule, a reference to it)
+        try:
+            for path, tree in plan.grants:
+                rule = open_rule(kernel, path, tree)
+                if rule is not None:
+                    self.rules.append((path, rule, ctypes.byref(rule)))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for _path, rule, _ref in self.rules:
+            os.close(rule.parent_fd)
+        self.rules = []
+
+
 class _Ruleset:
     """A ruleset being built in the manager; its descriptor is close-on-exec, so no runner inherits it."""
 
@@ -165,29 +197,22 @@ class _Ruleset:
             _libc().syscall(self.number, ctypes.byref(attr), size, ctypes.c_uint32(0)), "ruleset"
         )
 
-    def allow(self, path: Path, tree: bool) -> None:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except (FileNotFoundError, NotADirectoryError):
-            return  # gone since it was listed (another process's scratch in /tmp): nothing to allow
-        try:
-            mode = os.fstat(fd).st_mode  # what is there now: it may have been replaced since it was listed
-            if stat.S_ISDIR(mode):
-                rights = self.kernel.tree_rights if tree else self.kernel.file_rights
-            elif stat.S_ISREG(mode) or stat.S_ISCHR(mode):
-                rights = self.kernel.file_rights
-            else:
-                return  # a symbolic link or a special file: nothing to write through
-            rule = _PathBeneathAttr(rights, fd)
-            args = (
-                ctypes.c_int(self.fd),
-                ctypes.c_int(_RULE_PATH_BENEATH),
-                ctypes.byref(rule),
-                ctypes.c_uint32(0),
-            )
-            _check(_libc().syscall(self.number + 1, *args), f"a rule for {path}")
-        finally:
-            os.close(fd)
+    def allow(self, path: str, tree: bool) -> None:
+        rule = open_rule(self.kernel, path, tree)
+        if rule is not None:
+            try:
+                self.add(rule, path)
+            finally:
+                os.close(rule.parent_fd)
+
+    def add(self, rule: _PathBeneathAttr, path: str) -> None:
+        self.add_all([(path, rule, ctypes.byref(rule))])
+
+    def add_all(self, rules: list[tuple[str, _PathBeneathAttr, Any]]) -> None:
+        syscall, number = _libc().syscall, ctypes.c_long(self.number + 1)
+        fd, beneath, flags = ctypes.c_int(self.fd), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.c_uint32(0)
+        for path, _rule, reference in rules:
+            _check(syscall(number, fd, beneath, reference, flags), f"a rule for {path}")
 
     def enter(self) -> Callable[[], None]:
         """The hook run in the child between fork and exec: no new privileges, then the ruleset."""
@@ -242,19 +267,43 @@ class Attempt:
 
 @dataclass
 class _Plan:
-    grants: list[tuple[Path, bool]] = field(default_factory=list)  # (real path, a tree or one file)
-    writable: list[str] = field(default_factory=list)
+    """Writable paths (real, in the order granted), the rules each needs, and the refused declarations."""
+
+    rules: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)  # path -> [(rule path, tree)]
     refused: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def writable(self) -> list[str]:
+        return list(self.rules)
+
+    @property
+    def grants(self) -> list[tuple[str, bool]]:
+        return [grant for rules in self.rules.values() for grant in rules]
+
+    def merge(self, other: _Plan) -> None:
+        """Add ``other``'s paths, except one this plan grants already (HOME and the passwd home, say)."""
+        for path, rules in other.rules.items():
+            self.rules.setdefault(path, rules)
+        self.refused.extend(other.refused)
 
 
 class Confiner:
     """A manager's confinement: whether it confines at all, and the runners' declared paths."""
 
-    def __init__(self, enabled: bool, kernel: Callable[[], Landlock] = landlock) -> None:
+    def __init__(
+        self,
+        enabled: bool,
+        kernel: Callable[[], Landlock] = landlock,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.enabled = enabled
         self.kernel = kernel() if enabled else Landlock(None, "turned off for this manager (--no-confine)")
+        self._monotonic = monotonic
         self._declarers: dict[str, Callable[..., Iterable[Any]] | None] = {}
         self._reported: set[tuple[str, str]] = set()  # refusals logged already: (path, origin)
+        # The broad part of the writable set, for one workspace root and set of broad paths (its key).
+        self._broad: tuple[object, _KeptRules] | None = None
+        self._finalizer: weakref.finalize[[], Confiner] | None = None  # closes the kept rules' descriptors
 
     def notice(self) -> str | None:
         """The one message a manager gives at start when it cannot confine although asked to."""
@@ -277,11 +326,14 @@ class Confiner:
             return Confinement(
                 {"enforced": False, "reason": "unavailable", "detail": str(self.kernel.reason)}
             )
-        plan = self._plan(attempt)
+        plan, kept = self._plan(attempt)
         ruleset = _Ruleset(self.kernel)
         try:
-            for path, tree in plan.grants:
-                ruleset.allow(path, tree)
+            ruleset.add_all(kept.rules)
+            for path, rules in plan.rules.items():
+                if path not in kept.plan.rules:
+                    for granted, tree in rules:
+                        ruleset.allow(granted, tree)
         except BaseException:
             ruleset.close()
             raise
@@ -306,7 +358,8 @@ class Confiner:
                 )
 
     # -- the writable set --------------------------------------------------------------------------
-    def _plan(self, attempt: Attempt) -> _Plan:
+    def _plan(self, attempt: Attempt) -> tuple[_Plan, _KeptRules]:
+        """The attempt's writable set, and the kept rules of its broad part (which the set includes)."""
         durable = attempt.workspace.durable
         for name in (".httk-job", "logs"):
             _fsops.make_dir(attempt.payload / name, durable=durable, exist_ok=True)
@@ -319,12 +372,48 @@ class Confiner:
         transactional = (attempt.job.get("data") or {}).get("mode") == "transactional"
         if not transactional and os.path.isdir(attempt.payload / "data"):
             own.append(("data", attempt.payload / "data"))
-        broad = [(name, Path(name)) for name in ("/tmp", "/dev/shm", *_DEVICES)]
-        if os.environ.get("TMPDIR"):
-            broad.append(("TMPDIR", Path(os.environ["TMPDIR"])))
-        broad.extend(("home", home) for home in _homes())
-        declared = [*_declared(attempt, self._declarer_for(attempt)), *_listed(attempt)]
-        return _Boundary(attempt, transactional).plan(own, broad, declared)
+        boundary = _Boundary(attempt, transactional)
+        plan = _Plan()
+        kept = self._broad_part(boundary)
+        for origin, path in [*own, *kept.inside]:
+            boundary.grant(plan, origin, path, declared=False)
+        plan.merge(kept.plan)
+        for origin, entry in [*_declared(attempt, self._declarer_for(attempt)), *_listed(attempt)]:
+            boundary.declared(plan, origin, entry)
+        return plan, kept
+
+    def _broad_part(self, boundary: _Boundary) -> _KeptRules:
+        """The rules of the broad paths, listed and opened again at most every
+        :data:`BROAD_REFRESH_SECONDS`. They depend only on the workspace (a broad path holding it is
+        granted around it), not on the job: a broad path inside the workspace is left to the attempt
+        (:meth:`_plan` grants it, judged against the job's payload, like its own paths)."""
+        broad = _broad_paths()
+        key = (boundary.root, tuple((origin, str(path)) for origin, path in broad))
+        now = self._monotonic()
+        if self._broad is not None:
+            kept_key, kept = self._broad
+            if kept_key == key and now - kept.listed_at < BROAD_REFRESH_SECONDS:
+                return kept
+            kept.close()
+            self._broad = None
+        part, inside = _Plan(), []
+        for origin, path in broad:
+            if _within(_real(path) or "", boundary.root):
+                inside.append((origin, path))
+            else:
+                boundary.grant(part, origin, path, declared=False)
+        kept = _KeptRules(self.kernel, part, now, inside)
+        self._broad = (key, kept)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, kept.close)
+        return kept
+
+    def close(self) -> None:
+        """Close the descriptors the kept rules hold (a manager's end; garbage collection does it too)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._broad = None
 
     def _declarer_for(self, attempt: Attempt) -> tuple[str, Callable[..., Iterable[Any]] | None]:
         runner = attempt.job.get("runner") or {}
@@ -338,6 +427,26 @@ class Confiner:
 
 
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts")
+BROAD_REFRESH_SECONDS = 30.0
+"""How long a manager reuses the grants of the broad paths. Around a workspace inside one of them (below
+``/tmp`` or the home directory) they name every entry of each directory on the way down, and listing and
+resolving those for every attempt was most of a confined launch's cost; an entry made since the last
+listing is not writable until the next."""
+
+
+def _broad_paths() -> list[tuple[str, Path]]:
+    broad = [(name, Path(name)) for name in ("/tmp", "/dev/shm", *_DEVICES)]
+    if os.environ.get("TMPDIR"):
+        broad.append(("TMPDIR", Path(os.environ["TMPDIR"])))
+    broad.extend(("home", home) for home in _homes())
+    return broad
+
+
+def _real(path: Path) -> str | None:
+    try:
+        return os.path.realpath(path, strict=True)
+    except OSError:
+        return None
 
 
 def _turned_off(attempt: Attempt) -> bool:
@@ -392,35 +501,32 @@ def _listed(attempt: Attempt) -> list[tuple[str, object]]:
 
 @dataclass
 class _Boundary:
-    """The workspace's line: what is never writable, and what is writable only inside this payload."""
+    """The workspace's line: what is never writable, and what is writable only inside this payload.
+
+    Paths are compared as the real (resolved) path strings they are, which is what the kernel's rules
+    bind to and much cheaper than comparing ``Path`` parents for every entry around a workspace.
+    """
 
     attempt: Attempt
     transactional: bool
 
     def __post_init__(self) -> None:
-        self.root = Path(os.path.realpath(self.attempt.workspace.root))
-        self.payload = Path(os.path.realpath(self.attempt.payload))
+        self.root = os.path.realpath(self.attempt.workspace.root)
+        self.payload = os.path.realpath(self.attempt.payload)
         never = [
-            (self.root / CONTROL_DIR, "the workspace's control directory"),
-            (self.payload / "job.json", "job.json"),
+            (os.path.join(self.root, CONTROL_DIR), "the workspace's control directory"),
+            (os.path.join(self.payload, "job.json"), "job.json"),
         ]
         if self.transactional:
-            never.append((self.payload / "data", "committed data/ of a transactional job"))
+            never.append((os.path.join(self.payload, "data"), "committed data/ of a transactional job"))
         self.never = never
 
-    def plan(
-        self, own: list[tuple[str, Path]], broad: list[tuple[str, Path]], declared: list[tuple[str, object]]
-    ) -> _Plan:
-        plan = _Plan()
-        for origin, path in [*own, *broad]:
-            self._grant(plan, origin, path, declared=False)
-        for origin, entry in declared:
-            named = self._path_of(entry)
-            if named is None:
-                plan.refused.append({"path": str(entry), "origin": origin, "reason": "is not a path"})
-            else:
-                self._grant(plan, origin, named, declared=True)
-        return plan
+    def declared(self, plan: _Plan, origin: str, entry: object) -> None:
+        named = self._path_of(entry)
+        if named is None:
+            plan.refused.append({"path": str(entry), "origin": origin, "reason": "is not a path"})
+        else:
+            self.grant(plan, origin, named, declared=True)
 
     def _path_of(self, entry: object) -> Path | None:
         if not isinstance(entry, str | os.PathLike) or not str(entry) or "\0" in str(entry):
@@ -432,12 +538,14 @@ class _Boundary:
             return Path(os.path.expanduser(text))
         return Path(text) if os.path.isabs(text) else self.attempt.payload / text
 
-    def _grant(self, plan: _Plan, origin: str, path: Path, *, declared: bool) -> None:
+    def grant(self, plan: _Plan, origin: str, path: Path, *, declared: bool) -> None:
+        """Add ``path`` to ``plan`` (around the workspace when it holds it), or record why not."""
+
         def refuse(reason: str) -> None:
             plan.refused.append({"path": str(path), "origin": origin, "reason": reason})
 
         try:
-            real = Path(os.path.realpath(path, strict=True))
+            real = os.path.realpath(path, strict=True)
             mode = os.stat(real).st_mode
         except OSError:
             if declared:
@@ -453,29 +561,30 @@ class _Boundary:
         if _within(real, self.root) and not _within(real, self.payload):
             refuse("lies in the workspace outside this job's payload")
             return
+        if real in plan.rules:
+            return  # named twice (HOME and the account's home, say)
         avoid = [p for p, _ in self.never if _within(p, real) and p != real]
         if not _within(real, self.payload) and _within(self.root, real):
             avoid = [self.root]  # a broad path holding the workspace: only around it
-        if str(real) in plan.writable:
-            return  # named twice (HOME and the account's home, say)
-        plan.writable.append(str(real))
-        plan.grants.extend(_around(real, avoid) if avoid else [(real, stat.S_ISDIR(mode))])
+        plan.rules[real] = _around(real, avoid) if avoid else [(real, stat.S_ISDIR(mode))]
 
 
-def _within(path: Path, ancestor: Path) -> bool:
-    return path == ancestor or ancestor in path.parents
+def _within(path: str, ancestor: str) -> bool:
+    """Whether the real path ``path`` is ``ancestor`` or lies below it."""
+    return path == ancestor or path.startswith(ancestor if ancestor.endswith("/") else ancestor + "/")
 
 
-def _around(directory: Path, avoid: list[Path]) -> list[tuple[Path, bool]]:
+def _around(directory: str, avoid: list[str]) -> list[tuple[str, bool]]:
     """Every entry below ``directory`` except the way to each path of ``avoid``: those entries whole,
     and the directories on the way entry by entry. Symbolic links are left out (they may lead back)."""
-    grants: list[tuple[Path, bool]] = []
+    grants: list[tuple[str, bool]] = []
     try:
-        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        with os.scandir(directory) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
     except OSError:
         return grants
     for entry in entries:
-        child = Path(entry.path)
+        child = entry.path
         below = [a for a in avoid if _within(a, child)]
         if entry.is_symlink():
             continue

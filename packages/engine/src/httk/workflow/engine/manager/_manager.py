@@ -260,6 +260,7 @@ class Manager:
             census = take_census(self.workspace, self.config)
         finally:
             self.workspace.close()  # after an error too: the journal writer lets go of its segment
+            self.state.confiner.close()
         return RunSummary(self.manager_id, census, self.state.launched, self.state.committed, reason)
 
     def _serve(self, previous_handlers: dict[int, Any]) -> str:
