@@ -66,7 +66,7 @@ from httk.workflow.engine.core._segments import (
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
-from httk.workflow.engine.manager._confine import landlock
+from httk.workflow.engine.manager._landlock import landlock
 from httk.workflow.engine.manager._launch import register
 from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.manager._state import ManagerConfig, ManagerState

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._workspace import attach, init
-from httk.workflow.engine.manager._confine import landlock
+from httk.workflow.engine.manager._landlock import landlock
 
 from tests.cli.conftest import Invoke
 from tests.inspectkit import Built, build, copy, set_format_member, set_visibility_deadline, snapshot

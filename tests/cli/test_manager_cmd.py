@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from httk.workflow.engine.core._liveness import process_alive
 from httk.workflow.engine.core._workspace import Workspace
-from httk.workflow.engine.manager._confine import landlock
+from httk.workflow.engine.manager._landlock import landlock
 
 from tests.runners import (
     WAIT_SECONDS,

@@ -23,14 +23,15 @@ import logging
 import subprocess
 import sys
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
 from httk.workflow.engine.manager._attempt import spawn_gated
-from httk.workflow.engine.manager._confine import BROAD_REFRESH_SECONDS, Attempt, Confiner, Landlock, landlock
+from httk.workflow.engine.manager._confine import BROAD_REFRESH_SECONDS, Attempt, Confiner
+from httk.workflow.engine.manager._landlock import Confinement, ConfinementError, Landlock, landlock
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.publish._runners import RunnerFailure, publish_runner
@@ -336,11 +337,12 @@ def test_a_runner_that_cannot_be_confined_is_never_started(tmp_path: Path) -> No
     """The hook fails in the child before the gate's exec: nothing runs and the attempt cannot start."""
     prepared = _prepare(tmp_path, b"#!/bin/sh\ntouch ran\n")
 
-    def refuse() -> None:
-        raise OSError(errno.EPERM, "landlock_restrict_self: Operation not permitted")
+    class Refused(Confinement):
+        def within(self, start: Callable[[], Any]) -> Any:
+            raise ConfinementError(errno.EPERM, "landlock_restrict_self: Operation not permitted")
 
     with pytest.raises(RunnerFailure) as excinfo:
-        spawn_gated(prepared, preexec=refuse)
+        spawn_gated(prepared, confinement=Refused({"enforced": True}))
     assert excinfo.value.code == "process_failure"
     assert "could not be confined" in excinfo.value.message
     assert not (prepared.workdir / "ran").exists()
@@ -365,7 +367,7 @@ def test_the_entries_beside_a_workspace_are_listed_again_once_the_listing_is_old
     def touch(path: Path) -> str:
         confinement = confiner.confine(attempt)
         try:
-            done = subprocess.run(["touch", str(path)], preexec_fn=confinement.preexec(), check=False)
+            done = confinement.within(lambda: subprocess.run(["touch", str(path)], check=False))
         finally:
             confinement.close()
         return "ok" if done.returncode == 0 else "denied"

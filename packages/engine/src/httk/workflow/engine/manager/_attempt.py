@@ -79,7 +79,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,7 @@ from httk.workflow.engine.publish._transaction_manifest import TransactionError
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 from httk.workflow.protocol._jsonio import dump_pretty
 
+from ._landlock import Confinement, ConfinementError
 from ._rules import settings_environment
 
 CONTEXT_FORMAT = "httk-workflow-attempt-context"
@@ -511,13 +512,13 @@ def spawn_gated(
     prepared: PreparedAttempt,
     *,
     environ: Mapping[str, str] | None = None,
-    preexec: Callable[[], None] | None = None,
+    confinement: Confinement | None = None,
 ) -> GatedProcess:
     """Start the prepared runner blocked on its launch gate; nothing of the runner executes yet.
 
     The environment is ``environ`` (default ``os.environ``) without any inherited protocol variable,
-    updated with ``prepared.env``. ``preexec`` runs in the child between fork and the gate's exec (the
-    runner's confinement, :mod:`._confine`). Raises :class:`RunnerFailure` ``process_failure`` when the
+    updated with ``prepared.env``. With ``confinement`` the gate starts inside its ruleset
+    (:meth:`._confine.Confinement.within`). Raises :class:`RunnerFailure` ``process_failure`` when the
     gate process cannot be started (for example a workdir that vanished) or confined.
     """
     read_fd, write_fd = os.pipe()  # both close-on-exec; the read end becomes the gate's stdin
@@ -525,21 +526,24 @@ def spawn_gated(
     try:
         out_fd = _open_log(prepared.stdout_path)
         err_fd = _open_log(prepared.stderr_path)
-        popen = subprocess.Popen(
-            [_shell(), "-c", GATE_SCRIPT, "httk-gate", *prepared.argv],
-            cwd=prepared.workdir,
-            env=runner_environment(prepared, environ),
-            stdin=read_fd,
-            stdout=out_fd,
-            stderr=err_fd,
-            start_new_session=True,
-            # The hook makes two system calls through ctypes objects made beforehand and takes no lock a
-            # thread could hold (no logging, no import); a manager runs no thread but job debug's reader.
-            preexec_fn=preexec,  # noqa: PLW1509
-        )
-    except (OSError, subprocess.SubprocessError) as exc:  # only the preexec hook raises the latter
+        arguments = [_shell(), "-c", GATE_SCRIPT, "httk-gate", *prepared.argv]
+        env = runner_environment(prepared, environ)
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                arguments,
+                cwd=prepared.workdir,
+                env=env,
+                stdin=read_fd,
+                stdout=out_fd,
+                stderr=err_fd,
+                start_new_session=True,
+            )
+
+        popen = start() if confinement is None else confinement.within(start)
+    except OSError as exc:
         os.close(write_fd)
-        what = "started" if isinstance(exc, OSError) else "confined"
+        what = "confined" if isinstance(exc, ConfinementError) else "started"
         raise RunnerFailure(
             "process_failure",
             f"the runner process could not be {what}: {exc}",

@@ -1,4 +1,4 @@
-"""Runner confinement: a Landlock ruleset that the gated runner enters between fork and exec.
+"""Runner confinement: a Landlock ruleset that the gated runner is started in.
 
 What it guarantees (spec/01 "Security and hostile input": a runner must not write job.json, the state
 tree or the journal, nor committed ``data/`` of a transactional job). Where the kernel has Landlock, the
@@ -23,28 +23,24 @@ missing** runners run unconfined and the manager says so once when it starts. Ev
 what applied (``confinement``).
 
 Why Landlock and this way: it needs no privilege, binds root as well, cannot be lifted by the confined
-process, and is inherited across fork and exec. The ruleset is built in the manager, so the child only
-makes two system calls, ``prctl(PR_SET_NO_NEW_PRIVS)`` and ``landlock_restrict_self``, in the hook
-``subprocess`` runs between fork and exec. ABI 1 cannot permit a rename across directories at all, and
-before ABI 3 ``truncate(2)`` is not covered.
+process, and is inherited across fork and exec. The ruleset is built in the manager and entered —
+``prctl(PR_SET_NO_NEW_PRIVS)`` and ``landlock_restrict_self``, both attributes of a thread — by a
+short-lived thread that then starts the gate (:meth:`Confinement.within`), so the gate process is
+confined from its first instruction and the manager's own thread never is. ABI 1 cannot permit a rename
+across directories at all, and before ABI 3 ``truncate(2)`` is not covered.
 
 Cost per confined attempt: one ruleset descriptor, one ``landlock_add_rule`` per granted path, one
-``realpath``, ``open`` and ``fstat`` for each of its own paths (about six), and a ``fork`` where
-``subprocess`` would otherwise use ``vfork``. The broad paths, and around a workspace inside one of them
-every entry beside the way down, are listed and opened ``O_PATH`` once per
-:data:`BROAD_REFRESH_SECONDS` and their rules kept (one descriptor each, closed with the manager).
-Measured by ``benchmarks/throughput.py`` against the same run unconfined.
+``realpath``, ``open`` and ``fstat`` for each of its own paths (about six), and one thread. The broad
+paths, and around a workspace inside one of them every entry beside the way down, are listed and opened
+``O_PATH`` once per :data:`BROAD_REFRESH_SECONDS` and their rules kept (one descriptor each, closed with
+the manager). Measured by ``benchmarks/throughput.py`` against the same run unconfined.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
-import functools
 import logging
 import os
-import platform
 import pwd
 import stat
 import time
@@ -58,199 +54,26 @@ from typing import Any
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._workspace import CONTROL_DIR, Workspace
 
+from ._landlock import Confinement, Landlock, OpenedRules, Ruleset, landlock
+
 log = logging.getLogger("httk.workflow.manager")
 
 DECLARATIONS_GROUP = "httk.workflow.writable_paths"
 CONFINE_SETTING = "runner.confine"
 WRITABLE_SETTING = "runner.writable_paths"
 
-# -- the kernel's ABI (include/uapi/linux/landlock.h) ----------------------------------------------
-_SYSCALLS = {"x86_64": 444, "i386": 444, "i686": 444, "aarch64": 444, "riscv64": 444, "ppc64le": 444}
-_SYSCALLS |= {"ppc64": 444, "s390x": 444, "loongarch64": 444, "armv7l": 444, "armv8l": 444}
-"""landlock_create_ruleset's number per machine; add_rule and restrict_self follow it (the numbering
-that every architecture shares since Linux 5.13). A machine missing here runs unconfined."""
-_CREATE_RULESET_VERSION = 1 << 0
-_RULE_PATH_BENEATH = 1
-_PR_SET_NO_NEW_PRIVS = 38
 
-_WRITE_FILE = 1 << 1
-_TREE_ABI1 = _WRITE_FILE | sum(1 << bit for bit in range(4, 13))  # remove dir/file, make char..sym
-_REFER = 1 << 13  # ABI 2: rename and link across directories
-_TRUNCATE = 1 << 14  # ABI 3
-
-
-class _RulesetAttr(ctypes.Structure):
-    _fields_ = (("handled_access_fs", ctypes.c_uint64),)
-
-
-class _PathBeneathAttr(ctypes.Structure):
-    _pack_ = 1  # packed in the kernel's header: 12 bytes
-    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
-
-
-@dataclass(frozen=True, slots=True)
-class Landlock:
-    """What this kernel offers: its Landlock ABI version, or why there is none."""
-
-    abi: int | None
-    reason: str | None = None
-
-    @property
-    def tree_rights(self) -> int:
-        """Every write right this ABI can restrict (what a ruleset handles and a directory rule grants)."""
-        rights = _TREE_ABI1
-        if (self.abi or 0) >= 2:
-            rights |= _REFER
-        if (self.abi or 0) >= 3:
-            rights |= _TRUNCATE
-        return rights
-
-    @property
-    def file_rights(self) -> int:
-        """The write rights a rule on a single file may grant."""
-        return _WRITE_FILE | (_TRUNCATE if (self.abi or 0) >= 3 else 0)
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    libc.prctl.restype = ctypes.c_int
-    return libc
-
-
-@functools.cache
-def landlock() -> Landlock:
-    """Probe this kernel once: the ABI ``landlock_create_ruleset`` reports, or why it is unavailable."""
-    if platform.system() != "Linux":
-        return Landlock(None, f"Landlock is a Linux facility and this is {platform.system()}")
-    number = _SYSCALLS.get(platform.machine())
-    if number is None:
-        return Landlock(None, f"no Landlock system call numbers are known for {platform.machine()}")
-    version = _libc().syscall(number, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
-    if version < 0:
-        code = ctypes.get_errno()
-        why = {
-            errno.ENOSYS: "the kernel has no Landlock",
-            errno.EOPNOTSUPP: "Landlock is disabled in this kernel (the lsm= boot parameter)",
-        }.get(code, f"landlock_create_ruleset failed: {os.strerror(code)}")
-        return Landlock(None, why)
-    return Landlock(int(version))
-
-
-def _check(result: int, what: str) -> int:
-    if result < 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
-    return result
-
-
-def open_rule(kernel: Landlock, path: str, tree: bool) -> _PathBeneathAttr | None:
-    """A rule for what is at ``path`` now, holding an ``O_PATH`` descriptor of it; ``None`` for nothing."""
-    try:
-        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return None  # gone since it was listed (another process's scratch in /tmp): nothing to allow
-    mode = os.fstat(fd).st_mode  # what is there now: it may have been replaced since it was listed
-    if stat.S_ISDIR(mode):
-        return _PathBeneathAttr(kernel.tree_rights if tree else kernel.file_rights, fd)
-    if stat.S_ISREG(mode) or stat.S_ISCHR(mode):
-        return _PathBeneathAttr(kernel.file_rights, fd)
-    os.close(fd)
-    return None  # a symbolic link or a special file: nothing to write through
-
-
-class _KeptRules:
-    """The broad part of the writable set as opened rules, kept for :data:`BROAD_REFRESH_SECONDS`."""
-
-    def __init__(
-        self, kernel: Landlock, plan: _Plan, listed_at: float, inside: list[tuple[str, Path]]
-    ) -> None:
-        self.plan = plan
-        self.listed_at = listed_at
-        self.inside = inside  # broad paths inside the workspace: granted per attempt, as the job's own
-        self.rules: list[tuple[str, _PathBeneathAttr, Any]] = []  # (path, rule, a reference to it)
-        try:
-            for path, tree in plan.grants:
-                rule = open_rule(kernel, path, tree)
-                if rule is not None:
-                    self.rules.append((path, rule, ctypes.byref(rule)))
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        for _path, rule, _ref in self.rules:
-            os.close(rule.parent_fd)
-        self.rules = []
-
-
-class _Ruleset:
-    """A ruleset being built in the manager; its descriptor is close-on-exec, so no runner inherits it."""
-
-    def __init__(self, kernel: Landlock) -> None:
-        self.kernel = kernel
-        self.number = _SYSCALLS[platform.machine()]
-        attr = _RulesetAttr(kernel.tree_rights)
-        size = ctypes.c_size_t(ctypes.sizeof(attr))
-        self.fd = _check(
-            _libc().syscall(self.number, ctypes.byref(attr), size, ctypes.c_uint32(0)), "ruleset"
-        )
-
-    def allow(self, path: str, tree: bool) -> None:
-        rule = open_rule(self.kernel, path, tree)
-        if rule is not None:
-            try:
-                self.add(rule, path)
-            finally:
-                os.close(rule.parent_fd)
-
-    def add(self, rule: _PathBeneathAttr, path: str) -> None:
-        self.add_all([(path, rule, ctypes.byref(rule))])
-
-    def add_all(self, rules: list[tuple[str, _PathBeneathAttr, Any]]) -> None:
-        syscall, number = _libc().syscall, ctypes.c_long(self.number + 1)
-        fd, beneath, flags = ctypes.c_int(self.fd), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.c_uint32(0)
-        for path, _rule, reference in rules:
-            _check(syscall(number, fd, beneath, reference, flags), f"a rule for {path}")
-
-    def enter(self) -> Callable[[], None]:
-        """The hook run in the child between fork and exec: no new privileges, then the ruleset."""
-        prctl, syscall = _libc().prctl, _libc().syscall
-        no_new_privs = (ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), *[ctypes.c_ulong(0)] * 3)
-        restrict = (ctypes.c_long(self.number + 2), ctypes.c_int(self.fd), ctypes.c_uint32(0))
-
-        def restrict_self() -> None:  # in the child: everything it uses was made above
-            _check(prctl(*no_new_privs), "prctl(PR_SET_NO_NEW_PRIVS)")
-            _check(syscall(*restrict), "landlock_restrict_self")
-
-        return restrict_self
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
-# -- one attempt's confinement ---------------------------------------------------------------------
 @dataclass
-class Confinement:
-    """What one attempt's runner is confined by: the frame's record, and the hook that applies it."""
+class _KeptBroad:
+    """The broad part of the writable set with its rules opened, kept for :data:`BROAD_REFRESH_SECONDS`."""
 
-    record: dict[str, Any]
-    _ruleset: _Ruleset | None = None
-
-    @property
-    def enforced(self) -> bool:
-        return self._ruleset is not None
-
-    def preexec(self) -> Callable[[], None] | None:
-        return None if self._ruleset is None else self._ruleset.enter()
+    plan: _Plan
+    listed_at: float
+    inside: list[tuple[str, Path]]  # broad paths inside the workspace: granted per attempt, as its own
+    rules: OpenedRules
 
     def close(self) -> None:
-        """Let go of the ruleset once the runner's process exists (it holds its own reference)."""
-        if self._ruleset is not None:
-            self._ruleset.close()
+        self.rules.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,7 +125,7 @@ class Confiner:
         self._declarers: dict[str, Callable[..., Iterable[Any]] | None] = {}
         self._reported: set[tuple[str, str]] = set()  # refusals logged already: (path, origin)
         # The broad part of the writable set, for one workspace root and set of broad paths (its key).
-        self._broad: tuple[object, _KeptRules] | None = None
+        self._broad: tuple[object, _KeptBroad] | None = None
         self._finalizer: weakref.finalize[[], Confiner] | None = None  # closes the kept rules' descriptors
 
     def notice(self) -> str | None:
@@ -327,9 +150,9 @@ class Confiner:
                 {"enforced": False, "reason": "unavailable", "detail": str(self.kernel.reason)}
             )
         plan, kept = self._plan(attempt)
-        ruleset = _Ruleset(self.kernel)
+        ruleset = Ruleset(self.kernel)
         try:
-            ruleset.add_all(kept.rules)
+            ruleset.add_all(kept.rules.rules)
             for path, rules in plan.rules.items():
                 if path not in kept.plan.rules:
                     for granted, tree in rules:
@@ -358,7 +181,7 @@ class Confiner:
                 )
 
     # -- the writable set --------------------------------------------------------------------------
-    def _plan(self, attempt: Attempt) -> tuple[_Plan, _KeptRules]:
+    def _plan(self, attempt: Attempt) -> tuple[_Plan, _KeptBroad]:
         """The attempt's writable set, and the kept rules of its broad part (which the set includes)."""
         durable = attempt.workspace.durable
         for name in (".httk-job", "logs"):
@@ -382,7 +205,7 @@ class Confiner:
             boundary.declared(plan, origin, entry)
         return plan, kept
 
-    def _broad_part(self, boundary: _Boundary) -> _KeptRules:
+    def _broad_part(self, boundary: _Boundary) -> _KeptBroad:
         """The rules of the broad paths, listed and opened again at most every
         :data:`BROAD_REFRESH_SECONDS`. They depend only on the workspace (a broad path holding it is
         granted around it), not on the job: a broad path inside the workspace is left to the attempt
@@ -402,7 +225,7 @@ class Confiner:
                 inside.append((origin, path))
             else:
                 boundary.grant(part, origin, path, declared=False)
-        kept = _KeptRules(self.kernel, part, now, inside)
+        kept = _KeptBroad(part, now, inside, OpenedRules(self.kernel, part.grants))
         self._broad = (key, kept)
         if self._finalizer is not None:
             self._finalizer.detach()

@@ -195,7 +195,7 @@ def launch(
         )
         confinement = state.confiner.confine(where)
         try:
-            process = spawn_gated(prepared, preexec=confinement.preexec())
+            process = spawn_gated(prepared, confinement=confinement)
         finally:
             confinement.close()
     except RunnerFailure as exc:
