@@ -268,7 +268,7 @@ A collection age limit in days (a non-negative number); null or "keep" mean keep
 
 PreviousRecordRef = TypeAliasType("PreviousRecordRef", Annotated[StrictStr, Field(min_length=1)])
 """
-The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame.
+The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame, and in an fsck_rebuild frame, which follows a history that was lost.
 """
 
 
@@ -334,6 +334,24 @@ class Confinement(BaseModel):
     writable: list[WritableItem] | None = None
     """
     The paths the runner could write below, resolved; one that holds the workspace was granted only around it.
+    """
+
+
+class LostGenerations(BaseModel):
+    """
+    The generations whose frames were lost.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    first: Annotated[StrictInt, Field(ge=0, le=18446744073709551615, title="Generation")]
+    """
+    An unsigned 64-bit counter: a marker's state generation or a job's data generation.
+    """
+    last: Annotated[StrictInt, Field(ge=0, le=18446744073709551615, title="Generation")]
+    """
+    An unsigned 64-bit counter: a marker's state generation or a job's data generation.
     """
 
 
@@ -1702,11 +1720,58 @@ class Cancellation(BaseModel):
             "no_launched_process",
             "no_live_attempt",
             "allocation_ended",
+            "history_lost",
         ]
         | None
     ) = None
     """
-    The evidence that nothing still runs: the launched process was reaped, its process group is gone on this host, no process identity was ever recorded, the job had no live attempt, or the batch system confirmed that the allocation ended.
+    The evidence that nothing still runs: the launched process was reaped, its process group is gone on this host, no process identity was ever recorded, the job had no live attempt, or the batch system confirmed that the allocation ended, or (history_lost) nothing: workspace fsck rebuilt a job whose history was lost, and no evidence survived.
+    """
+
+
+class FsckRebuild(BaseModel):
+    """
+    What was lost when workspace fsck --rebuild-lost rebuilt this frame from job.json and the marker's name; present in frames with reason fsck_rebuild, whose previous_record_ref is null.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    from_kind: Annotated[
+        Literal[
+            "submitted",
+            "ready",
+            "claimed",
+            "running",
+            "committing",
+            "cancelling",
+            "relocating",
+            "transferring",
+            "waiting",
+            "paused",
+            "succeeded",
+            "failed",
+            "cancelled",
+        ],
+        Field(title="State kind"),
+    ]
+    """
+    The kind the marker had before the rebuild.
+    """
+    lost_generations: LostGenerations
+    """
+    The generations whose frames were lost.
+    """
+    lost_record_ref: Annotated[StrictStr, Field(min_length=1)]
+    """
+    The record reference the marker named, whose frame (and every earlier one of the job) could not be read.
+    """
+    problem: Annotated[
+        StrictStr | None,
+        Field(max_length=128, min_length=1, pattern="^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$", title="Code"),
+    ] = None
+    """
+    The problem code the check reported for it, e.g. missing_segment.
     """
 
 
@@ -2803,7 +2868,7 @@ class StateFrame(BaseModel):
         Field(max_length=128, min_length=1, pattern="^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$", title="Code"),
     ] = None
     """
-    Why the activation's next (or current) attempt runs, passed to the runner as HTTK_WORKFLOW_ATTEMPT_REASON: initial, advance, join, on_impossible, override_step, manual_continue, requested_retry, lease_lost, or the failure code of the attempt it retries.
+    Why the activation's next (or current) attempt runs, passed to the runner as HTTK_WORKFLOW_ATTEMPT_REASON: initial, advance, join, on_impossible, override_step, manual_continue, requested_retry, lease_lost, history_lost (workspace fsck rebuilt the job after its history was lost), or the failure code of the attempt it retries.
     """
     cancellation: Cancellation | None = None
     capabilities: list[Label] | None = None
@@ -2853,6 +2918,7 @@ class StateFrame(BaseModel):
     """
     Major format version.
     """
+    fsck_rebuild: FsckRebuild | None = None
     fsck_repair: FsckRepair | None = None
     job_digest: Annotated[
         StrictStr | None,
@@ -2986,7 +3052,7 @@ class StateFrame(BaseModel):
     """
     previous_record_ref: PreviousRecordRef | None
     """
-    The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame.
+    The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame, and in an fsck_rebuild frame, which follows a history that was lost.
     """
     priority: Annotated[StrictInt, Field(ge=0, le=999, title="Priority")]
     """
@@ -2995,7 +3061,7 @@ class StateFrame(BaseModel):
     process: Process1 | None = None
     reason: Annotated[StrictStr, Field(min_length=1)]
     """
-    Why the transition happened, as a code. This implementation writes registered, invalid_submission, claimed, launched, prepare_failure, outcome, unusable_outcome, advance, wait, succeed, pause, retry, failure, released_stale_claim, join_satisfied, join_impossible, join_unresolved, join_resolved, invalid_join, dependency_failure, operator_continue, operator_override_step, operator_pause, operator_set_priority, operator_cancel, cancel_verified, operator_delete and fsck_repair; a frame of another writer may carry another code.
+    Why the transition happened, as a code. This implementation writes registered, invalid_submission, claimed, launched, prepare_failure, outcome, unusable_outcome, advance, wait, succeed, pause, retry, failure, released_stale_claim, join_satisfied, join_impossible, join_unresolved, join_resolved, invalid_join, dependency_failure, operator_continue, operator_override_step, operator_pause, operator_set_priority, operator_cancel, cancel_verified, operator_delete, fsck_repair and fsck_rebuild; a frame of another writer may carry another code.
     """
     released_claim: ReleasedClaim | None = None
     request_id: Annotated[
