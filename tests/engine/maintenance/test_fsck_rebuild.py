@@ -31,7 +31,7 @@ from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.ops._show import job_history
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
-from tests.crashkit import count_mutations, run_crashing
+from tests.crashkit import crash_at_every_point
 from tests.engine.maintenance.test_fsck_repair import heartbeat
 from tests.jobkinds import assert_frames_valid, chain, job_in, new_state
 from tests.powercut import cut_power, recording_syncs
@@ -321,18 +321,12 @@ def rebuilt_state(root: Path, markers: dict[Kind, MarkerLocation]) -> dict[Kind,
 
 def test_every_crash_point_of_a_rebuild_converges_when_it_runs_again(tmp_path: Path) -> None:
     template, markers = lost_workspace(tmp_path / "template", [Kind.RUNNING, Kind.SUCCEEDED, Kind.WAITING])
-    reference = tmp_path / "reference"
-    shutil.copytree(template, reference)
-    trace = count_mutations(REBUILD_CODE.format(root=str(reference)), tmp_path / "trace")
-    expected = rebuilt_state(reference, markers)
+    expected, failures = crash_at_every_point(
+        template,
+        tmp_path,
+        REBUILD_CODE,
+        lambda root: run_fsck(root, rebuild_lost=True),
+        lambda root: rebuilt_state(root, markers),
+    )
     assert expected[Kind.RUNNING][:2] == (Kind.READY, markers[Kind.RUNNING].name.generation + 1)
-    failures = []
-    for k in range(1, len(trace) + 1):
-        root = tmp_path / f"crash-{k}"
-        shutil.copytree(template, root)
-        run_crashing(REBUILD_CODE.format(root=str(root)), k)
-        run_fsck(root, rebuild_lost=True)
-        got = rebuilt_state(root, markers)
-        if got != expected:
-            failures.append(f"crash after mutation {k} ({trace[k - 1]}): {got} != {expected}")
     assert not failures, "\n".join(failures)
