@@ -37,6 +37,7 @@ from httk.workflow.protocol._digest import job_digest
 from httk.workflow.protocol._job_rules import validate_job
 from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes
 
+from . import _fsops
 from ._frames import Frame
 from ._scan import walk_markers
 from ._states import CORE_KINDS
@@ -144,7 +145,7 @@ class MarkerIndex:
         location = self._by_job.get(job_id)
         if location is None:
             return None
-        if os.path.isfile(location.path(self.workspace)):
+        if _fsops.is_file(location.path(self.workspace)):
             return location
         del self._by_job[job_id]
         return None

@@ -52,6 +52,7 @@ from httk.workflow.protocol import (
     encode_base36,
 )
 
+from . import _fsops
 from ._clock import SYSTEM_CLOCK, Clock, backoff_schedule
 
 SEGMENT_HEADER = b"HTTK-HWJ-V1\n"
@@ -283,7 +284,7 @@ class JournalReader:
     def _attempt(self, ref: RecordRef, path: Path) -> dict[str, Any] | _NotYetVisible:
         """One fresh open of the segment: the record, a transient failure, or a raised lasting one."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = _fsops.open_read(path)
         except FileNotFoundError:
             return _NotYetVisible("missing_segment", "segment does not exist")
         except OSError as exc:

@@ -37,7 +37,7 @@ from httk.workflow.protocol._markers import MAX_MARKER_BYTES
 from httk.workflow.protocol._policy import Policy, parse_policy, parse_settings
 
 from . import _fsops
-from ._clock import SYSTEM_CLOCK, Clock, utc_timestamp
+from ._clock import SYSTEM_CLOCK, Clock, backoff_schedule, utc_timestamp
 from ._journal import JournalWriter
 from ._segments import JournalReader
 from ._states import CORE_KINDS, Kind
@@ -425,8 +425,9 @@ def probe_marker(workspace: Workspace, placement: str, job_key: str) -> MarkerLo
 
     The kind directories are listed one after another, so a transition renaming the marker from a kind
     already listed into one not yet listed shows the job twice in one scan. That is a race, not damage:
-    the probe scans again, and only two markers that every one of :data:`PROBE_SCANS` scans shows are
-    corruption (:class:`TransitionError`).
+    the probe scans again, at once :data:`PROBE_SCANS` times and then backing off up to the visibility
+    deadline (a network filesystem may list a renamed marker under its old name for a while), and only
+    two markers that every scan shows are corruption (:class:`TransitionError`).
     """
     found = _settled_scan(workspace, placement, job_key)
     if len(found) <= 1:
@@ -444,9 +445,15 @@ def duplicate_markers(workspace: Workspace, placement: str, job_key: str) -> lis
 
 
 def _settled_scan(workspace: Workspace, placement: str, job_key: str) -> list[MarkerLocation]:
-    """The first scan showing at most one marker, or the last of :data:`PROBE_SCANS` scans showing more."""
-    found: list[MarkerLocation] = []
-    for _ in range(PROBE_SCANS):
+    """The first scan showing at most one marker, or the last scan, once the visibility deadline has
+    passed, showing more."""
+    found = _scan(workspace, placement, job_key)
+    if len(found) <= 1:
+        return found
+    deadline = workspace.policy.visibility_deadline_seconds
+    for pause in [0.0] * (PROBE_SCANS - 1) + backoff_schedule(deadline):
+        if pause:
+            workspace.clock.sleep(pause)
         found = _scan(workspace, placement, job_key)
         if len(found) <= 1:
             break
@@ -472,7 +479,7 @@ def kind_entries(workspace: Workspace, placement: str) -> Iterator[tuple[Kind, o
     kind without a directory there has nothing). Names are not parsed: callers filter as they need."""
     for kind in CORE_KINDS:
         try:
-            entries = os.scandir(workspace.marker_dir(kind, placement))
+            entries = _fsops.scandir(workspace.marker_dir(kind, placement))
         except (FileNotFoundError, NotADirectoryError):
             continue
         with entries:

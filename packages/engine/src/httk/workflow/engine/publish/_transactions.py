@@ -453,19 +453,11 @@ class _Replay:
             if found == "dir":
                 _fsops.fsync_dir(path)
             elif found == "file":
-                _fsync_file(path)
+                _fsops.fsync_file(path)
 
 
 def _not_installed(op: Operation, found: str) -> str:
     return f"the source {op.source} is absent and the destination is {_describe(found)} not holding sha256"
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _describe(kind: str) -> str:
