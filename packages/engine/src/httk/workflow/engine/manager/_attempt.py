@@ -519,13 +519,17 @@ def spawn_gated(
     The environment is ``environ`` (default ``os.environ``) without any inherited protocol variable,
     updated with ``prepared.env``. With ``confinement`` the gate starts inside its ruleset
     (:meth:`._confine.Confinement.within`). Raises :class:`RunnerFailure` ``process_failure`` when the
-    gate process cannot be started (for example a workdir that vanished) or confined.
+    gate process cannot be started (for example a workdir that vanished) or confined, and the storage
+    error itself when its output logs cannot be created.
     """
-    read_fd, write_fd = os.pipe()  # both close-on-exec; the read end becomes the gate's stdin
-    out_fd = err_fd = -1
+    out_fd = _open_log(prepared.stdout_path)  # a storage error here is the manager's, not the job's
     try:
-        out_fd = _open_log(prepared.stdout_path)
         err_fd = _open_log(prepared.stderr_path)
+    except BaseException:
+        os.close(out_fd)
+        raise
+    read_fd, write_fd = os.pipe()  # both close-on-exec; the read end becomes the gate's stdin
+    try:
         arguments = [_shell(), "-c", GATE_SCRIPT, "httk-gate", *prepared.argv]
         env = runner_environment(prepared, environ)
 
@@ -551,8 +555,7 @@ def spawn_gated(
         ) from exc
     finally:
         for fd in (read_fd, out_fd, err_fd):
-            if fd >= 0:
-                os.close(fd)
+            os.close(fd)
     return GatedProcess(popen, write_fd)
 
 

@@ -32,6 +32,7 @@ from httk.workflow.engine.core._frames import (
     launched,
     preparation_failed,
     protocol_failure,
+    released,
 )
 from httk.workflow.engine.core._jobs import LoadedJob, check_identity, check_owned_marker
 from httk.workflow.engine.core._liveness import write_process_file
@@ -44,6 +45,7 @@ from ._attempt import AttemptPlan, prepare_attempt, spawn_gated
 from ._confine import Attempt
 from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, unmet
 from ._state import LiveAttempt, ManagerState
+from ._storage import STORAGE_ERRORS, transient
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -201,18 +203,22 @@ def launch(
     except RunnerFailure as exc:
         prepare_failed(state, claimed, frame, exc.failure)
         return
-    except OSError as exc:
-        prepare_failed(
-            state,
-            claimed,
-            frame,
-            {"code": "process_failure", "message": f"the attempt could not be prepared: {exc}"},
-        )
+    except STORAGE_ERRORS as exc:
+        if not transient(exc):
+            message = f"the attempt could not be prepared: {exc}"
+            prepare_failed(state, claimed, frame, {"code": "process_failure", "message": message})
+        else:
+            give_back(state, claimed, frame, exc)
         return
-    identity = process.identity
-    write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
-    running = launched(frame, identity, str(prepared.workdir), confinement.record)
-    result = state.move(claimed, running, Trigger.LAUNCH)
+    try:
+        identity = process.identity
+        write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
+        running = launched(frame, identity, str(prepared.workdir), confinement.record)
+        result = state.move(claimed, running, Trigger.LAUNCH)
+    except STORAGE_ERRORS as exc:
+        process.abort()  # never released: nothing of the runner ran
+        give_back(state, claimed, frame, exc)
+        return
     if not result.won or result.current is None:
         process.abort()  # the gate exits without running anything
         return
@@ -281,6 +287,21 @@ def plan(
         join=join,
         children=list(observations) if isinstance(observations, list) else [],
         settings=state.workspace.settings,
+    )
+
+
+def give_back(state: ManagerState, claimed: MarkerLocation, frame: Frame, exc: BaseException) -> None:
+    """A storage error kept this manager from launching a claim: hand the job back to ready.
+
+    The claim's counters are undone, as for any claim whose attempt never launched. If even that move
+    fails, the claim stays this manager's, which releases it on its next claimed pass
+    (:func:`._recovery.on_claimed_or_running`).
+    """
+    state.storage.failed("launch", claimed.job_key, exc)
+    evidence = {"heartbeat_age_seconds": 0.0, "storage_error": str(exc)[:500]}
+    back = released(frame, state.manager_id, evidence)
+    state.storage.contain(
+        "give back the claim of", claimed.job_key, lambda: state.move(claimed, back, Trigger.RELEASE)
     )
 
 

@@ -66,13 +66,17 @@ def on_committing(state: ManagerState, marker: MarkerLocation) -> bool | None:
 
 
 def on_claimed_or_running(state: ManagerState, marker: MarkerLocation) -> bool | None:
-    """Recover an abandoned claim or attempt; ``False`` for our own, ``None`` when not recoverable now."""
-    if any(live.marker == marker for live in state.live.values()):
+    """Recover an abandoned claim or attempt; ``False`` for our own, ``None`` when not recoverable now.
+
+    One of this manager's own that it no longer works on is abandoned too: a launch a storage error cut
+    short left its claim (never released from the gate) or its running marker (its gate aborted).
+    """
+    if state.holds(marker):
         return False
     frame = state.frame_or_none(marker)
     if frame is None:
         return None
-    owner = state.owner(frame)
+    owner = Owner(False, 0.0) if frame.manager_id == state.manager_id else state.owner(frame)
     if owner.alive:
         return None
     if marker.kind is Kind.CLAIMED:

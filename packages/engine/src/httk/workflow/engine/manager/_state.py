@@ -47,6 +47,7 @@ from ._rules import (
     requirement_of,
     unmet,
 )
+from ._storage import StorageWatch, Unfinished
 
 DEFAULT_POLL_INTERVAL = 0.005
 DEFAULT_IDLE_POLL_INTERVAL = 0.25
@@ -158,6 +159,10 @@ class ManagerState:
         self.lease_seconds = config.lease_seconds or workspace.policy.lease_seconds
         self.jobs = JobCache(workspace)
         self.confiner = Confiner(config.confine)
+        self.storage = StorageWatch(clock)
+        # Attempts reaped whose commit a storage error interrupted: attempt id -> what to finish them with.
+        # Like ``live``, a running marker whose attempt is here is this manager's to finish, not to recover.
+        self.unfinished: dict[str, Unfinished] = {}
         # Invariant: an attempt id is in ``live`` exactly while its process is neither reaped nor handed
         # to a successor; no other manager can hold the same attempt, because its running marker is ours.
         self.live: dict[str, LiveAttempt] = {}
@@ -261,7 +266,16 @@ class ManagerState:
         Only for its first few tries: a commit that keeps failing is left committing when the manager
         goes idle, and any manager finishes it once this one's lease has run out.
         """
+        if any(item.failures < COMMIT_RETRIES_BEFORE_IDLE for item in self.unfinished.values()):
+            return True
         return any(failures < COMMIT_RETRIES_BEFORE_IDLE for failures, _ in self.deferred_commits.values())
+
+    def holds(self, marker: MarkerLocation) -> bool:
+        """Whether an attempt this manager still works on (running, or reaped and unfinished) is at
+        ``marker``: not abandoned, whatever its frame says about the owner."""
+        return any(live.marker == marker for live in self.live.values()) or any(
+            item.live.marker == marker for item in self.unfinished.values()
+        )
 
     def first_time(self, key: str) -> bool:
         """Whether ``key`` is new to this manager (it is remembered from now on)."""
