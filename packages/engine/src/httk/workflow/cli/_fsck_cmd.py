@@ -6,7 +6,7 @@ re-points each damaged marker at the last good frame of its job, ``--rebuild-los
 ``--repair``) rebuilds one frame from job.json for a job that has no readable frame at all (a
 ``--no-durable`` workspace that lost journal segments), and ``--quarantine-unrepairable`` (only with
 ``--repair``) moves a marker that cannot be restored into ``.httk-workflow/quarantine/``
-(``engine/maintenance/_fsck_check.py``, ``engine/maintenance/_fsck.py``).
+(:func:`httk.workflow.engine.fsck`).
 
 Exit status: 0 when the workspace is clean or everything found was repaired, 1 when something is left
 for an operator (a problem only reported, a live manager's marker, an unrepairable or quarantined
@@ -25,7 +25,7 @@ from ._options import JsonOpt, UsageError, WorkspaceArg, WorkspaceOpt, bind
 from ._render import print_json, print_table
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.maintenance._fsck_check import FsckReport
+    from httk.workflow.engine import FsckReport
 
 RepairOpt = Annotated[
     bool, typer.Option("--repair", help="Re-point damaged markers at the last good frame of their job.")
@@ -66,8 +66,8 @@ def fsck(
     ):
         if given and not repair:
             raise UsageError(f"{option} needs --repair")
-    from httk.workflow.engine.core._workspace import attach
-    from httk.workflow.engine.maintenance._fsck import fsck as check_workspace
+    from httk.workflow.engine import attach
+    from httk.workflow.engine import fsck as check_workspace
 
     attached = attach(root, writable=repair)
     try:

@@ -1,10 +1,10 @@
 """``httk workflow workspace gc``: collect what the retention policy and the always-safe rules allow.
 
-The categories and their gates are ``engine/maintenance/_gc.py``'s. The command prints one row per category
-(candidates that passed every gate, entries removed, bytes reclaimed), then a total, and names each gated
-category the policy keeps. ``--dry-run`` attaches the workspace read-only and writes nothing at all;
-``--json`` prints the report as one object. An entry that could not be removed is reported on standard
-error and makes the exit status 1; it is left for the next collection.
+The categories and their gates are :func:`httk.workflow.engine.collect_garbage`'s. The command prints
+one row per category (candidates that passed every gate, entries removed, bytes reclaimed), then a total,
+and names each gated category the policy keeps. ``--dry-run`` attaches the workspace read-only and
+writes nothing at all; ``--json`` prints the report as one object. An entry that could not be removed is
+reported on standard error and makes the exit status 1; it is left for the next collection.
 
 This module imports typer and the shared helpers only; the engine is imported inside the command body.
 """
@@ -17,7 +17,7 @@ from ._options import DurableOpt, JsonOpt, WorkspaceArg, WorkspaceOpt, bind
 from ._render import note, print_json, print_table
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.maintenance._gc import GcReport
+    from httk.workflow.engine import GcReport
 
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Count what would be removed; remove nothing.")]
 
@@ -32,12 +32,11 @@ def gc(
 ) -> None:
     """Remove what policy.retention and the always-safe rules allow; safe on a live workspace."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    from httk.workflow.engine.core._workspace import attach
-    from httk.workflow.engine.maintenance._gc import collect
+    from httk.workflow.engine import attach, collect_garbage
 
     attached = attach(root, writable=not dry_run, durable=durable)
     try:
-        report = collect(attached, dry_run=dry_run)
+        report = collect_garbage(attached, dry_run=dry_run)
     finally:
         attached.close()
     if as_json:

@@ -14,8 +14,7 @@ import typer
 from ._render import print_table
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.ops._inspect import StatusReport
-    from httk.workflow.engine.ops._show import RetainedAttempt
+    from httk.workflow.engine import RetainedAttempt, StatusReport
 
 MANAGER_HEADERS = (
     "manager",

@@ -1,4 +1,8 @@
-"""``httk workflow job``: submit prepared payload directories.
+"""``httk workflow job``: submit prepared payload directories; the group of every command about jobs.
+
+The group is the ``job`` of ``spec/02`` and ``spec/03``; ``httk job …`` is the same group at the top level
+(DECISIONS D6). ``submit`` is written here; the others live with what they do (``list``, ``show`` and
+``log`` in ``_inspect_cmd``, ``why``, ``request``, ``debug`` and ``delete`` in modules of their own).
 
 ``job submit WS PAYLOAD... --placement P`` submits every payload at one placement, each on its own
 (``spec/01`` "Submission protocol"): a payload is checked completely before anything of it is written,
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from . import _debug_cmd, _delete_cmd, _inspect_cmd, _request_cmd, _why_cmd
 from ._options import DurableOpt, JsonOpt, WorkspaceArg, WorkspaceOpt, bind_many
 from ._render import print_json
 
@@ -147,3 +152,12 @@ def _progress(total: int, *, enabled: bool) -> "Iterator[Callable[[SubmitResult]
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("submitting", total=total)
         yield lambda _result: bar.advance(task)
+
+
+app.command("list")(_inspect_cmd.list_jobs)
+app.command("show")(_inspect_cmd.show)
+app.command("log")(_inspect_cmd.log)
+app.command("why")(_why_cmd.why)
+app.command("request")(_request_cmd.request)
+app.command("debug", epilog=_debug_cmd.DEBUG_EPILOG)(_debug_cmd.debug)
+app.command("delete", epilog=_delete_cmd.DELETE_EPILOG)(_delete_cmd.delete)

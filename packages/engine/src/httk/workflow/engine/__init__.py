@@ -1,9 +1,31 @@
-"""The httk-workflow engine: workspaces, submission, the runner store, journals and transitions.
+"""The httk-workflow engine: its public face, what the command line and library callers use.
 
-The public names below are what the command line and library callers use; everything else lives in
-private modules of its layers (``core._workspace``, ``publish._submit``, ...) and may change without notice.
+Everything listed in ``__all__`` is public; everything else lives in the private modules of the engine's
+layers (``core``, ``publish``, ``requests``, ``maintenance``, ``manager``, ``ops``; see DESIGN.md, "The
+engine's floor plan") and may change without notice. The names, by what they are for:
 
-Names load lazily, so importing this package costs only what the first name used needs.
+* workspaces: :func:`init`, :func:`attach`, :func:`find_root`, :class:`Workspace` (policy and settings
+  changes are its methods; :class:`Policy` is its ``policy``), :class:`MarkerLocation` (where a job's
+  state marker is);
+* submission and the runner store: :class:`Submitter`, :class:`SubmitResult`, :class:`SubmitStatus`,
+  :func:`publish_runner`, :class:`PublishedRunner`;
+* selecting jobs: :func:`select_job`, :func:`select_jobs`, :func:`select_each`, :class:`Selection`,
+  :class:`SelectorError`;
+* reading (nothing is written): :func:`workspace_status`, :func:`list_managers`, :func:`list_jobs`,
+  :func:`job_row`, :func:`show_job`, :func:`job_history`, :func:`follow_history`, :func:`job_output`,
+  :func:`diagnose` (``job why``), :func:`precheck`, and their reports;
+* maintenance: :func:`fsck`, :func:`collect_garbage`;
+* operator actions: :func:`publish_request`, :func:`plan_deletion` and :func:`delete_jobs`,
+  :func:`debug_job`;
+* task managers: :class:`Manager` and :class:`ManagerConfig` (one in this process), :func:`run_manager`
+  (what ``manager run --inline`` does), :func:`plan_run`, :func:`launch_managers`,
+  :func:`wait_for_managers`, :func:`stop_managers`;
+* launchers: the :class:`Launcher` protocol with :class:`LaunchRequest` and :class:`LaunchReport`, the
+  two packaged ones (:class:`ProcessLauncher`, :class:`SlurmLauncher`, which the entry point group
+  ``httk.workflow.launchers`` names), and the bundles that select one.
+
+Names load lazily: importing this package costs nothing, and a name costs only the modules it needs, so
+a read command never imports the manager.
 
 Examples
 --------
@@ -18,31 +40,208 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._workspace import Workspace, attach, init
+    from httk.workflow.engine.core._liveness import ManagerView, list_managers
+    from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, find_root, init
+    from httk.workflow.engine.maintenance._fsck import fsck
+    from httk.workflow.engine.maintenance._fsck_check import FsckReport
+    from httk.workflow.engine.maintenance._gc import GcReport, collect_garbage
+    from httk.workflow.engine.manager._launchers import (
+        Bundle,
+        Launcher,
+        LaunchReport,
+        LaunchRequest,
+        ProcessLauncher,
+        Started,
+        StopResult,
+        add_bundle,
+        find_bundle,
+        global_directory,
+        list_bundles,
+        remove_bundle,
+        settings_read,
+        stop_managers,
+        workspace_directory,
+    )
+    from httk.workflow.engine.manager._manager import Manager, RunSummary
+    from httk.workflow.engine.manager._run import (
+        RunPlan,
+        launch_managers,
+        plan_run,
+        run_manager,
+        wait_for_managers,
+    )
+    from httk.workflow.engine.manager._slurm import SlurmLauncher
+    from httk.workflow.engine.manager._state import ManagerConfig
+    from httk.workflow.engine.ops._debug import DebugError, DebugOptions, DebugResult, debug_job
+    from httk.workflow.engine.ops._delete import (
+        DeleteError,
+        DeletePlan,
+        DeleteRefusedError,
+        DeleteResult,
+        delete_jobs,
+        linger_seconds,
+        plan_deletion,
+    )
+    from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
+    from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
+    from httk.workflow.engine.ops._select import (
+        Selection,
+        SelectorError,
+        select_each,
+        select_job,
+        select_jobs,
+    )
+    from httk.workflow.engine.ops._show import (
+        RetainedAttempt,
+        follow_history,
+        job_history,
+        job_output,
+        show_job,
+    )
+    from httk.workflow.engine.ops._why import WhyContext, diagnose
+    from httk.workflow.engine.ops._why_report import Diagnosis
     from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner
     from httk.workflow.engine.publish._submit import SubmitResult, SubmitStatus, Submitter
+    from httk.workflow.engine.requests._requests import PublishedRequest, publish_request
+    from httk.workflow.protocol._policy import Policy
 
-# Loaded on first use: a read command needs the workspace module, not the submission machinery.
+# Where each public name is defined, by layer (a full module name outside the engine); loaded on first use.
 _HOMES = {
-    "PublishedRunner": "publish._runners",
-    "publish_runner": "publish._runners",
-    "SubmitResult": "publish._submit",
-    "SubmitStatus": "publish._submit",
-    "Submitter": "publish._submit",
-    "Workspace": "core._workspace",
-    "attach": "core._workspace",
-    "init": "core._workspace",
+    **dict.fromkeys(("MarkerLocation", "Workspace", "attach", "find_root", "init"), "core._workspace"),
+    "Policy": "httk.workflow.protocol._policy",  # the type of Workspace.policy
+    **dict.fromkeys(("ManagerView", "list_managers"), "core._liveness"),
+    **dict.fromkeys(("SubmitResult", "SubmitStatus", "Submitter"), "publish._submit"),
+    **dict.fromkeys(("PublishedRunner", "publish_runner"), "publish._runners"),
+    **dict.fromkeys(("PublishedRequest", "publish_request"), "requests._requests"),
+    "fsck": "maintenance._fsck",
+    "FsckReport": "maintenance._fsck_check",
+    **dict.fromkeys(("GcReport", "collect_garbage"), "maintenance._gc"),
+    **dict.fromkeys(("Manager", "RunSummary"), "manager._manager"),
+    "ManagerConfig": "manager._state",
+    **dict.fromkeys(
+        ("RunPlan", "launch_managers", "plan_run", "run_manager", "wait_for_managers"), "manager._run"
+    ),
+    **dict.fromkeys(
+        (
+            "Bundle",
+            "LaunchReport",
+            "LaunchRequest",
+            "Launcher",
+            "ProcessLauncher",
+            "Started",
+            "StopResult",
+            "add_bundle",
+            "find_bundle",
+            "global_directory",
+            "list_bundles",
+            "remove_bundle",
+            "settings_read",
+            "stop_managers",
+            "workspace_directory",
+        ),
+        "manager._launchers",
+    ),
+    "SlurmLauncher": "manager._slurm",
+    **dict.fromkeys(
+        ("Selection", "SelectorError", "select_each", "select_job", "select_jobs"), "ops._select"
+    ),
+    **dict.fromkeys(("JobPage", "StatusReport", "job_row", "list_jobs", "workspace_status"), "ops._inspect"),
+    **dict.fromkeys(
+        ("RetainedAttempt", "follow_history", "job_history", "job_output", "show_job"), "ops._show"
+    ),
+    **dict.fromkeys(("WhyContext", "diagnose"), "ops._why"),
+    "Diagnosis": "ops._why_report",
+    **dict.fromkeys(("PrecheckReport", "precheck"), "ops._precheck"),
+    **dict.fromkeys(
+        (
+            "DeleteError",
+            "DeletePlan",
+            "DeleteRefusedError",
+            "DeleteResult",
+            "delete_jobs",
+            "linger_seconds",
+            "plan_deletion",
+        ),
+        "ops._delete",
+    ),
+    **dict.fromkeys(("DebugError", "DebugOptions", "DebugResult", "debug_job"), "ops._debug"),
 }
 
 __all__ = [
+    "Bundle",
+    "DebugError",
+    "DebugOptions",
+    "DebugResult",
+    "DeleteError",
+    "DeletePlan",
+    "DeleteRefusedError",
+    "DeleteResult",
+    "Diagnosis",
+    "FsckReport",
+    "GcReport",
+    "JobPage",
+    "LaunchReport",
+    "LaunchRequest",
+    "Launcher",
+    "Manager",
+    "ManagerConfig",
+    "ManagerView",
+    "MarkerLocation",
+    "Policy",
+    "PrecheckReport",
+    "ProcessLauncher",
+    "PublishedRequest",
     "PublishedRunner",
+    "RetainedAttempt",
+    "RunPlan",
+    "RunSummary",
+    "Selection",
+    "SelectorError",
+    "SlurmLauncher",
+    "Started",
+    "StatusReport",
+    "StopResult",
     "SubmitResult",
     "SubmitStatus",
     "Submitter",
+    "WhyContext",
     "Workspace",
+    "add_bundle",
     "attach",
+    "collect_garbage",
+    "debug_job",
+    "delete_jobs",
+    "diagnose",
+    "find_bundle",
+    "find_root",
+    "follow_history",
+    "fsck",
+    "global_directory",
     "init",
+    "job_history",
+    "job_output",
+    "job_row",
+    "launch_managers",
+    "linger_seconds",
+    "list_bundles",
+    "list_jobs",
+    "list_managers",
+    "plan_deletion",
+    "plan_run",
+    "precheck",
+    "publish_request",
     "publish_runner",
+    "remove_bundle",
+    "run_manager",
+    "select_each",
+    "select_job",
+    "select_jobs",
+    "settings_read",
+    "show_job",
+    "stop_managers",
+    "wait_for_managers",
+    "workspace_directory",
+    "workspace_status",
 ]
 
 
@@ -50,6 +249,11 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    module = home if home.startswith("httk.") else f"{__name__}.{home}"
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

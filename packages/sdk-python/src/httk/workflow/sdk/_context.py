@@ -17,9 +17,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from ._errors import ContextError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CONTEXT_FORMAT = "httk-workflow-attempt-context"
 CONTEXT_VARIABLE = "HTTK_WORKFLOW_CONTEXT"

@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from . import _checks
 from ._errors import StateError
 from ._files import compact_json, make_dirs, replace_atomically
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 JOB_STATE_DIR = ".httk-job"
 STATE_FILE = "state.json"

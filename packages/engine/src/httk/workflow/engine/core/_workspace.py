@@ -18,7 +18,7 @@ import errno
 import os
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -34,7 +34,13 @@ from httk.workflow.protocol import (
 )
 from httk.workflow.protocol._jsonio import dump_pretty, has_format, read_json_object
 from httk.workflow.protocol._markers import MAX_MARKER_BYTES
-from httk.workflow.protocol._policy import Policy, parse_policy, parse_settings
+from httk.workflow.protocol._policy import (
+    Policy,
+    parse_policy,
+    parse_settings,
+    set_policy_member,
+    validate_setting_name,
+)
 
 from . import _fsops
 from ._clock import SYSTEM_CLOCK, Clock, backoff_schedule, utc_timestamp
@@ -211,6 +217,26 @@ class Workspace:
         _fsops.write_file_atomic(self.format_path, dump_pretty(current), durable=self.durable)
         self.document = current
         self.policy = parse_policy(current.get("policy"))
+
+    def set_policy(self, key: str, value: object) -> Policy:
+        """Set one policy member (``retention.X`` names one limit), validated before it is written."""
+        self.update_document({"policy": set_policy_member(self.document.get("policy"), key, value)})
+        return self.policy
+
+    def change_settings(self, changes: Mapping[str, object], removals: Sequence[str] = ()) -> bool:
+        """Set ``changes`` and remove ``removals`` from the settings map; whether anything was removed.
+
+        Every name is validated first; nothing is written when nothing would change.
+        """
+        for name in changes:
+            validate_setting_name(name)
+        settings = self.settings
+        removed = [settings.pop(name) for name in removals if name in settings]
+        if not changes and not removed:
+            return False
+        settings.update(changes)
+        self.update_document({"settings": dict(sorted(settings.items()))})
+        return bool(removed)
 
 
 def find_root(path: Path | str) -> Path:

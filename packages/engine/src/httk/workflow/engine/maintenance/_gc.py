@@ -107,7 +107,7 @@ class GcReport:
         }
 
 
-def collect(
+def collect_garbage(
     workspace: Workspace,
     *,
     dry_run: bool = False,
@@ -181,7 +181,7 @@ def always_safe_census(workspace: Workspace) -> dict[str, int]:
 
     ``retired_requests`` counts stale claimed requests too: both are requests that are only evidence.
     """
-    counts = collect(workspace, dry_run=True, always_safe_only=True).categories
+    counts = collect_garbage(workspace, dry_run=True, always_safe_only=True).categories
     census = {
         "removed_jobs": counts["removed_jobs"].candidates,
         "tmp_entries": counts["tmp_entries"].candidates,
@@ -215,7 +215,7 @@ class PeriodicCollection:
         """Collect now (the caller asked :meth:`due`); ``None`` when the collection failed (logged)."""
         self._last = self._clock.monotonic()
         try:
-            report = collect(workspace, heartbeat=heartbeat, protect_writers=(writer_id,))
+            report = collect_garbage(workspace, heartbeat=heartbeat, protect_writers=(writer_id,))
         except Exception:  # a collection must never take scheduling down with it
             self.failures += 1
             log.exception("garbage collection failed; scheduling goes on")

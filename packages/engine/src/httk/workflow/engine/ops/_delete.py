@@ -72,7 +72,7 @@ from httk.workflow.protocol import (
 )
 from httk.workflow.protocol._jsonio import read_json_object
 
-"""Kinds a manager may move at any instant: cancelled by a verified transition before anything is removed."""
+from ._select import select_each
 
 REASON = "operator_delete"
 
@@ -81,12 +81,44 @@ class DeleteError(WorkflowError):
     """A job the delete refuses, or one whose marker moved while it was being deleted."""
 
 
+class DeleteRefusedError(DeleteError):
+    """Selected jobs the delete refuses, so that it deleted none; ``refusals`` holds each, in order."""
+
+    def __init__(self, refusals: Sequence[DeleteError], selected: int) -> None:
+        super().__init__(str(refusals[-1]))
+        self.refusals = tuple(refusals)
+        self.add_note(f"{len(refusals)} of {selected} jobs refused; nothing was deleted")
+
+
 @dataclass(frozen=True, slots=True)
 class DeletePlan:
     """A job checked for deletion: the marker observed and its payload directory."""
 
     marker: MarkerLocation
     payload: Path
+
+    @property
+    def fenced(self) -> bool:
+        """Whether the job is cancelled first and its marker removed only :func:`linger_seconds` later."""
+        return self.marker.kind in QUEUED_KINDS
+
+
+def plan_deletion(workspace: Workspace, selectors: Sequence[str], *, force: bool = False) -> list[DeletePlan]:
+    """Check every job the selectors name (each once, in the order first named): all, or none.
+
+    Raises :class:`DeleteRefusedError` naming every refused job when one is refused; nothing is written.
+    """
+    markers = select_each(workspace, selectors)
+    plans: list[DeletePlan] = []
+    refusals: list[DeleteError] = []
+    for marker in markers:
+        try:
+            plans.append(plan_delete(workspace, marker, force=force))
+        except DeleteError as exc:
+            refusals.append(exc)
+    if refusals:
+        raise DeleteRefusedError(refusals, len(markers))
+    return plans
 
 
 def plan_delete(workspace: Workspace, marker: MarkerLocation, *, force: bool = False) -> DeletePlan:
@@ -144,7 +176,7 @@ def delete_jobs(workspace: Workspace, plans: Sequence[DeletePlan], *, operator: 
     for plan in plans:
         try:
             marker = plan.marker
-            if marker.kind in QUEUED_KINDS:
+            if plan.fenced:
                 marker = _fence(workspace, marker, operator)
                 fenced_at = clock.monotonic()
             _remove_payload(plan.payload, durable=workspace.durable)

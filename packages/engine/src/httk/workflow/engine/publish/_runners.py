@@ -39,7 +39,7 @@ import re
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,23 +134,58 @@ def _payload_runner(job_dir: Path, relative: str) -> Path:
     return job_dir / relative
 
 
+def module_allowed(module: str, allowlist: Iterable[str]) -> bool:
+    """Whether a ``pkg:`` runner's module is on a runner module allowlist: an entry or a subpackage of one.
+
+    An entry admits its subpackages because it already reaches their files: ``pkg:httk.workflow/vasp/x``
+    resolves below ``httk/workflow/`` exactly as ``pkg:httk.workflow.vasp/x`` does. So the default,
+    ``httk.workflow``, admits every packaged workflow of the namespace (``httk.workflow.vasp``,
+    ``httk.workflow.v1``) and nothing outside it. The test is by whole components: ``httk.workflowx``
+    is not below ``httk.workflow``.
+    """
+    return any(module == allowed or module.startswith(allowed + ".") for allowed in allowlist)
+
+
 def _package_roots(relative: str, pkg_modules: frozenset[str]) -> list[tuple[Path, str]]:
-    """The directories of an allowed package; ``find_spec`` imports its parents, never the package itself."""
+    """The directories of an allowed package, found without importing it or any package above it."""
     module, _, resource = relative[len(PKG_PREFIX) :].partition("/")
-    if module not in pkg_modules:
+    if not module_allowed(module, pkg_modules):
         raise _unavailable(
             f"pkg: module {module!r} is not in this manager's runner module allowlist "
             f"({', '.join(sorted(pkg_modules)) or 'empty'})",
             relative,
         )
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        spec = None
-    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    locations = package_locations(module)
     if not locations:
         raise _unavailable(f"pkg: module {module!r} is not an installed package directory", relative)
     return [(Path(location), resource) for location in locations]
+
+
+def package_locations(module: str) -> list[str]:
+    """Where an installed package's files are, found without running any package's ``__init__``.
+
+    The top-level package comes from its spec (finding one imports nothing); each subpackage is then
+    looked for in its parent's directories as the import system would: the first regular package (a
+    directory with ``__init__.py``) wins, else every directory of that name is a namespace portion.
+    ``importlib.util.find_spec`` would import every parent instead. Empty when not installed.
+    """
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return []
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    for part in rest:
+        portions: list[str] = []
+        for location in locations:
+            candidate = os.path.join(location, part)
+            if os.path.isfile(os.path.join(candidate, "__init__.py")):
+                portions = [candidate]
+                break
+            if os.path.isdir(candidate):
+                portions.append(candidate)
+        locations = portions
+    return locations
 
 
 def _open_first(roots: Sequence[tuple[Path, str]], source: str, relative: str) -> tuple[int, str]:
@@ -462,7 +497,7 @@ def manager_refusal(runner: Mapping[str, Any], manifest: Mapping[str, Any]) -> s
     if path.startswith(PKG_PREFIX):
         allowed = [str(module) for module in manifest.get("runner_modules") or ()]
         module = _pkg_module(path)
-        if module in allowed:
+        if module_allowed(module, allowed):
             return None
         listed = ", ".join(sorted(allowed)) or "empty"
         return f"runner module {module!r} is not in its runner module allowlist ({listed})"
