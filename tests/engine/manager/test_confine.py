@@ -30,10 +30,11 @@ from typing import Any
 import pytest
 from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
 from httk.workflow.engine.manager._attempt import spawn_gated
-from httk.workflow.engine.manager._confine import BROAD_REFRESH_SECONDS, Attempt, Confiner
+from httk.workflow.engine.manager._confine import BROAD_REFRESH_SECONDS, Confiner
 from httk.workflow.engine.manager._landlock import Confinement, ConfinementError, Landlock, landlock
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.manager._state import ManagerConfig
+from httk.workflow.engine.manager._writable import Attempt
 from httk.workflow.engine.publish._runners import RunnerFailure, publish_runner
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
@@ -78,6 +79,7 @@ def probe(a: Attempt) -> None:
         "control": str(a.control_dir),
         "job": os.environ["HTTK_WORKFLOW_JOB_DIR"],
         "workspace": os.environ["HTTK_WORKFLOW_WORKSPACE_DIR"],
+        "tmpdir": os.environ.get("TMPDIR", ""),
     }}
     results = {{name: attempt(op, path.format(**where)) for name, (op, path) in a.inputs["probes"].items()}}
     (a.workdir / "probes.json").write_text(json.dumps(results))
@@ -135,8 +137,14 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
     (tmp_path / "probe.py").write_text(PROBE_RUNNER)
     publish_runner(workspace, "probe.py", tmp_path / "probe.py")
     other = minimal_job(claim={"pool": "elsewhere", "required_capabilities": []})  # never claimed here
-    submit_jobs(workspace, [JobSpec(other, "q")])
+    submit_jobs(workspace, [JobSpec(other, "q", files={"shared/.keep": b""})])
     return workspace
+
+
+def sibling(ws: Workspace) -> Path:
+    """The payload of the job at placement ``q`` that no manager here claims."""
+    (payload,) = (ws.root / "q").iterdir()
+    return payload
 
 
 def run_probes(
@@ -228,7 +236,7 @@ def test_declared_writable_paths_are_granted_and_forbidden_ones_refused(
     assert reasons == {
         "job.json": "lies in job.json, which no runner may write",
         "journal": "lies in the workspace's control directory, which no runner may write",
-        "q": "lies in the workspace outside this job's payload",
+        "q": "holds the payloads of other jobs (their job.json)",
         "missing": "does not exist",
     }
     origins = {r["origin"] for r in running["confinement"]["refused"]}
@@ -240,52 +248,177 @@ def test_declared_writable_paths_are_granted_and_forbidden_ones_refused(
 
 
 @needs_landlock
-def test_a_packaged_runner_declares_its_own_paths(
+def test_a_declared_path_may_lie_in_another_jobs_payload_but_never_its_job_json(ws: Workspace) -> None:
+    """A v1 subtask works in its parent's tree: a declared path below another job's payload is granted;
+    that payload itself, its job.json and a placement directory (which holds payloads) are not."""
+    other = sibling(ws)
+    declared = [str(other / "shared"), str(other), str(other / "job.json"), str(ws.root / "q")]
+    probes = {
+        "declared, in another payload": ("create", f"{other}/shared/new"),
+        "that payload's job.json": ("append", f"{other}/job.json"),
+        "that payload": ("create", f"{other}/planted"),
+    }
+    results, running = run_probes(ws, probes, inputs={"runner.writable_paths": declared})
+    assert results == {
+        "declared, in another payload": "ok",
+        "that payload's job.json": "EACCES",
+        "that payload": "EACCES",
+    }
+    assert str(other / "shared") in running["confinement"]["writable"]
+    reasons = {r["path"]: r["reason"] for r in running["confinement"]["refused"]}
+    assert reasons == {
+        str(other): "is another job's payload directory, which holds its job.json",
+        str(other / "job.json"): "lies in another job's job.json, which no runner may write",
+        str(ws.root / "q"): "holds the payloads of other jobs (their job.json)",
+    }
+
+
+@needs_landlock
+def test_a_workspace_in_the_temporary_directory_gives_the_runner_a_private_one(
     ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An installed ``pkg:`` runner's entry point in the ``httk.workflow.writable_paths`` group."""
+    """TMPDIR holds the workspace, so it is granted only around it and ``mktemp`` could make nothing
+    there: the attempt gets ``TMPDIR`` in its control directory instead, and the frame says so."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    probes = {"$TMPDIR create": ("create", "{tmpdir}/scratch"), "the old TMPDIR": ("create", f"{tmp_path}/x")}
+    results, running = run_probes(ws, probes)
+    assert results == {"$TMPDIR create": "ok", "the old TMPDIR": "EACCES"}
+    private = running["confinement"]["tmpdir"]
+    assert Path(private).parent.name.startswith(".httk-attempt.") and Path(private).name == "tmp"
+
+
+@needs_landlock
+def test_a_temporary_directory_beside_the_workspace_is_left_as_it_is(ws: Workspace, tmp_path: Path) -> None:
+    results, running = run_probes(ws, {"$TMPDIR create": ("create", "{tmpdir}/scratch")})
+    assert results == {"$TMPDIR create": "ok"} and "tmpdir" not in running["confinement"]
+    assert (tmp_path / "tmpdir" / "scratch").exists()
+
+
+def packaged_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declaration: str, entry: str) -> str:
+    """Install ``probepkg`` (its ``run`` the probe runner) with ``declaration`` as its module and an entry
+    point named ``entry`` in ``httk.workflow.writable_paths``; the runner member of a job naming it."""
     site = tmp_path / "site"
     package = site / "probepkg"
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text(
-        textwrap.dedent(
-            """
-            def writable_paths(job, payload):
-                return [payload / "task-dir", job["inputs"]["elsewhere"]]
-            """
-        )
-    )
+    (package / "__init__.py").write_text(textwrap.dedent(declaration))
     (package / "run").write_text(PROBE_RUNNER)
     (package / "run").chmod(0o755)
     info = site / "probepkg-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: probepkg\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
-        "[httk.workflow.writable_paths]\nprobepkg = probepkg:writable_paths\n"
+        f"[httk.workflow.writable_paths]\n{entry} = probepkg:writable_paths\n"
     )
     monkeypatch.syspath_prepend(str(site))
-    elsewhere = tmp_path / "beside" / "declared.txt"
-    elsewhere.write_bytes(b"")
-    runner = {
+    monkeypatch.delitem(sys.modules, "probepkg", raising=False)  # each test's own declaration
+    return hashlib.sha256(PROBE_RUNNER.encode()).hexdigest()
+
+
+def run_packaged(
+    ws: Workspace, digest: str, probes: Mapping[str, tuple[str, str]], **inputs: Any
+) -> list[dict[str, Any]]:
+    """Run one probing job of ``pkg:probepkg/run`` to its end; its frames, oldest first."""
+    job = probes_job(probes, inputs=inputs)
+    job["runner"] = {
         "backend": "path",
         "source": "installed",
         "path": "pkg:probepkg/run",
-        "sha256": hashlib.sha256(PROBE_RUNNER.encode()).hexdigest(),
+        "sha256": digest,
         "arguments": [],
     }
-    probes = {
-        "declared task dir": ("create", "{job}/task-dir/new"),
-        "declared file": ("append", str(elsewhere)),
-    }
-    job = probes_job(probes, inputs={"elsewhere": str(elsewhere)})
-    job["runner"] = runner
     submit_jobs(ws, [JobSpec(job, "p", files={"task-dir/.keep": b""})])
     Manager(ws, ManagerConfig(runner_modules=("probepkg",))).run()
     marker = probe_marker(ws, "p", f"{job['tag']}--{job['id']}")
-    assert marker is not None and marker.kind.value == "succeeded", marker
-    [running] = [frame for frame in frame_chain(ws, marker) if frame["kind"] == "running"]
-    assert json.loads(Path(running["workdir"], "probes.json").read_text()) == dict.fromkeys(probes, "ok")
+    assert marker is not None
+    return frame_chain(ws, marker)
+
+
+@needs_landlock
+@pytest.mark.parametrize("entry", ["probepkg/run", "probepkg"])
+def test_a_packaged_runner_declares_its_own_paths(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str
+) -> None:
+    """The entry named after the runner (``<module>/<resource>``), or after its module for all of them,
+    is called with the job, its payload and the workspace; what it declares is writable, and a
+    forbidden write is still EACCES."""
+    declaration = """
+        def writable_paths(job, payload, workspace):
+            assert (workspace / ".httk-workflow").is_dir()
+            return [payload / "task-dir", job["inputs"]["elsewhere"]]
+    """
+    digest = packaged_probe(tmp_path, monkeypatch, declaration, entry)
+    elsewhere = tmp_path / "beside" / "declared.txt"
+    elsewhere.write_bytes(b"")
+    probes = {
+        "declared task dir": ("create", "{job}/task-dir/new"),
+        "declared file": ("append", str(elsewhere)),
+        "job.json": ("append", "{job}/job.json"),
+        "the payload": ("create", "{job}/planted"),
+    }
+    frames = run_packaged(ws, digest, probes, elsewhere=str(elsewhere))
+    assert frames[-1]["kind"] == "succeeded", frames[-1]
+    [running] = [frame for frame in frames if frame["kind"] == "running"]
+    results = json.loads(Path(running["workdir"], "probes.json").read_text())
+    assert results == {
+        "declared task dir": "ok",
+        "declared file": "ok",
+        "job.json": "EACCES",
+        "the payload": "EACCES",
+    }
     assert str(elsewhere) in running["confinement"]["writable"]
+
+
+@needs_landlock
+@pytest.mark.parametrize(
+    ("returned", "refused"),
+    [
+        ('[payload / "job.json"]', "job.json lies in job.json, which no runner may write"),
+        ('[workspace / ".httk-workflow" / "journal"]', "lies in the workspace's control directory"),
+        ('[workspace / ".httk-workflow" / "runners"]', "lies in the workspace's control directory"),
+        ('[workspace / "q"]', "holds the payloads of other jobs (their job.json)"),
+        ("[42]", "42 is not a path"),
+    ],
+)
+def test_a_packaged_runner_that_declares_a_forbidden_path_never_starts(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, returned: str, refused: str
+) -> None:
+    declaration = f"""
+        def writable_paths(job, payload, workspace):
+            return {returned}
+    """
+    digest = packaged_probe(tmp_path, monkeypatch, declaration, "probepkg/run")
+    last = run_packaged(ws, digest, {"job.json": ("append", "{job}/job.json")})[-1]
+    assert last["kind"] == "failed" and last["reason"] == "prepare_failure", last
+    failure = last["failure"]
+    assert failure["code"] == "protocol_error" and failure["details"]["reason"] == "writable_path_refused"
+    assert failure["message"].startswith("the packaged runner pkg:probepkg/run declares paths no runner may")
+    assert refused in failure["message"], failure
+    assert not list(ws.root.glob("p/*/run/probes.json"))  # the runner never ran
+
+
+DECLARE = "def writable_paths(job, payload, workspace):\n"
+
+
+@needs_landlock
+@pytest.mark.parametrize(
+    ("declaration", "said"),
+    [
+        (
+            "def writable_paths(job, payload, workspace):\n    raise OSError('no such table')\n",
+            "no such table",
+        ),
+        ("def writable_paths(job, payload, workspace):\n    return '/scratch'\n", "returned str, not"),
+        ("writable_paths = 42\n", "is a int, not a callable"),
+    ],
+)
+def test_a_declaration_that_cannot_be_made_fails_the_attempt_saying_why(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declaration: str, said: str
+) -> None:
+    digest = packaged_probe(tmp_path, monkeypatch, declaration, "probepkg")
+    failure = run_packaged(ws, digest, {})[-1]["failure"]
+    assert (failure["code"], failure["details"]["reason"]) == ("protocol_error", "writable_paths_failed")
+    assert "pkg:probepkg/run could not declare its writable paths" in failure["message"]
+    assert said in failure["message"], failure
 
 
 OFF = {"job.json append": ("append", "{job}/job.json"), "payload create": ("create", "{job}/planted")}

@@ -17,7 +17,7 @@ import platform
 import stat
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -191,6 +191,7 @@ class Confinement:
 
     record: dict[str, Any]
     _ruleset: Ruleset | None = None
+    environment: dict[str, str] = field(default_factory=dict)  # what the runner's environment must change
 
     @property
     def enforced(self) -> bool:

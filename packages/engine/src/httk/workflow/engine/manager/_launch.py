@@ -42,10 +42,10 @@ from httk.workflow.engine.publish._runners import RunnerFailure
 from httk.workflow.protocol import ForeignOwnerError, InvalidDocumentError, WorkflowError
 
 from ._attempt import AttemptPlan, prepare_attempt, spawn_gated
-from ._confine import Attempt
 from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, unmet
 from ._state import LiveAttempt, ManagerState
 from ._storage import STORAGE_ERRORS, transient
+from ._writable import Attempt
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -199,6 +199,7 @@ def launch(
             attempt.settings,
         )
         confinement = state.confiner.confine(where)
+        prepared.env.update(confinement.environment)  # a private TMPDIR, when it needs one
         try:
             process = spawn_gated(prepared, confinement=confinement)
         finally:
