@@ -331,6 +331,10 @@ class Confinement(BaseModel):
     """
     Declared writable paths that were not granted, and why.
     """
+    tmpdir: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    The attempt's private TMPDIR (tmp/ in its attempt-control directory), given when the temporary directory the runner would use holds the workspace and so is granted only around it.
+    """
     writable: list[WritableItem] | None = None
     """
     The paths the runner could write below, resolved; one that holds the workspace was granted only around it.
