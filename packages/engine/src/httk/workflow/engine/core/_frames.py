@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from ._clock import utc_timestamp
-from ._states import OWNED_KINDS, REBUILDS, Kind
+from ._states import Kind
 from ._workspace import MarkerLocation, Workspace
 
 FRAME_FORMAT = "httk-workflow-state"
@@ -547,39 +547,6 @@ def operator_paused(frame: Mapping[str, Any] | None, pause: Mapping[str, Any], *
 
 
 REBUILD_REASON = "fsck_rebuild"
-HISTORY_LOST = "history_lost"
-"""The code a rebuilt frame gives what it cannot know: the failure, the reason for a new attempt, the
-evidence that a cancelled job's attempt stopped."""
-
-
-def rebuilt(source: Kind, document: Mapping[str, Any], digest: str, lost: Mapping[str, Any]) -> Frame:
-    """The one frame ``workspace fsck --rebuild-lost`` writes for a job whose whole history was lost.
-
-    It is made of what is left: job.json (``document`` and its ``digest``) and what the marker's name says
-    (its kind ``source``; priority and generation go into the record). It starts a chain of its own
-    (``previous_record_ref`` null) and ``lost`` records what is gone (:data:`REBUILDS` gives the kind):
-    a job an attempt held counts that attempt, as an unclean restart; a failed job fails with
-    ``history_lost``, a paused one waits for an operator, a cancelled one stays cancelled.
-    """
-    kind = REBUILDS[source]
-    message = "the job's history was lost (never synchronized to storage) and rebuilt by workspace fsck"
-    members = {**first_activation(document, digest), "previous_record_ref": None, "fsck_rebuild": dict(lost)}
-    if source in OWNED_KINDS and kind is Kind.READY:
-        members |= {
-            **Counters(1, 1, 1).as_members(),
-            "attempt_reason": HISTORY_LOST,
-            "unclean_restart": True,
-            "last_failure": failure_of(HISTORY_LOST, message),
-        }
-    elif kind is Kind.FAILED:
-        members["failure"] = failure_of(HISTORY_LOST, message)
-    elif kind is Kind.PAUSED:
-        members["pause"] = {"reason": message}
-    elif kind is Kind.CANCELLED:
-        members["cancellation"] = {"verified": HISTORY_LOST}
-    return Frame(kind, {**members, "reason": REBUILD_REASON})
-
-
 # -- chain links -------------------------------------------------------------------------------------
 REPAIR_REASON = "fsck_repair"
 

@@ -21,7 +21,7 @@ What it guarantees.
 * With ``rebuild_lost`` (``--rebuild-lost``), a marker whose job has no readable older frame — a
   ``--no-durable`` workspace that lost whole journal segments to a power cut — is moved by the
   ``fsck_rebuild`` transition onto one frame rebuilt from job.json and what its name says
-  (:func:`~._frames.rebuilt`, :data:`~._states.REBUILDS`), which records that history was lost; a
+  (:func:`rebuilt`, :data:`~._states.REBUILDS`), which records that history was lost; a
   waiting marker stays unrepairable (its join was in the lost history). The live-owner guard holds, and
   a job whose recorded attempt process still runs on this host is left (``live_process``). A durable
   workspace never needs it: every frame is synchronized before the rename that publishes it.
@@ -48,12 +48,21 @@ from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
-from httk.workflow.engine.core._frames import FRAME_FORMAT, REPAIR_REASON, Frame, kept_members, rebuilt
+from httk.workflow.engine.core._frames import (
+    FRAME_FORMAT,
+    REBUILD_REASON,
+    REPAIR_REASON,
+    Counters,
+    Frame,
+    failure_of,
+    first_activation,
+    kept_members,
+)
 from httk.workflow.engine.core._jobs import load_job
 from httk.workflow.engine.core._journal import scan_segment
 from httk.workflow.engine.core._liveness import ManagerView, list_managers, process_alive, read_process_file
 from httk.workflow.engine.core._segments import SEGMENT_SUFFIX
-from httk.workflow.engine.core._states import OWNED_KINDS, REBUILDS, Trigger
+from httk.workflow.engine.core._states import OWNED_KINDS, REBUILDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.requests._requests import QUARANTINE_FORMAT
@@ -427,3 +436,36 @@ def leftover_census(workspace: Workspace) -> dict[str, int]:
     """gc's dry-run count of always-safe leftovers (``total``, ``removed_jobs``, ``tmp_entries``,
     ``retired_requests``, ``placement_directories``), reported for information only; writes nothing."""
     return always_safe_census(workspace)
+
+
+HISTORY_LOST = "history_lost"
+"""The code a rebuilt frame gives what it cannot know: the failure, the reason for a new attempt, the
+evidence that a cancelled job's attempt stopped."""
+
+
+def rebuilt(source: Kind, document: Mapping[str, Any], digest: str, lost: Mapping[str, Any]) -> Frame:
+    """The one frame ``workspace fsck --rebuild-lost`` writes for a job whose whole history was lost.
+
+    It is made of what is left: job.json (``document`` and its ``digest``) and what the marker's name says
+    (its kind ``source``; priority and generation go into the record). It starts a chain of its own
+    (``previous_record_ref`` null) and ``lost`` records what is gone (:data:`REBUILDS` gives the kind):
+    a job an attempt held counts that attempt, as an unclean restart; a failed job fails with
+    ``history_lost``, a paused one waits for an operator, a cancelled one stays cancelled.
+    """
+    kind = REBUILDS[source]
+    message = "the job's history was lost (never synchronized to storage) and rebuilt by workspace fsck"
+    members = {**first_activation(document, digest), "previous_record_ref": None, "fsck_rebuild": dict(lost)}
+    if source in OWNED_KINDS and kind is Kind.READY:
+        members |= {
+            **Counters(1, 1, 1).as_members(),
+            "attempt_reason": HISTORY_LOST,
+            "unclean_restart": True,
+            "last_failure": failure_of(HISTORY_LOST, message),
+        }
+    elif kind is Kind.FAILED:
+        members["failure"] = failure_of(HISTORY_LOST, message)
+    elif kind is Kind.PAUSED:
+        members["pause"] = {"reason": message}
+    elif kind is Kind.CANCELLED:
+        members["cancellation"] = {"verified": HISTORY_LOST}
+    return Frame(kind, {**members, "reason": REBUILD_REASON})
