@@ -3,8 +3,9 @@
 Import (issue "httk v1 compatibility", goal: at least 0.5 of ``cp -a``): builds a v1 tree of N tasks
 (default 10,000) in 100 project directories, shaped like a VASP campaign of v1 templates
 (:func:`build_tree`: 11 entries per task on average); then, round by round, times ``cp -a`` of
-the tree and ``import_tree`` of it into a fresh non-durable workspace on the same filesystem, and prints
-the medians and their ratio (cp time / import time). The import is timed in-process: the command's own
+the tree and ``import_tree`` of it into a fresh non-durable workspace on the same filesystem, in
+alternating order with the page cache written back before each (:func:`time_import`), and prints the
+medians and their ratio (cp time / import time). The import is timed in-process: the command's own
 start-up is what ``./dev bench startup`` measures.
 
 Runner (goal: the v1 runner adds at most one bare interpreter start, ``python -c pass``, over the bare
@@ -13,9 +14,11 @@ below the control directory, the ``HTTK_WORKFLOW_*`` variables) for a v1 task wh
 ``ht.nextstep`` and exits 2; each run of the runner replays, runs the step, renames the status view and
 publishes the advance outcome. It is timed against ``../ht_steps start`` run directly in
 ``ht.run.current`` and against ``python -c pass`` (with a bytecode cache, as an installed interpreter
-has), interleaved round by round so that machine load affects every row alike.
+has), interleaved round by round so that machine load affects every row alike; and against the Bash
+SDK floor, a five-line runner that sources the Bash API, runs the same step and publishes its advance,
+which splits the overhead into what any Bash runner pays and what the v1 runner adds.
 
-    ./dev bench v1_import [--tasks 10000] [--rounds 3] [--runs 30]
+    ./dev bench v1_import [--tasks 10000] [--rounds 4] [--runs 30]
 """
 
 from __future__ import annotations
@@ -38,6 +41,14 @@ from httk.workflow.v1 import ImportOptions, import_tree, runner_root
 IMPORT_GOAL = 0.5
 STEPS = '#!/bin/bash\ncd "$HT_TASK_CURRENT_DIR" || exit 1\necho second >ht.nextstep\nexit 2\n'
 SHIPPED_BASH_API = "httk/workflow/sdk/bash/httk-workflow.sh"
+SDK_FLOOR = """#!/bin/bash
+# What any Bash runner pays for the same step: the Bash API, the step run, its advance published.
+set -euo pipefail
+. "$HTTK_WORKFLOW_BASH_API"
+../ht_steps start </dev/null >>../ht.taskmgr.stdout 2>&1 || :
+read -r next <ht.nextstep
+httk_workflow_advance "$next" --message "v1 next step $next"
+"""
 
 
 # -- import ------------------------------------------------------------------------------------------
@@ -85,21 +96,35 @@ def build_tree(root: Path, tasks: int) -> int:
 
 
 def time_import(base: Path, tree: Path, rounds: int) -> tuple[list[float], list[float], int]:
+    """``cp -a`` and ``import_tree`` of the tree, ``rounds`` times each, in alternating order (cp first
+    in even rounds, the import first in odd ones) and with the page cache written back before each
+    timing: creating and removing 100,000 files leaves the filesystem slower for a while, and which of
+    the two came second would otherwise decide the ratio."""
     copies: list[float] = []
     imports: list[float] = []
     jobs = 0
-    for number in range(rounds):
+
+    def copy(number: int) -> None:
         target = base / f"copy-{number}"
+        os.sync()
         start = time.perf_counter()
         subprocess.run(["cp", "-a", str(tree), str(target)], check=True)
         copies.append(time.perf_counter() - start)
         shutil.rmtree(target)
+
+    def imported(number: int) -> None:
+        nonlocal jobs
         workspace = init(base / f"ws-{number}", name="bench", durable=False)
+        os.sync()
         start = time.perf_counter()
         report = import_tree(workspace.root, tree, ImportOptions())
         imports.append(time.perf_counter() - start)
         jobs = report.counts.get("imported", 0)
         shutil.rmtree(workspace.root)
+
+    for number in range(rounds):
+        for measure in (copy, imported) if number % 2 == 0 else (imported, copy):
+            measure(number)
     return copies, imports, jobs
 
 
@@ -220,12 +245,22 @@ def runner_cases(root: Path) -> list[Case]:
     python_env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     run = Path(env["HTTK_WORKFLOW_CONTROL_DIR"]) / "runner" / "run"
 
+    control = Path(env["HTTK_WORKFLOW_CONTROL_DIR"])
+    floor = control / "sdk-floor"
+    floor.write_text(SDK_FLOOR)
+    floor.chmod(0o755)
+
     def bare_reset() -> None:
         (run_dir / "ht.nextstep").unlink()
+
+    def floor_reset() -> None:
+        shutil.rmtree(control / "outcome.ready")
+        bare_reset()
 
     return [
         Case("python -c pass", [sys.executable, "-c", "pass"], root, python_env, lambda: None),
         Case("bare ../ht_steps start", ["../ht_steps", "start"], run_dir, env, bare_reset, status=2),
+        Case("Bash SDK floor", [str(floor)], run_dir, env, floor_reset),
         Case("v1 runner, one step", [str(run)], Path(env["HTTK_WORKFLOW_WORKDIR"]), env, reset),
     ]
 
@@ -235,7 +270,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--tasks", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
@@ -259,7 +294,7 @@ def main() -> None:
         for _ in range(args.runs):
             for case in cases:
                 case.run_once()
-        python, bare, runner = (case.median_ms for case in cases)
+        python, bare, floor, runner = (case.median_ms for case in cases)
         print(f"\nthe v1 runner per step, {args.runs} runs each, interleaved")
         for case in cases:
             print(f"  {case.label:<26} {case.median_ms:8.1f} ms")
@@ -268,6 +303,10 @@ def main() -> None:
         print(
             f"  the runner adds {extra:.1f} ms to the bare step; one bare interpreter start is "
             f"{python:.1f} ms ({extra / python:.2f} of it): {verdict} the goal"
+        )
+        print(
+            f"  of that, the Bash SDK floor (any Bash runner's step) is {floor - bare:.1f} ms "
+            f"({(floor - bare) / python:.2f} of a start), the v1 runner's own work {runner - floor:.1f} ms"
         )
 
 

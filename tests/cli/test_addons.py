@@ -156,7 +156,7 @@ def test_an_engine_group_of_the_same_name_wins(site: Path) -> None:
     install_addon(site, {GROUP: {"job": f"{ADDON_MODULE}.cli:app"}}, name="shadowing")
     result = httk(site, "workflow", "job", "--help")
     assert result.returncode == 0
-    assert "Submit, inspect and control jobs." in result.stdout
+    assert "Make, submit, inspect and control jobs." in result.stdout
     assert imports(site.parent / "marks") == 0
 
 

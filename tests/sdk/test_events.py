@@ -89,11 +89,52 @@ def test_invalid_events_are_refused_and_nothing_is_written(
 def test_unreadable_and_foreign_lines_are_skipped(tmp_path: Path) -> None:
     folder = tmp_path / ".httk-job"
     folder.mkdir()
-    (folder / "events.jsonl").write_bytes(
-        b'[1]\n{"format":"other"}\nnot json\n{"format":"httk-workflow-runner-event"}\n'
-    )
-    assert read_events(tmp_path) == [{"format": "httk-workflow-runner-event"}]
+    event = {
+        "format": "httk-workflow-runner-event",
+        "format_version": 1,
+        "time": "2026-07-26T09:12:44.512314Z",
+        "step": "relax",
+        "attempt_id": ATTEMPT_ID,
+        "attempt_ordinal": 1,
+        "kind": "k",
+        "message": "m",
+    }
+    incomplete = {"format": "httk-workflow-runner-event"}
+    lines = [
+        b"[1]",
+        b'{"format":"other"}',
+        b"not json",
+        json.dumps(incomplete).encode(),
+        json.dumps(event).encode(),
+    ]
+    (folder / "events.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    assert read_events(tmp_path) == [event]
     assert read_events(tmp_path / "nowhere") == []
+
+
+def test_a_record_that_cannot_be_read_is_a_state_error(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / ".httk-job").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(StateError, match="symbolic link"):
+        read_events(tmp_path)
+
+
+def test_the_writer_s_constants_are_the_reader_s() -> None:
+    from httk.workflow.protocol import _events as reader
+    from httk.workflow.sdk import _events as writer
+    from httk.workflow.sdk._state import JOB_STATE_DIR
+
+    for name in (
+        "FORMAT",
+        "FORMAT_VERSION",
+        "EVENTS_FILE",
+        "PREVIOUS_FILE",
+        "MAX_EVENT_BYTES",
+        "ROTATE_BYTES",
+    ):
+        assert getattr(writer, name) == getattr(reader, name), name
+    assert writer.MAX_KIND_BYTES == reader.MAX_KIND_BYTES and JOB_STATE_DIR == reader.JOB_STATE_DIR
+    assert reader._KIND_RE.pattern == writer.KIND_PATTERN + r"\Z"
 
 
 @pytest.mark.parametrize("message", [*ascii_and_hostile(), "plain"])

@@ -143,8 +143,10 @@ def test_descriptors_describe_themselves_for_workflows_list() -> None:
         "required": False,
         "default": 1000,
         "kind": "value",
+        "value_type": "number",
         "meaning": "k-points per atom",
     }
+    assert described["inputs"][0]["value_type"] is None  # a file input has no value type
 
 
 def test_the_sdk_does_not_import_the_packaged_module() -> None:

@@ -32,9 +32,12 @@ def build(base: Path) -> tuple[Path, Path]:
 
 
 def importing(workspace: Path, root: Path, move: bool) -> str:
+    """An import of ``root``; copying, each task is a batch of its own, so that the interruption points
+    of a large import's several batches are enumerated too."""
     return (
-        "from httk.workflow.v1._importer import ImportOptions, import_tree\n"
-        f"import_tree({str(workspace)!r}, {str(root)!r}, ImportOptions(move={move!r}))\n"
+        "from httk.workflow.v1 import _importer\n"
+        "_importer._COPY_BATCH_BYTES = 1\n"
+        f"_importer.import_tree({str(workspace)!r}, {str(root)!r}, _importer.ImportOptions(move={move!r}))\n"
     )
 
 

@@ -16,7 +16,7 @@ from httk.workflow.v1._jobdoc import NAMESPACE
 from httk.workflow.v1._runner import runner_sha256
 
 from tests.v1.v1jobs import V1Workspace
-from tests.v1.v1trees import LIVE_OWNER, fixture_tree, make_task
+from tests.v1.v1trees import DEAD_OWNER, LIVE_OWNER, fixture_tree, make_task
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
@@ -302,3 +302,28 @@ def test_a_task_that_cannot_be_copied_is_refused_alone(
     ]
     assert "it cannot be copied: cp -a" in str(report.entries[1].reason)
     assert sorted(j["tag"] for j in v1ws.list_jobs()) == ["a", "c"]
+
+
+def test_v1s_category_directories_are_left_out_of_placements_and_job_ids(
+    tmp_path: Path, v1ws: V1Workspace
+) -> None:
+    root = tmp_path / "Runs"
+    make_task(root / "ht.waitstart/2/proj/sub", "ht.task.any.q.start.0.unclaimed.2.waitstart")
+    make_task(root / "ht.running/proj/sub", f"ht.task.any.r.s.1.{DEAD_OWNER}.3.running", age=7200)
+    make_task(root / "ht.finished/proj", "ht.task.any.f.x.0.unclaimed.3.finished")
+    report = import_tree(v1ws.path, root, ImportOptions(include_finished=True))
+    assert sorted((e.relpath.split("/")[0], e.placement) for e in report.entries) == [
+        ("ht.finished", "v1/proj"),
+        ("ht.running", "v1/proj/sub"),
+        ("ht.waitstart", "v1/proj/sub"),
+    ]
+    # v1 ran on and moved the queued task through ht.running to ht.finished: the same job, not a second
+    moved = root / "ht.finished/proj/sub/ht.task.any.q.start.0.unclaimed.2.finished"
+    moved.parent.mkdir(parents=True)
+    (root / "ht.waitstart/2/proj/sub/ht.task.any.q.start.0.unclaimed.2.waitstart").rename(moved)
+    again = import_tree(v1ws.path, root, ImportOptions(include_finished=True))
+    (entry,) = [e for e in again.entries if e.relpath.startswith("ht.finished/proj/sub/")]
+    assert entry.action is ImportAction.REFUSED and "imported before with another definition" in str(
+        entry.reason
+    )
+    assert len(v1ws.list_jobs()) == 3

@@ -1,5 +1,6 @@
-"""The v1 runner under the real manager: one ht_steps step per activation, every exit code, the v1
-environment, transactions before and after the program, decisions already taken, archives, views."""
+"""The v1 runner under the real manager: one ht_steps step per activation, subtasks, the v1 environment,
+the watchdog, transactions before and after the program, decisions already taken, archives, views (the
+exit codes: test_runner_exits.py)."""
 
 from __future__ import annotations
 
@@ -11,35 +12,7 @@ from typing import NamedTuple
 import pytest
 
 from tests.v1.v1jobs import V1Workspace
-from tests.v1.v1trees import DEAD_OWNER, fixture_tree, make_task
-
-# A step script driven by the test: $STEPS/<step> holds "<exit code> [next step]".
-SCRIPTED = r"""#!/bin/bash
-cd "$HT_TASK_CURRENT_DIR" || exit 1
-echo "$1" >>"$HT_TASK_TOP_DIR/trace"
-read -r code next <"$HT_TASK_TOP_DIR/plan.$1" || exit 64
-[ -z "$next" ] || echo "$next" >ht.nextstep
-[ "$code" != kill ] || kill -KILL $$
-exit "$code"
-"""
-
-
-def scripted(
-    parent: Path,
-    name: str,
-    plan: dict[str, str],
-    *,
-    files: dict[str, str] | None = None,
-    age: float | None = None,
-) -> Path:
-    """A task whose SCRIPTED ht_steps follows ``plan``: step -> "<exit code> [next step]"."""
-    planned = {f"plan.{step}": f"{line}\n" for step, line in plan.items()}
-    return make_task(parent, name, script=SCRIPTED, files={**planned, **(files or {})}, age=age)
-
-
-def trace(task: Path) -> list[str]:
-    path = task / "trace"
-    return path.read_text().split() if path.exists() else []
+from tests.v1.v1trees import DEAD_OWNER, fixture_tree, make_task, scripted, trace
 
 
 def test_a_two_step_task_runs_to_finished_and_archives_its_run_directory(
@@ -62,49 +35,6 @@ def test_a_two_step_task_runs_to_finished_and_archives_its_run_directory(
     show = v1ws.show(job)
     assert show["state"]["activation_ordinal"] == 2 and show["state"]["reason"] == "succeed"
     assert "httk v1 any.two: next step second" in v1ws.log(job)
-
-
-class Exit(NamedTuple):
-    code: str
-    kind: str
-    failure: str | None
-    reason: str | None
-    status: str
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        Exit("4", "failed", "declared_failure", "Task gave 'broken' as return code.", "broken"),
-        Exit("99", "failed", "timeout", "Task timed out.", "timeout"),
-        Exit("0", "failed", "v1.stopped", "Task returned non-defined error code (0).", "stopped"),
-        Exit("1", "failed", "v1.stopped", "Task returned non-defined error code (1).", "stopped"),
-        Exit("5", "failed", "v1.stopped", "Task returned non-defined error code (5).", "stopped"),
-        Exit("43", "failed", "v1.stopped", "Task returned non-defined error code (43).", "stopped"),
-        Exit("kill", "failed", "v1.stopped", "Task returned non-defined error code (137).", "stopped"),
-        Exit("10", "succeeded", None, None, "finished"),
-    ],
-    ids=lambda case: f"exit-{case.code}",
-)
-def test_every_exit_code_maps_as_v1_mapped_it(tmp_path: Path, v1ws: V1Workspace, case: Exit) -> None:
-    code, kind, failure, reason, status = case
-    task = scripted(tmp_path, "ht.task.any.t.relax.0.unclaimed.3.waitstep", {"relax": code, "freeze": "0"})
-    (task / "ht.reason").write_text("an earlier reason\n")
-    job = v1ws.submit(task)
-    v1ws.run()
-    show = v1ws.show(job)
-    assert show["kind"] == kind
-    payload = v1ws.task(job)
-    lines = (payload / "ht.reason").read_text().splitlines()
-    if failure is None:
-        assert lines == ["an earlier reason"]
-    else:
-        assert show["failure"]["code"] == failure
-        assert show["failure"]["message"].startswith(reason)
-        assert lines[0] == "an earlier reason" and lines[1].startswith(str(reason)) and len(lines) == 2
-    frozen = status in ("broken", "timeout")
-    assert trace(payload) == (["relax", "freeze"] if frozen else ["relax"])
-    assert v1ws.views() == [f"ht.task.any.t.relax.0.unclaimed.3.{status}"]
 
 
 def test_exit_3_spawns_subtasks_two_levels_deep_and_continues_once_all_are_terminal(

@@ -1,7 +1,8 @@
 """The v1 runner killed at every point between the program's exit and its outcome, for every kind of
 decision: the next attempt completes the decision without running the step again, and every v1 side
 effect (ht.reason, the archive, subtasks, the view) happens exactly once (the freeze hook runs again
-only when the runner died after it)."""
+only when the runner died after it). And an attempt killed whole between a step's commit and its
+replay: the retry replays the commit and goes on from it."""
 
 from __future__ import annotations
 
@@ -73,3 +74,37 @@ def test_a_runner_killed_after_the_program_completes_its_decision(
             "ht.task.any.b.start.0.unclaimed.3.finished",
         ]
         assert sorted(j["tag"] for j in v1ws.list_jobs()) == ["a", "b", "c"]
+
+
+# start commits its decision in a v1 transaction, then its attempt dies with it (the runner and the
+# program killed together, as when a node goes) before anything replays or publishes the decision.
+DIES_AFTER_COMMIT = r"""#!/bin/bash
+. "$HTTK_DIR"/Execution/tasks/ht_tasks_api.sh
+HT_TASK_INIT "$@"
+echo "$STEP" >>"$HT_TASK_TOP_DIR/trace"
+case "$STEP" in
+  start)
+    HT_TASK_ATOMIC_SECTION_START
+    echo "kept" >result
+    echo second >ht.nextstep
+    HT_TASK_ATOMIC_SECTION_END
+    kill -KILL 0 ;;
+  second) [ -f result ] && HT_TASK_FINISHED; HT_TASK_BROKEN ;;
+esac
+"""
+
+
+def test_an_attempt_killed_between_a_commit_and_its_replay_goes_on_from_the_commit(
+    tmp_path: Path, v1ws: V1Workspace
+) -> None:
+    task = make_task(tmp_path, "ht.task.any.k.start.0.unclaimed.3.waitstart", script=DIES_AFTER_COMMIT)
+    job = v1ws.submit(task)
+    v1ws.run()
+    show = v1ws.show(job)
+    assert show["kind"] == "succeeded", show
+    assert show["state"]["total_attempts"] == 3  # the killed one, its retry (the committed advance), second
+    payload = v1ws.payload(job)
+    assert (payload / "trace").read_text().split() == ["start", "second"]  # start never ran again
+    (archive,) = payload.glob("ht.run.2*")
+    assert (archive / "result").read_text() == "kept\n"
+    assert "ht.nextstep names second, decided before this activation (start) ran: advance" in v1ws.log(job)

@@ -34,6 +34,7 @@ class Run(NamedTuple):
     timeout: str
     code: int
     messages: list[str]
+    mock_options: str = ""
 
 
 @needs_vasp
@@ -42,7 +43,9 @@ class Run(NamedTuple):
     [
         Run("", "0", 0, ["FINISHED"]),
         Run("zpotrf", "0", 2, ["ZPOTRF"]),
-        Run("brmix", "0", 2, ["BRMIX", "FINISHED"]),  # VASP runs on with it: the catalog's watch stops it
+        # VASP runs on with BRMIX and the catalog's watch stops it; a pause before each electronic step
+        # makes the run last far longer than the watch's poll, so the mock cannot finish on its own first.
+        Run("brmix", "0", 2, ["BRMIX", "FINISHED"], "--step-seconds=0.05"),
         Run("nelm", "0", 4, ["LAST BADCONV ELEC (N>=NELM)", "FINISHED"]),
         Run("hang", "2", 99, ["WALLTIME", "TIMEOUT"]),
     ],
@@ -50,7 +53,7 @@ class Run(NamedTuple):
 )
 def test_run_controlled_returns_v1s_codes_and_writes_its_messages(tmp_path: Path, case: Run) -> None:
     work = calculation(tmp_path / "run", incar=RELAX)
-    script = f'VASP_RUN_CONTROLLED {case.timeout} "{MOCK}"'
+    script = f'VASP_RUN_CONTROLLED {case.timeout} "{MOCK}" {case.mock_options}'
     done = helpers(work, script, HTTK_MOCK_VASP_FAULTS=case.faults, **QUICK)
     assert done.returncode == case.code, done.stdout + done.stderr
     assert (work / "ht.controlled.msgs").read_text().splitlines() == case.messages

@@ -1,7 +1,8 @@
 """Builders of synthetic httk v1 task trees, written for these tests (the v1 grammar of the reference).
 
 :func:`make_task` creates one task directory with an executable ``ht_steps`` (or ``ht_run``), its run
-directory files and its mtime; :func:`fixture_tree` builds the realistic tree of the reference's §5
+directory files and its mtime; :func:`scripted` one whose step script follows a plan of exit codes
+(:func:`trace` lists the steps it ran); :func:`fixture_tree` builds the realistic tree of the reference's §5
 recipe (fresh, between steps, parent with subtasks, spawner, broken, abandoned with transactions, live,
 terminal, half-published and hidden entries), each task keyed by its id in the returned mapping.
 """
@@ -68,6 +69,35 @@ def make_task(
     if age is not None:
         set_age(task, age)
     return task
+
+
+# A step script driven by the test: the task's plan.<step> holds "<exit code> [next step]" (or "kill").
+SCRIPTED = r"""#!/bin/bash
+cd "$HT_TASK_CURRENT_DIR" || exit 1
+echo "$1" >>"$HT_TASK_TOP_DIR/trace"
+read -r code next <"$HT_TASK_TOP_DIR/plan.$1" || exit 64
+[ -z "$next" ] || echo "$next" >ht.nextstep
+[ "$code" != kill ] || kill -KILL $$
+exit "$code"
+"""
+
+
+def scripted(
+    parent: Path,
+    name: str,
+    plan: dict[str, str],
+    *,
+    files: dict[str, str] | None = None,
+    age: float | None = None,
+) -> Path:
+    """A task whose SCRIPTED ht_steps follows ``plan``: step -> "<exit code> [next step]"."""
+    planned = {f"plan.{step}": f"{line}\n" for step, line in plan.items()}
+    return make_task(parent, name, script=SCRIPTED, files={**planned, **(files or {})}, age=age)
+
+
+def trace(task: Path) -> list[str]:
+    path = task / "trace"
+    return path.read_text().split() if path.exists() else []
 
 
 def set_age(path: Path, seconds: float) -> None:

@@ -1,9 +1,9 @@
-"""End-to-end helpers: a real workspace, payloads built from the packaged workflows, the real manager.
+"""End-to-end helpers: a real workspace, jobs of the packaged workflows, the real manager.
 
-Everything goes through the product's own front doors: the workspace is created by the engine's public
-``init`` (with transactional-data-v1, which ``workspace init`` cannot enable yet), settings are set with
-``httk workflow workspace settings set``, payloads are built with ``build_payload`` and submitted with
-``httk workflow job submit``, and ``httk workflow run`` runs a manager until it is idle. VASP is the mock.
+Everything goes through the product's own front doors: the workspace is created by ``httk workflow
+workspace init --extension transactional-data-v1``, settings are set with ``httk workflow workspace
+settings set``, jobs are made and submitted by ``httk workflow job new --workflow NAME``, and ``httk
+workflow run`` runs a manager until it is idle. VASP is the mock.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine import init
-from httk.workflow.sdk.packaged import PackagedWorkflow, build_payload
+from httk.workflow.sdk.packaged import PackagedWorkflow
 
 from tests.vasp.vaspkit import MOCK, SILICON, pseudo_library
 
@@ -100,7 +99,7 @@ def workspace(
 ) -> Path:
     """A durable-off workspace with transactional data, the mock as vasp.command and a POTCAR library."""
     path = root / "ws"
-    init(path, durable=False, extensions=("transactional-data-v1",)).close()
+    httk("workspace", "init", str(path), "--no-durable", "--extension", "transactional-data-v1")
     library = pseudo_library(root / "potcars")
     values: dict[str, object] = {
         "vasp.command": MOCK if command is None else command,
@@ -135,16 +134,16 @@ def submit(
     poscar: str = SILICON,
     inputs: Mapping[str, object] | None = None,
 ) -> Job:
-    """Build a payload of ``workflow`` (the structure written to a file first) and submit it."""
+    """Make a job of ``workflow`` with ``job new`` (the structure written to a file first)."""
     scratch.mkdir(parents=True, exist_ok=True)
     structure = scratch / f"POSCAR.{len(list(scratch.iterdir()))}"
     structure.write_text(poscar)
-    payload = scratch / f"payload.{len(list(scratch.iterdir()))}"
-    build_payload(workflow, {"structure": str(structure), **(inputs or {})}, payload, tag=tag)
-    job = json.loads((payload / "job.json").read_text())
-    httk("job", "submit", str(ws), str(payload), "--placement", placement)
-    key = f"{tag}--{job['id']}" if tag else job["id"]
-    return Job(ws, placement, key, job["id"])
+    given = {"structure": str(structure), **(inputs or {})}
+    words = [f"--input={k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in given.items()]
+    words += ["--placement", placement, *(["--tag", tag] if tag else [])]
+    made = json.loads(httk("job", "new", str(ws), "--workflow", workflow.name, *words, "--json").stdout)
+    assert made["workflow"] == workflow.name and made["status"] == "submitted", made
+    return Job(ws, placement, made["job_key"], made["job_id"])
 
 
 def run_manager(

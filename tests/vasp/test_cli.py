@@ -1,17 +1,26 @@
-"""``httk workflow vasp plot`` through typer's CliRunner, on jobs a real manager ran."""
+"""``httk workflow vasp plot`` through the real ``httk`` command line, on jobs a real manager ran."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 from httk.workflow.vasp import VASP_RELAX, VASP_STATIC
-from httk.workflow.vasp.cli import app
-from typer.testing import CliRunner
 
-from tests.vasp.e2e import Job, mock_command, run_manager, submit, workspace
+from tests.vasp.e2e import HTTK, Job, environment, mock_command, run_manager, submit, workspace
 
 PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def plot(*words: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [HTTK, "workflow", "vasp", "plot", *map(str, words)],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +42,18 @@ def test_the_plot_of_a_relaxation_across_its_remedy_and_repeats(
     ws, relaxed, _, _ = jobs
     runs = relaxed.state()["runs"]
     steps = sum(len(run["ionic_steps"]) for run in runs)
-    for selector in (relaxed.id[:8], relaxed.key, str(relaxed.payload), f"{relaxed.placement}/{relaxed.key}"):
-        output = tmp_path / f"{abs(hash(selector))}.png"
-        result = CliRunner().invoke(app, ["plot", str(ws), selector, "-o", str(output)])
-        assert result.exit_code == 0, result.output
-        assert result.output == f"{output}: {steps} ionic steps of {len(runs)} runs\n"
+    marker = next((ws / ".httk-workflow" / "state" / "succeeded").rglob(f"{relaxed.key}.p*"))
+    for selector in (
+        relaxed.id[:8],
+        relaxed.key,
+        relaxed.payload,
+        f"{relaxed.placement}/{relaxed.key}",
+        marker,
+    ):
+        output = tmp_path / f"{abs(hash(str(selector)))}.png"
+        done = plot(ws, selector, "-o", output)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"{output}: {steps} ionic steps of {len(runs)} runs\n"
         assert output.read_bytes().startswith(PNG)
 
 
@@ -47,17 +63,19 @@ def test_jobs_that_cannot_be_named_or_plotted_are_refused(
     ws, _, _, waiting = jobs
     output = tmp_path / "x.png"
     for selector, status, fragment in (
-        ("silicon", 2, "names 2 jobs"),
-        ("nobody", 2, "no job in"),
+        ("silicon", 2, "matches 2 jobs"),
+        ("nobody", 2, "matches no job in the workspace"),
         (waiting.key, 1, "no VASP ionic steps to plot yet"),
     ):
-        result = CliRunner().invoke(app, ["plot", str(ws), selector, "-o", str(output)])
-        assert result.exit_code == status and fragment in result.output, result.output
-    result = CliRunner().invoke(app, ["plot", str(tmp_path), "x", "-o", str(output)])
-    assert result.exit_code == 2 and "not a workspace" in result.output
+        done = plot(ws, selector, "-o", output)
+        assert done.returncode == status, (selector, done.stderr)
+        assert done.stderr.startswith("error: ") and fragment in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1
+    done = plot(tmp_path, "x", "-o", output)
+    assert done.returncode == 3 and done.stderr.startswith("error: ")
     assert not output.exists()
 
 
 def test_help_lists_the_plot_command() -> None:
-    result = CliRunner().invoke(app, ["--help"])
-    assert result.exit_code == 0 and "plot" in result.output
+    done = subprocess.run([HTTK, "workflow", "vasp", "--help"], capture_output=True, text=True, check=True)
+    assert "plot" in done.stdout

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from httk.workflow.vasp import CATALOG, VASP_RELAX, VASP_STATIC
+from httk.workflow.vasp.mock._faults import FAULTS
 
-from tests.vasp.e2e import mock_command, run_manager, submit, workspace
+from tests.vasp.e2e import httk, mock_command, run_manager, submit, workspace
+from tests.vasp.vaspkit import IRON_OXIDE, pseudo_library
 
 # Rows whose fault needs a relaxation (a later ionic step, or NSW) and the fault that triggers each.
 RELAXATION_ROWS = {
@@ -33,6 +35,14 @@ CIRCUMSTANCES: dict[str, dict[str, str]] = {
 }
 
 
+# The mock's faults the catalog's rows do not name: the runner's own time limit meets them.
+TIMEOUT_FAULTS = {"hang@2*1": "sigterm", "hang-hard@2*1": "sigkill"}
+
+
+def _row_fault(name: str) -> str:
+    return RELAXATION_ROWS.get(name, f"{name}*1")
+
+
 # The rows a default test run covers (one per kind of fault: a fatal error, an error VASP runs on with, a
 # derived row each, one needing its circumstances); ./dev vasp-matrix runs every row.
 SUBSET = ("zpotrf", "subspacematrix", "rspher", "fexcf", "nelm", "walltime", "ionic", "crash")
@@ -50,7 +60,7 @@ def test_every_catalog_row_is_remedied_under_the_real_manager(tmp_path: Path, ro
     jobs = {}
     for row in (r for r in CATALOG if r.name in rows):
         relaxation = row.name in RELAXATION_ROWS
-        fault = RELAXATION_ROWS.get(row.name, f"{row.name}*1")
+        fault = _row_fault(row.name)
         inputs: dict[str, object] = {"vasp.command": mock_command(fault)}
         for name, value in CIRCUMSTANCES.get(row.name, {}).items():
             inputs[name] = str(_incar(tmp_path, value)) if name == "incar" else value
@@ -90,6 +100,12 @@ def test_a_remedy_backs_up_the_inputs_and_records_the_fix(tmp_path: Path) -> Non
     assert job.results()["provenance"]["incar"]["ISYM"] == 0
     state = job.state()
     assert state["ladders"] == {"zpotrf": {"rung": 0, "uses": 1}} and state["pending"] is None
+    # The fix history reaches job show and job why through the generic runner events, not VASP code.
+    events = job.show()["events"]["events"]
+    (told,) = [event for event in events if event["kind"] == "vasp.remedy"]
+    assert {k: told["details"][k] for k in ("before", "after")} == {k: remedy[k] for k in ("before", "after")}
+    why = httk("job", "why", str(ws), job.key).stdout
+    assert "vasp.error  run 1: zpotrf" in why and "vasp.remedy  zpotrf: " in why
 
 
 def test_an_exhausted_ladder_fails_the_job_naming_every_remedy_tried(tmp_path: Path) -> None:
@@ -118,7 +134,13 @@ def test_an_error_vasp_runs_on_with_is_stopped_by_the_monitor(tmp_path: Path) ->
     )  # continue_from_contcar: not a relaxation
 
 
-@pytest.mark.parametrize(("fault", "stage"), [("hang@2*1", "sigterm"), ("hang-hard@2*1", "sigkill")])
+def test_every_fault_of_the_mock_runs_under_the_manager_in_this_module() -> None:
+    """The matrix (a fault per catalog row) and the time-limit tests together inject every mock fault."""
+    injected = [_row_fault(row.name) for row in CATALOG] + list(TIMEOUT_FAULTS)
+    assert {fault.split("@")[0].split("*")[0] for fault in injected} == set(FAULTS)
+
+
+@pytest.mark.parametrize(("fault", "stage"), list(TIMEOUT_FAULTS.items()))
 def test_the_runner_enforces_vasp_timeout_through_the_stop_stages(
     tmp_path: Path, fault: str, stage: str
 ) -> None:
@@ -153,3 +175,22 @@ def test_without_vasp_command_the_job_fails_with_command_missing(tmp_path: Path)
     failure = job.show()["failure"]
     assert failure["code"] == "vasp.command_missing" and "vasp.command is not set" in failure["message"]
     assert not (job.run / "POSCAR").exists()  # refused before anything was prepared
+
+
+def test_inputs_only_the_runner_can_judge_fail_the_job_naming_them(tmp_path: Path) -> None:
+    """What build_payload cannot see -- the workspace's POTCAR library, the program vasp.command names --
+    the runner refuses before VASP starts, with the failure naming what is wrong."""
+    ws = workspace(tmp_path)
+    si_only = pseudo_library(tmp_path / "si-only", "Si")
+    no_iron = submit(
+        ws, VASP_STATIC, tmp_path / "in", poscar=IRON_OXIDE, inputs={"vasp.pseudo_library": str(si_only)}
+    )
+    no_program = submit(ws, VASP_STATIC, tmp_path / "in", inputs={"vasp.command": str(tmp_path / "no-vasp")})
+    run_manager(ws)
+    assert no_iron.kind() == no_program.kind() == "failed"
+    failure = no_iron.show()["failure"]
+    assert failure["code"] == "vasp.input_invalid" and "Fe" in failure["message"], failure
+    assert not (no_iron.run / "INCAR").exists()
+    failure = no_program.show()["failure"]
+    assert failure["code"] == "vasp.command_unavailable" and "no-vasp" in failure["message"], failure
+    assert [e["kind"] for e in no_program.events()][-1] == "vasp.failed"

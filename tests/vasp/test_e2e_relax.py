@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import subprocess
 from pathlib import Path
 
 from httk.workflow import models
 from httk.workflow.vasp import VASP_RELAX, VASP_RELAX_STATIC, VASP_STATIC
 
-from tests.vasp.e2e import run_manager, submit, workspace
-from tests.vasp.vaspkit import IRON_OXIDE
+from tests.vasp.e2e import HTTK, Job, environment, httk, run_manager, submit, workspace
+from tests.vasp.vaspkit import IRON_OXIDE, MOCK, SILICON, pseudo_library
 
 
 def test_vasp_relax_repeats_until_consecutive_runs_agree_and_stores_results(tmp_path: Path) -> None:
@@ -58,6 +62,18 @@ def test_vasp_relax_static_relaxes_then_computes_the_relaxed_structure(tmp_path:
     assert results["calculation"] == "static" and results["convergence"]["relaxation"]["converged"]
     relaxed = [r for r in results["runs"] if r["stage"] == "relax"][-1]
     assert abs(results["energy"]["energy"] - relaxed["energy"]) < 0.05
+    # collect reads it back generically: one record, whole, and its scalars as CSV columns
+    (record,) = json.loads(httk("collect", str(ws), "--json", "--workflow", "vasp-relax-static").stdout)
+    assert (record["job_key"], record["workflow"], record["degraded"]) == (
+        job.key,
+        "vasp-relax-static",
+        False,
+    )
+    assert record["results"] == results and results["warnings"] == []
+    (row,) = csv.DictReader(io.StringIO(httk("collect", str(ws), "--csv").stdout))
+    assert float(row["results.energy.energy"]) == results["energy"]["energy"]
+    assert row["results.provenance.vasp_version"] == "6.4.2" and row["results.calculation"] == "static"
+    assert json.loads(httk("collect", str(ws), "--json", "--workflow", "vasp-relax").stdout) == []
 
 
 def test_a_magnetic_static_keeps_its_wavefunctions_when_asked_and_reports_every_result(
@@ -86,3 +102,50 @@ def test_a_magnetic_static_keeps_its_wavefunctions_when_asked_and_reports_every_
     assert [d["element"] for d in results["provenance"]["potcar"]] == ["Fe", "O"]
     assert all(len(d["sha256"]) == 64 for d in results["provenance"]["potcar"])
     assert results["provenance"]["kpoints"]["source"] == "density 1000"
+
+
+def test_job_new_makes_a_vasp_relax_that_a_manager_runs_to_success(tmp_path: Path) -> None:
+    """The whole path in the operator's words: nothing but ``httk workflow`` commands and two files."""
+    ws = tmp_path / "ws"
+    httk("workspace", "init", str(ws), "--no-durable", "--extension", "transactional-data-v1")
+    library = pseudo_library(tmp_path / "potcars")
+    for name, value in (("vasp.command", MOCK), ("vasp.pseudo_library", str(library))):
+        httk("workspace", "settings", "set", str(ws), name, value)
+    (tmp_path / "POSCAR").write_text(SILICON)
+    (tmp_path / "INCAR").write_text("EDIFF = 1E-7\n")
+
+    made = subprocess.run(
+        [
+            HTTK,
+            "workflow",
+            "job",
+            "new",
+            str(ws),
+            "--workflow",
+            "vasp-relax",
+            "--input",
+            "structure=POSCAR",
+            "--input",
+            "incar=INCAR",
+            "--input",
+            "vasp.poll_seconds=0.05",
+            "--tag",
+            "silicon",
+        ],
+        cwd=tmp_path,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    key, payload = made.stdout.rstrip("\n").split("\t")
+    job = Job(ws, str(Path(payload).parent.relative_to(ws)), key, key.removeprefix("silicon--"))
+    run_manager(ws)
+
+    assert job.kind() == "succeeded"
+    shown = job.show()
+    assert shown["job"]["workflow"] == "vasp-relax" and shown["data_path"] == str(job.payload / "data")
+    results = job.results()
+    assert results["calculation"] == "relax" and results["convergence"]["relaxation"]["converged"]
+    assert results["provenance"]["incar"]["EDIFF"] == 1e-7  # the given INCAR's tag won
+    assert (job.payload / "files" / "POSCAR").read_text() == SILICON

@@ -22,6 +22,7 @@ from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.maintenance._gc import (
     CENSUS_KEYS,
+    PHASES,
     GcReport,
     PeriodicCollection,
     always_safe_census,
@@ -350,3 +351,15 @@ def test_a_report_names_every_category_and_its_totals(ws: Workspace) -> None:
         "manager_directory",
     ]
     assert data["skipped"]["journal_segment"] == "retention.journal_days is not set (keep)"
+
+
+def test_a_collection_reports_its_progress_phase_by_phase(ws: Workspace, state: ManagerState) -> None:
+    every_kind(state)
+    set_retention(ws, **AGGRESSIVE)
+    heard: list[tuple[str, int]] = []
+    collect_garbage(ws, dry_run=True, progress=lambda what, done: heard.append((what, done)))
+    phases = [what for what, _done in heard]
+    assert set(phases) <= set(PHASES) and phases[0] == PHASES[0]
+    assert phases == sorted(phases, key=PHASES.index)  # phase after phase, never back
+    assert [done for _what, done in heard] == list(range(1, len(heard) + 1))  # every entry visited
+    assert sum(1 for what in phases if what == PHASES[0]) >= len(ALL_KINDS)  # at least each marker

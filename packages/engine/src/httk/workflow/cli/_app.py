@@ -1,14 +1,15 @@
 """The ``httk`` and ``httk-taskmanager`` executables: the tree of command groups.
 
-The canonical tree is ``httk workflow workspace|job|runner|manager|launcher …`` (``spec/02``), with
-``httk workflow run`` and ``httk workflow precheck``. ``httk workspace …`` and ``httk job …`` are the same
-groups at the top level (DECISIONS D6), and every command that takes a WORKSPACE argument also accepts
-``--workspace WS``. ``httk-taskmanager`` is an alias executable with ``init`` (= workspace init),
-``submit`` (= job submit), ``run``, ``request``, ``status`` and ``precheck``.
+The canonical tree is ``httk workflow workspace|job|runner|manager|launcher|workflows …`` (``spec/02``),
+with ``httk workflow run``, ``httk workflow precheck`` and ``httk workflow collect``. ``httk workspace …``
+and ``httk job …`` are the same groups at the top level (DECISIONS D6), and every command that takes a
+WORKSPACE argument also accepts ``--workspace WS``. ``httk-taskmanager`` is an alias executable with
+``init`` (= workspace init), ``submit`` (= job submit), ``run``, ``request``, ``status`` and
+``precheck``.
 
 Each group is a module with its own ``typer.Typer`` (``_workspace_cmd``, ``_job_cmd``, ``_runner_cmd``,
-``_manager_cmd``, ``_launcher_cmd``); this module only assembles them. Other packages add groups to
-``httk workflow`` through the entry point group ``httk.workflow.cli``, loaded only when used
+``_manager_cmd``, ``_launcher_cmd``, ``_workflows_cmd``); this module only assembles them. Other packages
+add groups to ``httk workflow`` through the entry point group ``httk.workflow.cli``, loaded only when used
 (``_addons``). Every command reports our errors as one ``error:`` line and a documented exit status
 (``_reporting``, whose table the epilog repeats).
 
@@ -21,12 +22,15 @@ import typer
 
 from . import (
     _addons,
+    _collect_cmd,
     _job_cmd,
     _launcher_cmd,
     _manager_cmd,
+    _monitor_cmd,
     _request_cmd,
     _runner_cmd,
     _why_cmd,
+    _workflows_cmd,
     _workspace_cmd,
 )
 from ._inspect_cmd import status
@@ -60,10 +64,13 @@ workflow_app.add_typer(_job_cmd.app)
 workflow_app.add_typer(_runner_cmd.app)
 workflow_app.add_typer(_manager_cmd.app)
 workflow_app.add_typer(_launcher_cmd.app)
+workflow_app.add_typer(_workflows_cmd.app)
 workflow_app.command("run", help="Run task managers through the workspace's launcher (= 'manager run').")(
     _manager_cmd.run
 )
 workflow_app.command("precheck")(_why_cmd.precheck)
+workflow_app.command("collect")(_collect_cmd.collect)
+workflow_app.command("monitor")(_monitor_cmd.monitor)
 
 app = _root("httk", "The httk command line.")
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ._options import JsonOpt, UsageError, WorkspaceArg, WorkspaceOpt, bind
+from ._progress import progress_bar, wanted
 from ._render import print_json, print_table
 
 if TYPE_CHECKING:
@@ -71,12 +72,14 @@ def fsck(
 
     attached = attach(root, writable=repair)
     try:
-        report = check_workspace(
-            attached,
-            repair=repair,
-            quarantine_unrepairable=quarantine_unrepairable,
-            rebuild_lost=rebuild_lost,
-        )
+        with progress_bar("checking markers", enabled=wanted(as_json)) as bar:
+            report = check_workspace(
+                attached,
+                repair=repair,
+                quarantine_unrepairable=quarantine_unrepairable,
+                rebuild_lost=rebuild_lost,
+                progress=bar.report,
+            )
     finally:
         attached.close()
     if as_json:

@@ -4,7 +4,8 @@ The categories and their gates are :func:`httk.workflow.engine.collect_garbage`'
 one row per category (candidates that passed every gate, entries removed, bytes reclaimed), then a total,
 and names each gated category the policy keeps. ``--dry-run`` attaches the workspace read-only and
 writes nothing at all; ``--json`` prints the report as one object. An entry that could not be removed is
-reported on standard error and makes the exit status 1; it is left for the next collection.
+reported on standard error and makes the exit status 1; it is left for the next collection. On a terminal (and
+without ``--json``) a transient progress bar on standard error counts the entries visited, phase by phase.
 
 This module imports typer and the shared helpers only; the engine is imported inside the command body.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ._options import DurableOpt, JsonOpt, WorkspaceArg, WorkspaceOpt, bind
+from ._progress import progress_bar, wanted
 from ._render import note, print_json, print_table
 
 if TYPE_CHECKING:
@@ -36,7 +38,8 @@ def gc(
 
     attached = attach(root, writable=not dry_run, durable=durable)
     try:
-        report = collect_garbage(attached, dry_run=dry_run)
+        with progress_bar("collecting", enabled=wanted(as_json)) as bar:
+            report = collect_garbage(attached, dry_run=dry_run, progress=bar.report)
     finally:
         attached.close()
     if as_json:

@@ -74,6 +74,15 @@ AfterOpt = Annotated[
         help="Continue after this cursor (the next_after of the previous page).",
     ),
 ]
+EventsOpt = Annotated[
+    int,
+    typer.Option(
+        "--events",
+        metavar="N",
+        min=0,
+        help="Show the runner's last N reported events (.httk-job/events.jsonl; 0: none).",
+    ),
+]
 LogLimitOpt = Annotated[
     int | None,
     typer.Option("--limit", metavar="N", min=1, show_default=False, help="Only the newest N transitions."),
@@ -191,16 +200,17 @@ def show(
     workspace: WorkspaceArg = None,
     job: JobArg = None,
     workspace_option: WorkspaceOpt = None,
+    events: EventsOpt = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one job: its state, step, counters against budgets, owner or failure, and paths."""
+    """Show one job: its state, step, counters against budgets, owner or failure, paths, runner events."""
     root, selector = bind([workspace, job], [("WORKSPACE", workspace_option), ("JOB", None)])
     from httk.workflow.engine import show_job
 
     from . import _inspect_render as render
 
     attached = _attach(root)
-    report = show_job(attached, _select(attached, selector))
+    report = show_job(attached, _select(attached, selector), events=events)
     if as_json:
         print_json(report)
         return

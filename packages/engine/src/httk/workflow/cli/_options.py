@@ -152,7 +152,7 @@ def json_or_text(text: str) -> object:
 
     try:
         return json.loads(text, parse_constant=refuse)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past what the parser can hold is not JSON here either
         return text
 
 

@@ -1,8 +1,10 @@
-"""``httk workflow workspace``: create a workspace; its status, managers, policy and settings; fsck and gc.
+"""``httk workflow workspace``: create a workspace; its status, managers, policy, settings and extensions;
+fsck and gc.
 
 The group is the ``workspace`` of ``spec/02`` and ``spec/03``; ``httk workspace …`` is the same group at the
 top level (DECISIONS D6). Its commands live with what they do: the read commands in ``_inspect_cmd``,
-``fsck`` and ``gc`` in their own modules, and ``policy`` and ``settings`` are groups of their own.
+``fsck`` and ``gc`` in their own modules, and ``policy``, ``settings`` and ``extension`` are groups of their
+own.
 """
 
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from . import _fsck_cmd, _gc_cmd, _inspect_cmd, _policy_cmd, _settings_cmd
+from . import _extension_cmd, _fsck_cmd, _gc_cmd, _inspect_cmd, _policy_cmd, _settings_cmd
 from ._options import DurableOpt, JsonOpt, WorkspaceOpt, bind
 from ._render import print_json
 
@@ -31,6 +33,15 @@ PathArg = Annotated[
 NameOpt = Annotated[
     str | None, typer.Option("--name", metavar="NAME", help="A name recorded in format.json.")
 ]
+ExtensionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--extension",
+        metavar="NAME",
+        show_default=False,
+        help="Enable a protocol extension such as transactional-data-v1 (repeatable).",
+    ),
+]
 
 
 @app.command("init")
@@ -38,6 +49,7 @@ def init(
     *,
     path: PathArg = None,
     name: NameOpt = None,
+    extension: ExtensionOpt = None,
     workspace_option: WorkspaceOpt = None,
     durable: DurableOpt = None,
     as_json: JsonOpt = False,
@@ -46,12 +58,15 @@ def init(
     (root,) = bind([path], [("PATH", workspace_option)])
     from httk.workflow.engine import init as init_workspace
 
-    workspace = init_workspace(root, name=name, durable=durable is not False)
+    extensions = tuple(dict.fromkeys(extension or ()))
+    workspace = init_workspace(root, name=name, durable=durable is not False, extensions=extensions)
     if as_json:
         print_json(workspace.document)
         return
     typer.echo(f"initialized workspace {Path(root).absolute()}")
     typer.echo(f"workspace_id {workspace.workspace_id}")
+    if workspace.extensions:
+        typer.echo(f"extensions {' '.join(workspace.extensions)}")
 
 
 app.command("status")(_inspect_cmd.status)
@@ -60,3 +75,4 @@ app.command("fsck")(_fsck_cmd.fsck)
 app.command("gc")(_gc_cmd.gc)
 app.add_typer(_policy_cmd.app)
 app.add_typer(_settings_cmd.app)
+app.add_typer(_extension_cmd.app)

@@ -7,13 +7,22 @@ engine's floor plan") and may change without notice. The names, by what they are
 * workspaces: :func:`init`, :func:`attach`, :func:`find_root`, :class:`Workspace` (policy and settings
   changes are its methods; :class:`Policy` is its ``policy``), :class:`MarkerLocation` (where a job's
   state marker is);
+* workspace extensions: :func:`list_extensions`, :func:`enable_extension`, :class:`ExtensionView`;
 * submission and the runner store: :class:`Submitter`, :class:`SubmitResult`, :class:`SubmitStatus`,
   :func:`publish_runner`, :class:`PublishedRunner`;
+* new jobs (``job new``): the packaged workflows (:func:`packaged_workflows`, :func:`find_workflow`,
+  :class:`WorkflowEntry`), a job of one or of an own runner checked whole before anything is written
+  (:func:`plan_job`, :func:`plan_runner_job`, :class:`JobPlan`, :class:`SharedRunner`), and its
+  submission (:func:`submit_plan`);
 * selecting jobs: :func:`select_job`, :func:`select_jobs`, :func:`select_each`, :class:`Selection`,
-  :class:`SelectorError`;
-* reading (nothing is written): :func:`workspace_status`, :func:`list_managers`, :func:`list_jobs`,
+  :class:`SelectorError`, :class:`Position` (a ``job list`` cursor);
+* reading (nothing is written): :class:`Monitor` and :func:`job_detail` (the monitor's data, with
+  :class:`MonitorSnapshot`, :class:`JobQuery`, :class:`JobsPage`, :class:`KindCount`,
+  :class:`Certainty`, :class:`JobDetail`), :func:`workspace_status`, :func:`list_managers`, :func:`list_jobs`,
   :func:`job_row`, :func:`show_job`, :func:`job_history`, :func:`follow_history`, :func:`job_output`,
-  :func:`diagnose` (``job why``), :func:`precheck`, and their reports;
+  :func:`diagnose` (``job why``), :func:`precheck`, and their reports; :func:`event_lines` (a
+  job's runner-reported events, as both show them); :func:`collect_results` (``collect``: every
+  finished job's result document);
 * maintenance: :func:`fsck`, :func:`collect_garbage`;
 * operator actions: :func:`publish_request`, :func:`plan_deletion` and :func:`delete_jobs`,
   :func:`debug_job`;
@@ -72,6 +81,7 @@ if TYPE_CHECKING:
     )
     from httk.workflow.engine.manager._slurm import SlurmLauncher
     from httk.workflow.engine.manager._state import ManagerConfig
+    from httk.workflow.engine.ops._collect import ResultRecord, collect_results
     from httk.workflow.engine.ops._debug import DebugError, DebugOptions, DebugResult, debug_job
     from httk.workflow.engine.ops._delete import (
         DeleteError,
@@ -82,9 +92,32 @@ if TYPE_CHECKING:
         linger_seconds,
         plan_deletion,
     )
+    from httk.workflow.engine.ops._events import event_lines
+    from httk.workflow.engine.ops._extensions import ExtensionView, enable_extension, list_extensions
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
+    from httk.workflow.engine.ops._monitor import (
+        Certainty,
+        JobDetail,
+        JobQuery,
+        JobsPage,
+        KindCount,
+        Monitor,
+        MonitorSnapshot,
+        job_detail,
+    )
+    from httk.workflow.engine.ops._new import (
+        JobPlan,
+        SharedRunner,
+        WorkflowEntry,
+        find_workflow,
+        packaged_workflows,
+        plan_job,
+        plan_runner_job,
+        submit_plan,
+    )
     from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
     from httk.workflow.engine.ops._select import (
+        Position,
         Selection,
         SelectorError,
         select_each,
@@ -143,14 +176,29 @@ _HOMES = {
     ),
     "SlurmLauncher": "manager._slurm",
     **dict.fromkeys(
-        ("Selection", "SelectorError", "select_each", "select_job", "select_jobs"), "ops._select"
+        ("Position", "Selection", "SelectorError", "select_each", "select_job", "select_jobs"), "ops._select"
     ),
     **dict.fromkeys(("JobPage", "StatusReport", "job_row", "list_jobs", "workspace_status"), "ops._inspect"),
     **dict.fromkeys(
         ("RetainedAttempt", "follow_history", "job_history", "job_output", "show_job"), "ops._show"
     ),
+    "event_lines": "ops._events",
+    **dict.fromkeys(("ResultRecord", "collect_results"), "ops._collect"),
     **dict.fromkeys(("WhyContext", "diagnose"), "ops._why"),
     "Diagnosis": "ops._why_report",
+    **dict.fromkeys(
+        (
+            "Certainty",
+            "JobDetail",
+            "JobQuery",
+            "JobsPage",
+            "KindCount",
+            "Monitor",
+            "MonitorSnapshot",
+            "job_detail",
+        ),
+        "ops._monitor",
+    ),
     **dict.fromkeys(("PrecheckReport", "precheck"), "ops._precheck"),
     **dict.fromkeys(
         (
@@ -165,10 +213,25 @@ _HOMES = {
         "ops._delete",
     ),
     **dict.fromkeys(("DebugError", "DebugOptions", "DebugResult", "debug_job"), "ops._debug"),
+    **dict.fromkeys(("ExtensionView", "enable_extension", "list_extensions"), "ops._extensions"),
+    **dict.fromkeys(
+        (
+            "JobPlan",
+            "SharedRunner",
+            "WorkflowEntry",
+            "find_workflow",
+            "packaged_workflows",
+            "plan_job",
+            "plan_runner_job",
+            "submit_plan",
+        ),
+        "ops._new",
+    ),
 }
 
 __all__ = [
     "Bundle",
+    "Certainty",
     "DebugError",
     "DebugOptions",
     "DebugResult",
@@ -177,9 +240,15 @@ __all__ = [
     "DeleteRefusedError",
     "DeleteResult",
     "Diagnosis",
+    "ExtensionView",
     "FsckReport",
     "GcReport",
+    "JobDetail",
     "JobPage",
+    "JobPlan",
+    "JobQuery",
+    "JobsPage",
+    "KindCount",
     "LaunchReport",
     "LaunchRequest",
     "Launcher",
@@ -187,16 +256,21 @@ __all__ = [
     "ManagerConfig",
     "ManagerView",
     "MarkerLocation",
+    "Monitor",
+    "MonitorSnapshot",
     "Policy",
+    "Position",
     "PrecheckReport",
     "ProcessLauncher",
     "PublishedRequest",
     "PublishedRunner",
+    "ResultRecord",
     "RetainedAttempt",
     "RunPlan",
     "RunSummary",
     "Selection",
     "SelectorError",
+    "SharedRunner",
     "SlurmLauncher",
     "Started",
     "StatusReport",
@@ -205,29 +279,39 @@ __all__ = [
     "SubmitStatus",
     "Submitter",
     "WhyContext",
+    "WorkflowEntry",
     "Workspace",
     "add_bundle",
     "attach",
     "collect_garbage",
+    "collect_results",
     "debug_job",
     "delete_jobs",
     "diagnose",
+    "enable_extension",
+    "event_lines",
     "find_bundle",
     "find_root",
+    "find_workflow",
     "follow_history",
     "fsck",
     "global_directory",
     "init",
+    "job_detail",
     "job_history",
     "job_output",
     "job_row",
     "launch_managers",
     "linger_seconds",
     "list_bundles",
+    "list_extensions",
     "list_jobs",
     "list_managers",
+    "packaged_workflows",
     "plan_deletion",
+    "plan_job",
     "plan_run",
+    "plan_runner_job",
     "precheck",
     "publish_request",
     "publish_runner",
@@ -239,6 +323,7 @@ __all__ = [
     "settings_read",
     "show_job",
     "stop_managers",
+    "submit_plan",
     "wait_for_managers",
     "workspace_directory",
     "workspace_status",

@@ -786,6 +786,69 @@ class Magnetization(BaseModel):
     """
 
 
+MeshItem = TypeAliasType("MeshItem", Annotated[StrictInt, Field(ge=1)])
+
+
+class Kpoints(BaseModel):
+    """
+    The k-points of the calculation: an automatic mesh (style Gamma or Monkhorst-Pack, mesh, shift) or an explicit KPOINTS (its text), and how they were chosen.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    mesh: Annotated[list[MeshItem] | None, Field(max_length=3, min_length=3)] = None
+    """
+    Subdivisions along each reciprocal axis.
+    """
+    shift: Annotated[list[StrictFloat] | None, Field(max_length=3, min_length=3)] = None
+    """
+    The mesh's shift.
+    """
+    source: StrictStr
+    """
+    How they were chosen: 'input' (the job's KPOINTS) or 'density N' (derived from N k-points per reciprocal atom).
+    """
+    style: StrictStr
+    """
+    Gamma, Monkhorst-Pack or explicit.
+    """
+    text: StrictStr | None = None
+    """
+    An explicit KPOINTS file, as given.
+    """
+
+
+class PotcarItem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    choice: StrictStr | None = None
+    """
+    The library directory it came from (Fe_pv), when assembled.
+    """
+    element: StrictStr
+    """
+    The element.
+    """
+    file: StrictStr | None = None
+    """
+    The library file it came from, when assembled.
+    """
+    sha256: Annotated[StrictStr | None, Field(pattern="^[0-9a-f]{64}$")]
+    """
+    The SHA-256 of the dataset's text.
+    """
+    titel: StrictStr
+    """
+    The dataset's TITEL line (PAW_PBE Fe_pv 06Sep2000).
+    """
+    zval: StrictFloat | None = None
+    """
+    Its valence (ZVAL).
+    """
+
+
 class Provenance(BaseModel):
     """
     How the final calculation was made.
@@ -794,7 +857,7 @@ class Provenance(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    command: list[StrictStr] | None = None
+    command: list[StrictStr]
     """
     The argument vector VASP was started with.
     """
@@ -802,13 +865,13 @@ class Provenance(BaseModel):
     """
     The final calculation's INCAR, tag by tag.
     """
-    kpoints: dict[str, Any] | None = None
+    kpoints: Kpoints | None
     """
-    The k-points: style, mesh, shift, and how they were chosen.
+    The k-points of the calculation: an automatic mesh (style Gamma or Monkhorst-Pack, mesh, shift) or an explicit KPOINTS (its text), and how they were chosen.
     """
-    potcar: list[dict[str, Any]] | None = None
+    potcar: list[PotcarItem]
     """
-    Each POTCAR dataset: element, titel, zval, choice, file, sha256.
+    Each POTCAR dataset of the calculation, in the POSCAR's species order.
     """
     runner: StrictStr
     """
@@ -818,11 +881,11 @@ class Provenance(BaseModel):
     """
     The file the final values were read from.
     """
-    vasp_build: StrictStr | None = None
+    vasp_build: StrictStr | None
     """
     OUTCAR's version line.
     """
-    vasp_version: StrictStr | None = None
+    vasp_version: StrictStr | None
     """
     VASP's version, from OUTCAR's first line.
     """
@@ -2575,6 +2638,10 @@ class VaspResults(BaseModel):
     structure: Structure
     """
     The final structure.
+    """
+    warnings: list[StrictStr]
+    """
+    What these results lack, one sentence each (values read from OUTCAR because vasprun.xml was incomplete, no VASP version in OUTCAR, the final electronic minimization unconverged); empty when nothing. httk workflow collect marks a job with warnings as degraded and shows them.
     """
     workflow: StrictStr
     """

@@ -168,7 +168,7 @@ class Attempt(Spawning, JobRecords):
                     self._job = json.loads(stream.read())
             except OSError as exc:
                 raise ContextError(f"cannot be read: {exc.strerror or exc}", path=path) from exc
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to decode
                 raise ContextError(f"is not UTF-8 JSON: {exc}", path=path) from exc
         return self._job
 

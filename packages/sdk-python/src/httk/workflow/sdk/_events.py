@@ -2,8 +2,10 @@
 
 Any runner may tell an operator what happened inside its steps -- an error it detected, the remedy it
 applied, a restart it validated -- by appending one event. Inspection tools read the last events back
-(``docs/runner-events.md`` is the contract they are written from). Nothing in the protocol depends on
-them: they are evidence, like the attempt's stdout.log.
+(``docs/runner-events.md`` is the contract they are written from) through the protocol's bounded
+reader, ``httk.workflow.protocol._events``, which :func:`read_events` hands to; its constants are the
+ones below (a test holds them equal: the writer does not import the protocol package). Nothing in the
+protocol depends on events: they are evidence, like the attempt's stdout.log.
 
 The record is two files below the job's ``.httk-job/``: ``events.jsonl``, appended to, and
 ``events.1.jsonl``, the previous one. An event is one line of compact UTF-8 JSON (the same bytes the Bash
@@ -20,7 +22,6 @@ costs that event alone; readers skip lines that are not events.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -140,8 +141,9 @@ def append_event(job_dir: Path, line: bytes) -> Path:
 def read_events(job_dir: str | os.PathLike[str], limit: int | None = None) -> list[dict[str, Any]]:
     """The job's recorded runner events, oldest first; the last ``limit`` of them when given.
 
-    Lines that are not events (a torn write, another format) are skipped; a job without events has
-    none.
+    Lines that are not events (a torn write, another format, members of the wrong type) are skipped; a
+    job without events has none. The reading is the protocol's bounded one
+    (``httk.workflow.protocol._events``), imported here on first use: recording an event does not load it.
 
     Parameters
     ----------
@@ -153,7 +155,7 @@ def read_events(job_dir: str | os.PathLike[str], limit: int | None = None) -> li
     Raises
     ------
     StateError
-        When a record file exists but cannot be read.
+        When the record exists but cannot be read (a symbolic link, not a regular file, an I/O error).
 
     Examples
     --------
@@ -161,20 +163,9 @@ def read_events(job_dir: str | os.PathLike[str], limit: int | None = None) -> li
     >>> [event["kind"] for event in read_events("/ws/p/job", limit=2)]  # doctest: +SKIP
     ['vasp.error', 'vasp.remedy']
     """
-    folder = Path(job_dir) / JOB_STATE_DIR
-    events: list[dict[str, Any]] = []
-    for name in (PREVIOUS_FILE, EVENTS_FILE):
-        try:
-            data = (folder / name).read_bytes()
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise StateError(f"cannot be read: {exc.strerror or exc}", path=folder / name) from exc
-        for raw in data.split(b"\n"):
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("format") == FORMAT:
-                events.append(event)
-    return events if limit is None else events[-limit:] if limit > 0 else []
+    from httk.workflow.protocol._events import read_runner_events
+
+    record = read_runner_events(job_dir, limit)
+    if record.problem is not None:
+        raise StateError(record.problem, path=os.fspath(job_dir))
+    return record.events

@@ -128,6 +128,7 @@ class WorkflowInput:
             "required": self.required,
             "default": self.default,
             "kind": self.kind,
+            "value_type": None if self.kind == "file" else self.value_type,
             "meaning": self.meaning,
         }
 
@@ -158,6 +159,9 @@ class PackagedWorkflow:
         The runner's argument vector.
     runner_source
         ``installed`` (default), ``workspace`` or ``payload``.
+    runner_sha256
+        The digest that pins a ``workspace`` runner (the store entry the caller published); an installed
+        ``pkg:`` runner's is computed from the file it resolves to, and a payload runner has none.
     workdir_mode, workdir_path
         job.json's ``workdir``.
     data_mode
@@ -183,6 +187,7 @@ class PackagedWorkflow:
     inputs: tuple[WorkflowInput, ...] = ()
     arguments: tuple[str, ...] = ()
     runner_source: str = "installed"
+    runner_sha256: str | None = None
     workdir_mode: str = "persistent"
     workdir_path: str = "run"
     data_mode: str = "none"
@@ -327,7 +332,7 @@ def job_document(
     }
     if workflow.runner_source != "payload":
         runner["source"] = workflow.runner_source
-        runner["sha256"] = runner_digest(workflow.runner)
+        runner["sha256"] = workflow.runner_sha256 or runner_digest(workflow.runner)
     values: dict[str, Any] = {}
     for declared in workflow.inputs:
         if declared.name in resolved:

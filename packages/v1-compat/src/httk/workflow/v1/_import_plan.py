@@ -63,13 +63,13 @@ def _without_duplicates(plans: list[JobPlan], entries: list[ImportEntry]) -> lis
         if counts[plan.job_id] == 1:
             kept.append(plan)
             continue
-        others = sorted(p.task.path.name for p in plans if p.job_id == plan.job_id and p is not plan)
+        others = sorted(p.task.relpath for p in plans if p.job_id == plan.job_id and p is not plan)
         entries.append(
             entry_for(
                 plan,
                 ImportAction.REFUSED,
-                f"it shares set, id and priority with {', '.join(others)} in one directory, so both "
-                "would be one job; rename one of them",
+                f"it shares set, id and priority with {', '.join(others)} in one directory (v1's "
+                "category directories aside), so both would be one job; rename one of them",
                 with_job=False,
             )
         )

@@ -10,17 +10,16 @@ What :func:`import_tree` guarantees:
   so importing the same tree again finds every job placed with the same bytes and adds nothing. A
   placed job whose job.json differs is a conflict, reported and left alone.
 * **Crash-safe.** Per task: (1) the copy is made below the workspace's ``tmp/`` (batched ``cp -a
-  --parents``), (2) a payload is made beside it, job.json in it and the copy moved into its ``task/``
-  (:class:`JobPlacer`), (3) the engine renames the payload into place and publishes its marker (the
-  commit point). Interrupted before (3), the rerun copies again (a dead run's staging is removed);
-  between the payload rename and the marker, the payload is an orphan the rerun finds at its
-  placement and completes. With ``move`` the task directory itself leaves the tree at (2), by one
-  rename into a payload below ``tmp/`` that a record names: the rerun submits it
-  (:meth:`JobPlacer.recover_moves`) before it reads the tree; an orphan of a moved task is found by
-  the sweep of the placements below the tree's directories (its job.json names the tree as
-  ``v1.root``).
+  --parents``; a copy dies with the import), (2) a payload is made beside it, job.json in it and the
+  copy moved into its ``task/`` (:class:`JobPlacer`), (3) the engine renames the payload into place and
+  publishes its marker (the commit point). Interrupted before (3), the rerun copies again (a dead run's
+  staging is removed); between the payload rename and the marker, the payload is an orphan the rerun
+  finds at its placement and completes. With ``move`` the task directory itself leaves the tree at (2),
+  by one rename into a payload below ``tmp/`` that a record names: the rerun submits it
+  (:meth:`JobPlacer.recover_moves`) before it reads the tree; an orphan of a moved task is found by the
+  sweep of the placements of the tree's directories (its job.json names the tree as ``v1.root``).
 * **Nothing else changes.** A refused task is reported with its path and why; what was staged for it
-  is removed; the tree is read, never written, except for job.json and the rename a ``move`` makes.
+  is removed; the tree is read, never written, except for the rename a ``move`` makes.
 
 Cost: the reader's walk; one ``cp -a`` process per batch of about a thousand tasks; per job one
 directory, one job.json, one rename, the engine's submission (payload rename, marker); per placement one
@@ -32,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -46,7 +44,7 @@ from . import _mutations as mutations
 from ._errors import ImportRefusedError
 from ._import_plan import classify, entry_for
 from ._import_report import ImportAction, ImportEntry, ImportReport
-from ._jobdoc import DEFAULT_ATTEMPTS, JobPlan
+from ._jobdoc import DEFAULT_ATTEMPTS, JobPlan, placement_in
 from ._placements import ImportedJob, Placement, imported_from
 from ._placing import JobPlacer, alive
 from ._reader import STALE_SECONDS, Tree, read_tree
@@ -60,7 +58,8 @@ class ImportOptions:
     """How to import (the ``httk workflow v1 import`` options)."""
 
     placement: str = "v1"
-    """The placement prefix: a task at ROOT/a/b/ht.task.* goes to <placement>/a/b."""
+    """The placement prefix: a task at ROOT/a/b/ht.task.* goes to <placement>/a/b (v1's category
+    directories, ``ht.waitstart/<p>``, ``ht.running``, ``ht.finished``, ..., left out)."""
     move: bool = False
     """Rename task directories into the workspace instead of copying them (one filesystem only)."""
     include_finished: bool = False
@@ -177,8 +176,7 @@ class _Run:
         if self.options.move:
             entries.extend(self._submit(plan, plan.task.path) for plan in fresh)
         else:
-            for batch in _batches(fresh):
-                entries.extend(self._copy_and_submit(batch))
+            entries.extend(self._copy_and_submit(fresh))
         return entries
 
     def _settle_placed(self, plan: JobPlan) -> ImportEntry:
@@ -199,7 +197,14 @@ class _Run:
         self.placer.complete(payload, plan.key, plan.document["priority"], plan.data, plan.placement)
         return entry_for(plan, ImportAction.COMPLETED, "an interrupted import of it is completed")
 
-    def _copy_and_submit(self, batch: list[JobPlan]) -> Iterator[ImportEntry]:
+    def _copy_and_submit(self, plans: list[JobPlan]) -> Iterator[ImportEntry]:
+        """Copy the tasks batch by batch and submit each copy. One ``cp -a`` runs at a time: a copy
+        overlapping the placing of the batch before it made both slower (they contend for the same
+        filesystem's metadata), so the batches are large and in sequence."""
+        for batch in _batches(plans):
+            yield from self._copy_batch(batch)
+
+    def _copy_batch(self, batch: list[JobPlan]) -> Iterator[ImportEntry]:
         """One ``cp -a`` for the batch; when it fails, one per task, so only the failing ones are refused."""
         target = self._batch_dir()
         try:
@@ -207,7 +212,7 @@ class _Run:
         except OSError as exc:
             if len(batch) > 1:
                 for plan in batch:
-                    yield from self._copy_and_submit([plan])
+                    yield from self._copy_batch([plan])
                 return
             yield entry_for(batch[0], ImportAction.REFUSED, f"it cannot be copied: {exc}")
             return
@@ -226,12 +231,11 @@ class _Run:
     def sweep_orphans(self, planned: set[str]) -> list[ImportEntry]:
         """Complete payloads an interrupted import of this tree placed without a marker.
 
-        Only payloads below a placement mirroring one of the tree's directories are looked at, only
+        Only payloads below the placement of one of the tree's directories are looked at, only
         the unmarked ones are opened, and only those whose job.json names this tree as ``v1.root``.
         """
         entries: list[ImportEntry] = []
-        for directory in self.tree.directories:
-            name = posixpath.join(self.prefix, directory) if directory else self.prefix
+        for name in dict.fromkeys(placement_in(self.prefix, d) for d in self.tree.directories):
             if not (self.workspace.root / name).is_dir():
                 continue
             placement = self.placement(name)

@@ -6,8 +6,9 @@ What a v1 task becomes (issue "httk v1 compatibility", item 2):
 member             value
 =================  ======================================================================================
 ``id``             uuid5 of :data:`NAMESPACE` over the placement prefix and the task's ROOT-relative path
-                   with the name fields a v1 manager changes (step, restarts, owner, status) left out,
-                   so importing the same tree again names the same jobs
+                   with what a v1 manager changes left out: the name's step, restarts, owner and status
+                   fields, and the category directory (``ht.waitstart/<p>``, ``ht.running``, ...) v1
+                   moved it through; so importing the same tree again names the same jobs
 ``tag``            the v1 task id in tag syntax (lower case, other characters as ``-``), when any is left
 ``name``           ``httk v1 task <the task directory's absolute path>``: ``job show`` prints it, so every
                    job says which v1 task it came from (an instantiated template names its template)
@@ -64,6 +65,12 @@ NAME_PREFIX = "httk v1 task "
 WORKDIR = "task"
 """The payload's directory holding the task directory (``task/ht.task.…``): the job's workdir."""
 RETRY_ON = ("lease_lost", "process_failure")
+CATEGORIES = frozenset(
+    {"ht.waitstart", "ht.waiting", "ht.running", "ht.finished", "ht.broken", "ht.timeout", "ht.stopped"}
+)
+"""The category directories v1's transport and task manager sorted tasks into by status (§1.4)."""
+_WAITSTART = "ht.waitstart"
+_PRIORITIES = frozenset("12345")
 _TAG_MAX = 40
 
 
@@ -137,17 +144,49 @@ def tag_of(task_id: str) -> str | None:
         return None
 
 
+def campaign_dir(directory: str) -> str:
+    """A ROOT-relative directory without the category directory in which v1 kept a task's status.
+
+    On a compute resource v1 sorted tasks into ``ht.waitstart/<priority>/<project>/...`` and moved each
+    claimed one to ``ht.running/<project>/...``, then to ``ht.finished/``, ``ht.broken/``,
+    ``ht.timeout/`` or ``ht.stopped/`` (reference §1.4): the leading ``ht.waitstart/<1-5>`` pair, else
+    the last category component, is as much the task's status as its name's last field, so it is left
+    out of the job's identity and placement.
+
+    Examples
+    --------
+    >>> [campaign_dir(d) for d in ("ht.waitstart/2/proj/sub", "ht.running/proj/sub", "proj/sub", "")]
+    ['proj/sub', 'proj/sub', 'proj/sub', '']
+    """
+    parts = directory.split("/") if directory else []
+    if len(parts) >= 2 and parts[0] == _WAITSTART and parts[1] in _PRIORITIES:
+        return "/".join(parts[2:])
+    for index in range(len(parts) - 1, -1, -1):
+        if parts[index] in CATEGORIES:
+            return "/".join(parts[:index] + parts[index + 1 :])
+    return directory
+
+
 def job_id_of(prefix: str, relpath: str, name: TaskName) -> str:
-    """The uuid5 job id of the task at ROOT-relative ``relpath`` imported below placement ``prefix``."""
-    parent = posixpath.dirname(relpath)
-    stable = f"{name.stem}.{name.priority}"  # step, restarts, owner and status left out
+    """The uuid5 job id of the task at ROOT-relative ``relpath`` imported below placement ``prefix``:
+    over the prefix, the task's directory without v1's category (:func:`campaign_dir`) and the name
+    without the fields a v1 manager changes (step, restarts, owner, status)."""
+    parent = campaign_dir(posixpath.dirname(relpath))
+    stable = f"{name.stem}.{name.priority}"
     return str(uuid.uuid5(NAMESPACE, f"{prefix}\n{parent}\n{stable}"))
 
 
+def placement_in(prefix: str, directory: str) -> str:
+    """The placement of the tasks in the ROOT-relative ``directory``: ``prefix/<it without v1's
+    category>`` (:func:`campaign_dir`), not yet validated."""
+    parent = campaign_dir(directory)
+    return f"{prefix}/{parent}" if parent else prefix
+
+
 def placement_of(prefix: str, relpath: str) -> str:
-    """``prefix/<the task's ROOT-relative parent directory>``; :class:`TaskRefusedError` when invalid."""
-    parent = posixpath.dirname(relpath)
-    placement = f"{prefix}/{parent}" if parent else prefix
+    """The placement of the task at ROOT-relative ``relpath`` (:func:`placement_in` its directory);
+    :class:`TaskRefusedError` when it is no valid placement."""
+    placement = placement_in(prefix, posixpath.dirname(relpath))
     try:
         return validate_placement(placement)
     except InvalidNameError as exc:

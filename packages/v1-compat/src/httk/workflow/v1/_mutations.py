@@ -13,6 +13,7 @@ a storage crash too.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -74,12 +75,17 @@ def make_dirs(path: Path, *, durable: bool) -> None:
 
 
 def write_file(path: Path, data: bytes, *, durable: bool) -> None:
-    """Write a file that nobody reads before a later rename publishes the directory holding it."""
-    with open(path, "wb") as handle:
-        handle.write(data)
+    """Write a file that nobody reads before a later rename publishes the directory holding it (an
+    import writes one per job: no buffered file object)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
         if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
+            os.fsync(fd)
+    finally:
+        os.close(fd)
     _done("write", path)
 
 
@@ -115,11 +121,14 @@ def copy_trees(base: Path, sources: Sequence[str], target: Path, *, durable: boo
 
     Each ``base/<source>`` becomes ``target/<source>`` (one mutation: the copies). GNU cp keeps modes,
     times and symbolic links as they are; a copy that fails raises ``OSError`` with cp's message and
-    leaves a partial copy below ``target`` that nobody references.
+    leaves a partial copy below ``target`` that nobody references. The cp process is killed should
+    this process die first (``setpriv --pdeathsig``, where util-linux has it): a crashed import leaves
+    no copy running into the staging a later import removes.
     """
     result = subprocess.run(
-        ["cp", "-a", "--parents", "--target-directory", str(target), "--", *sources],
+        [*_orphan_guard(), "cp", "-a", "--parents", "--target-directory", str(target), "--", *sources],
         cwd=base,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         check=False,
@@ -129,6 +138,11 @@ def copy_trees(base: Path, sources: Sequence[str], target: Path, *, durable: boo
     if durable:
         fsync_tree(target)
     _done("copy", target)
+
+
+@functools.cache
+def _orphan_guard() -> tuple[str, ...]:
+    return ("setpriv", "--pdeathsig", "KILL") if shutil.which("setpriv") else ()
 
 
 def remove_tree(path: Path) -> None:

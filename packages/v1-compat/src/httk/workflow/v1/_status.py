@@ -7,7 +7,6 @@ there), so the mapping costs no job file reads except for jobs whose task left t
 
 from __future__ import annotations
 
-import posixpath
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any
 
 from httk.workflow.engine import attach
 
-from ._jobdoc import TaskRefusedError, plan_job
+from ._jobdoc import TaskRefusedError, placement_in, plan_job
 from ._names import Status
 from ._placements import Placements, imported_from
 from ._reader import (
@@ -218,8 +217,7 @@ def _jobs_of(tree: Tree, workspace: Any, prefix: str) -> tuple[JobOfTask, ...]:
         planned.add(str(plan.key))
         kind = placements.get(plan.placement).kinds.get(str(plan.key))
         found.append(JobOfTask(task.relpath, status, str(plan.key), plan.placement, kind))
-    for directory in tree.directories:
-        name = posixpath.join(prefix, directory) if directory else prefix
+    for name in dict.fromkeys(placement_in(prefix, d) for d in tree.directories):
         placement = placements.get(name)
         for payload in sorted(placement.payloads - planned):
             job = imported_from(placement.path / payload, tree.root)

@@ -216,7 +216,14 @@ def remedy(
     state["ladders"] = climbed(state["ladders"], row.name, rung)
     record["remedy"] = name
     reason = f"{row.name}: {change.description}"
-    event = {"problem": row.name, "remedy": name, "rung": rung + 1, "backup": fix["backup"]}
+    event = {
+        "problem": row.name,
+        "remedy": name,
+        "rung": rung + 1,
+        "backup": fix["backup"],
+        "before": fix["before"],
+        "after": fix["after"],
+    }
     record_event(attempt, "vasp.remedy", f"{reason} (rung {rung + 1} of {len(row.ladder)})", event)
     return Decision("retry", f"run {record['index']}: {reason}", reason=reason)
 

@@ -8,7 +8,9 @@ Its provenance names the VASP version and build line from OUTCAR, the final INCA
 (file, SHA-256, TITEL), the k-point mesh and how it was chosen, the command, and this package's version.
 
 Values come from vasprun.xml when it is complete and from OUTCAR otherwise (``provenance.source`` says
-which); magnetization comes from OUTCAR and OSZICAR, which report it per site and in total.
+which); magnetization comes from OUTCAR and OSZICAR, which report it per site and in total. What the
+results lack is said in ``warnings`` (values from OUTCAR, no VASP version, an unconverged final
+electronic minimization), which ``httk workflow collect`` shows as the reasons a record is degraded.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ def results_document(
         sites = outcar.magnetization if outcar is not None else None
         magnetization = {"total": last.magnetization, "sites": sites}
     prepared = state.get("prepared", {}).get(stage, {})
+    electronic = "nelm" not in (state.get("runs") or [{}])[-1].get("problems", [])
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -116,7 +119,7 @@ def results_document(
         "structure": structure_document(structure),
         "initial_structure": structure_document(initial),
         "convergence": {
-            "electronic": "nelm" not in (state.get("runs") or [{}])[-1].get("problems", []),
+            "electronic": electronic,
             "ionic": None if relaxation is None else bool(relaxation.get("converged")),
             "relaxation": None if relaxation is None else dict(relaxation),
         },
@@ -140,7 +143,24 @@ def results_document(
             "command": list(argv),
             "runner": f"httk-workflow-vasp {PACKAGE_VERSION}",
         },
+        "warnings": warnings(source, outcar is not None and outcar.version is not None, electronic),
     }
+
+
+def warnings(source: str, versioned: bool, electronic: bool) -> list[str]:
+    """What the results lack, one sentence each (``collect`` marks such a record degraded)."""
+    said = []
+    if source == "OUTCAR":
+        said.append(
+            "vasprun.xml was incomplete: the final values are OUTCAR's (fewer digits, no per-step data)"
+        )
+    elif source == "none":
+        said.append("neither vasprun.xml nor OUTCAR held an ionic step: there are no final values")
+    if not versioned:
+        said.append("OUTCAR names no VASP version")
+    if not electronic:
+        said.append("the final electronic minimization reached NELM without converging")
+    return said
 
 
 def encoded(document: Mapping[str, Any]) -> bytes:

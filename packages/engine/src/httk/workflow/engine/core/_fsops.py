@@ -313,10 +313,51 @@ def remove_tree(path: Path | str, *, expected: Sequence[str] = ()) -> None:
     Counted as one mutation: a crash part-way leaves scratch that a later collection removes again.
     """
     if not _remove_expected(path, expected):
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)
+        _remove_all(path)
     _mutated("rmtree", path)
+
+
+def _remove_all(path: Path | str) -> None:
+    """``shutil.rmtree(path, ignore_errors=True)`` from an explicit stack, children before parents.
+
+    Python 3.11's ``rmtree`` recurses, and a tree a runner left may be deeper than the interpreter's
+    recursion limit. Each directory is opened relative to its opened parent without following a link
+    (one descriptor per level), a link is unlinked as a link, and what cannot be removed is left.
+    """
+    try:
+        top = os.open(path, _TREE_DIR_FLAGS)
+    except OSError:
+        with suppress(OSError):
+            os.unlink(path)  # a file or a link where the directory was
+        return
+    stack: list[tuple[int, Iterator[str], str]] = [(top, iter(_listed(top)), "")]
+    while stack:
+        fd, names, own_name = stack[-1]
+        name = next(names, None)
+        if name is None:
+            stack.pop()
+            os.close(fd)
+            if stack:  # now empty, unless something could not be removed
+                with suppress(OSError):
+                    os.rmdir(own_name, dir_fd=stack[-1][0])
+            continue
+        try:
+            os.unlink(name, dir_fd=fd)
+        except IsADirectoryError:
+            with suppress(OSError):
+                child = os.open(name, _TREE_DIR_FLAGS, dir_fd=fd)
+                stack.append((child, iter(_listed(child)), name))
+        except OSError:
+            continue
+    with suppress(OSError):
+        os.rmdir(path)
+
+
+def _listed(dir_fd: int) -> list[str]:
+    try:
+        return os.listdir(dir_fd)
+    except OSError:
+        return []
 
 
 def _remove_expected(path: Path | str, expected: Sequence[str]) -> bool:
@@ -481,10 +522,11 @@ def is_file(path: Path | str) -> bool:
 
 
 def open_read(path: Path | str) -> int:
-    """Open a file the protocol reads back (a journal segment) for reading."""
+    """Open a file the protocol reads back (a journal segment) for reading, never through a symbolic
+    link (``ELOOP``) and never blocking on a FIFO planted in its place: the caller checks what it got."""
     if _faults.active() and _faults.hidden(path):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(path))
-    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
 
 
 @contextmanager

@@ -289,16 +289,25 @@ def _nested_job(workspace: Workspace, payload: Path) -> MarkerLocation | None:
 
 
 def _directories_below(root: Path) -> Iterator[Path]:
-    """Every directory below ``root`` (not following symlinks); nothing for an absent ``root``."""
-    try:
-        listing = os.scandir(root)
-    except FileNotFoundError:
-        return
-    with listing:
-        directories = [Path(entry.path) for entry in listing if entry.is_dir(follow_symlinks=False)]
-    for directory in directories:
+    """Every directory below ``root`` (not following symlinks), depth first, each before those below it;
+    nothing for an absent ``root``. An explicit stack: a workdir may be deeper than the recursion limit."""
+    stack = [iter(_subdirectories(root))]
+    while stack:
+        directory = next(stack[-1], None)
+        if directory is None:
+            stack.pop()
+            continue
         yield directory
-        yield from _directories_below(directory)
+        stack.append(iter(_subdirectories(directory)))
+
+
+def _subdirectories(directory: Path) -> list[Path]:
+    try:
+        listing = os.scandir(directory)
+    except FileNotFoundError:
+        return []
+    with listing:
+        return [Path(entry.path) for entry in listing if entry.is_dir(follow_symlinks=False)]
 
 
 def _remove_payload(payload: Path, *, durable: bool) -> None:
@@ -311,16 +320,28 @@ def _remove_payload(payload: Path, *, durable: bool) -> None:
 
 
 def _remove_contents(directory: Path, *, keep: str | None = None) -> None:
-    with os.scandir(directory) as listing:
-        entries = [(Path(entry.path), entry.is_dir(follow_symlinks=False)) for entry in listing]
-    for path, is_directory in entries:
-        if path.name == keep:
+    """Remove everything below ``directory`` but its entry ``keep``, children before their parents,
+    never following a symlink; an explicit stack, for a workdir deeper than the recursion limit."""
+    stack = [(directory, _entries(directory, keep))]
+    while stack:
+        current, entries = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            if stack:  # ``directory`` itself is its caller's to remove
+                _remove_directory(current, durable=False)
             continue
+        path, is_directory = entry
         if is_directory:
-            _remove_contents(path)
-            _remove_directory(path, durable=False)
+            stack.append((path, _entries(path, None)))
         else:
             _fsops.unlink(path, durable=False, missing_ok=True)
+
+
+def _entries(directory: Path, keep: str | None) -> Iterator[tuple[Path, bool]]:
+    with os.scandir(directory) as listing:
+        found = [(Path(e.path), e.is_dir(follow_symlinks=False)) for e in listing if e.name != keep]
+    return iter(found)
 
 
 def _remove_directory(path: Path, *, durable: bool) -> None:
