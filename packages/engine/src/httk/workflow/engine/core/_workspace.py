@@ -395,6 +395,8 @@ def extension_refusal(name: str) -> str | None:
         return "it is withdrawn and must never be enabled"
     if name in RESERVED_EXTENSIONS:
         return "it is reserved and not implemented by this version"
+    if name in UNIMPLEMENTED_EXTENSIONS:
+        return "it is not implemented by this version yet"
     return f"it is unknown to this version, which implements {', '.join(sorted(SUPPORTED_EXTENSIONS))}"
 
 
