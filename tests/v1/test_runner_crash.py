@@ -103,7 +103,7 @@ def test_an_attempt_killed_between_a_commit_and_its_replay_goes_on_from_the_comm
     show = v1ws.show(job)
     assert show["kind"] == "succeeded", show
     assert show["state"]["total_attempts"] == 3  # the killed one, its retry (the committed advance), second
-    payload = v1ws.payload(job)
+    payload = v1ws.task(job)
     assert (payload / "trace").read_text().split() == ["start", "second"]  # start never ran again
     (archive,) = payload.glob("ht.run.2*")
     assert (archive / "result").read_text() == "kept\n"
