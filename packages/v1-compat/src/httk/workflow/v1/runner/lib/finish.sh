@@ -126,7 +126,7 @@ _v1_finish() {
       _v1_view_name view finished "$V1_STEP"
       _v1_set_view "$view"
       _v1_crash_point view
-          _v1_say finished
+      _v1_say finished
       httk_workflow_succeed --message "v1 task finished"
       ;;
     broken | timeout | restarts)

@@ -12,7 +12,7 @@
 # the job's own for a top-level task) and a path below it whose ht.task.<set>.<id> components stand for
 # whatever status name that directory has now (input v1.task; task/ht.task.<set>.<id> for a top-level
 # task). The manager lets a confined subtask write its parent's run directory (the v1 package declares
-# it: httk.workflow.v1._writable).
+# it: httk.workflow.v1._confinement).
 
 V1_TASKS=task # the directory of a top-level task's payload holding its task directory (its workdir)
 
