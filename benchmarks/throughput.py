@@ -7,7 +7,9 @@ Prints, for this machine:
    durable, and one ``httk workflow run WS --workers 2`` for comparison. The runner is a shared Bash
    runner that publishes ``succeed`` by hand with bash builtins and coreutils (no Python). Beside the
    rate: the CPU the manager and the runners used per job, a per-attempt timeline read back from the
-   journal's ``created_at`` stamps, and the runner's own cost without any manager;
+   journal's ``created_at`` stamps, and the runner's own cost without any manager. The runners are
+   confined (Landlock, where the kernel has it) as by default; a third, interleaved non-durable run
+   without confinement (``ManagerConfig(confine=False)``) gives its cost as a ratio from the same run;
 2. with ``--ready`` ready jobs in one flat placement: the time a fresh manager needs from ``start()`` to
    its first claimed marker, and the time of one scheduling pass (``MarkerStream.next_pass`` on ready);
 3. the on-disk bytes of an active (ready) marker: its directory entry, its blocks, and the journal frame
@@ -64,6 +66,7 @@ from httk.workflow.engine.core._segments import (
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
+from httk.workflow.engine.manager._landlock import landlock
 from httk.workflow.engine.manager._launch import register
 from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.manager._state import ManagerConfig, ManagerState
@@ -162,11 +165,18 @@ class EndToEnd:
 
 
 def bench_library(
-    base: Path, runner_file: Path, jobs: int, *, durable: bool, profiler: cProfile.Profile | None = None
+    base: Path,
+    runner_file: Path,
+    jobs: int,
+    *,
+    durable: bool,
+    confine: bool = True,
+    profiler: cProfile.Profile | None = None,
 ) -> EndToEnd:
-    label = "durable" if durable else "non-durable"
+    label = ("durable" if durable else "non-durable") + ("" if confine else ", unconfined")
     progress(f"end to end, library, {label}: submitting {jobs:,} jobs")
-    ws = new_workspace(base / f"e2e-{label}-{uuid.uuid4().hex[:8]}", runner_file, jobs, durable=durable)
+    name = label.replace(", ", "-")
+    ws = new_workspace(base / f"e2e-{name}-{uuid.uuid4().hex[:8]}", runner_file, jobs, durable=durable)
     root = ws.root
     ws.close()
     progress(f"end to end, library, {label}: running the manager")
@@ -174,7 +184,7 @@ def bench_library(
     start = time.perf_counter()
     if profiler is not None:
         profiler.enable()
-    summary: RunSummary = Manager(root, ManagerConfig(workers=WORKERS)).run()
+    summary: RunSummary = Manager(root, ManagerConfig(workers=WORKERS, confine=confine)).run()
     if profiler is not None:
         profiler.disable()
     seconds = time.perf_counter() - start
@@ -430,7 +440,7 @@ PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("whole run (Manager.run)", "_manager.py", "run", ""),
     ("  tick", "_manager.py", "tick", ""),
     ("    reap", "_manager.py", "_reap", ""),
-    ("      Popen.poll", "_executor.py", "poll", ""),
+    ("      Popen.poll", "_attempt.py", "poll", ""),
     ("      finish_attempt (commit an outcome)", "_commit.py", "finish_attempt", ""),
     ("        read_outcome", "_outcome.py", "read_outcome", ""),
     ("        retire_attempt_control", "_commit.py", "retire_attempt_control", ""),
@@ -443,13 +453,14 @@ PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("      claim_ready (claim and launch)", "_launch.py", "claim_ready", ""),
     ("        launch", "_launch.py", "launch", ""),
     ("          prepare_attempt", "_attempt.py", "prepare_attempt", ""),
-    ("          spawn_gated", "_executor.py", "spawn_gated", ""),
+    ("          confine (the Landlock ruleset)", "_confine.py", "confine", ""),
+    ("          spawn_gated", "_attempt.py", "spawn_gated", ""),
     ("            subprocess.Popen", "subprocess.py", "__init__", "spawn_gated"),
-    ("            process identity (/proc)", "_executor.py", "_identity", ""),
-    ("          write_process_file", "_executor.py", "write_process_file", ""),
-    ("          release (gate byte)", "_executor.py", "release", ""),
+    ("            process identity (/proc)", "_liveness.py", "identity_of", ""),
+    ("          write_process_file", "_liveness.py", "write_process_file", ""),
+    ("          release (gate byte)", "_attempt.py", "release", ""),
     ("  polling sleeps (clock.sleep)", "_clock.py", "sleep", ""),
-    ("  census at exit", "_census.py", "take_census", ""),
+    ("  census at exit", "_state.py", "take_census", ""),
     ("transitions: move_marker", "_transition.py", "move_marker", ""),
     ("  journal append", "_journal.py", "append", ""),
     ("  marker rename (verified_rename)", "_transition.py", "verified_rename", ""),
@@ -525,12 +536,13 @@ def ratio(value: float, goal: float, *, lower_is_better: bool = False) -> str:
 
 
 def run_end_to_end(base: Path, runner_file: Path, args: argparse.Namespace) -> list[EndToEnd]:
-    # Rounds interleave the two modes, so a change in machine load affects both alike; the best run of
-    # each is kept, since other load on a shared machine only ever slows a run down.
-    runs: dict[bool, list[EndToEnd]] = {False: [], True: []}
+    # Rounds interleave the modes, so a change in machine load affects them alike; the best run of each
+    # is kept, since other load on a shared machine only ever slows a run down. The third mode is the
+    # first without runner confinement: the pair prices the Landlock ruleset of every attempt.
+    runs: dict[tuple[bool, bool], list[EndToEnd]] = {(False, True): [], (True, True): [], (False, False): []}
     for _ in range(max(args.repeat, 1)):
-        for durable, done in runs.items():
-            done.append(bench_library(base, runner_file, args.jobs, durable=durable))
+        for (durable, confine), done in runs.items():
+            done.append(bench_library(base, runner_file, args.jobs, durable=durable, confine=confine))
     rows = [min(done, key=lambda row: row.seconds) for done in runs.values()]
     if not args.no_cli:
         rows.append(bench_cli(base, runner_file, args.jobs))
@@ -566,6 +578,12 @@ def run_end_to_end(base: Path, runner_file: Path, args: argparse.Namespace) -> l
             f"the runner alone, {'durable' if durable else 'non-durable':<11}: {wall * 1000:5.2f} ms wall, "
             f"{cpu * 1000:5.2f} ms CPU per job (back to back, no gate, no manager)"
         )
+    confined, unconfined = rows[0], rows[2]
+    print(
+        f"runner confinement ({confinement_state()}): {confined.rate:.1f} jobs/s confined, "
+        f"{unconfined.rate:.1f} unconfined, ratio {confined.rate / unconfined.rate:.2f}; launch "
+        f"{_launch_ms(confined)} ms vs {_launch_ms(unconfined)} ms median (claimed -> running)"
+    )
     print(f"library non-durable vs goal {GOAL_FAST:.0f} jobs/s:  {ratio(rows[0].rate, GOAL_FAST)}")
     print(f"library durable vs goal {GOAL_DURABLE:.0f} jobs/s:       {ratio(rows[1].rate, GOAL_DURABLE)}")
     budget = 1000 * (os.cpu_count() or 1) / GOAL_FAST
@@ -576,6 +594,15 @@ def run_end_to_end(base: Path, runner_file: Path, args: argparse.Namespace) -> l
         f"the non-durable run used {used:.2f} (manager and runners together)"
     )
     return rows
+
+
+def confinement_state() -> str:
+    kernel = landlock()
+    return f"Landlock ABI {kernel.abi}" if kernel.abi is not None else f"unavailable: {kernel.reason}"
+
+
+def _launch_ms(row: EndToEnd) -> str:
+    return "-" if row.timeline is None else f"{row.timeline.launch:.2f}"
 
 
 def run_ready(base: Path, runner_file: Path, sizes: list[int]) -> Workspace | None:

@@ -352,11 +352,12 @@ def claim(
     return Frame(Kind.CLAIMED, members)
 
 
-def launched(claimed: Mapping[str, Any], process: Mapping[str, Any], workdir: str) -> Frame:
-    """The running frame: the claim, and the process identity behind the launch gate."""
-    return Frame(
-        Kind.RUNNING, {**claimed, "process": dict(process), "workdir": workdir, "reason": "launched"}
-    )
+def launched(
+    claimed: Mapping[str, Any], process: Mapping[str, Any], workdir: str, confinement: Mapping[str, Any]
+) -> Frame:
+    """The running frame: the claim, the process identity behind the launch gate, and what confines it."""
+    members = {"process": dict(process), "workdir": workdir, "confinement": dict(confinement)}
+    return Frame(Kind.RUNNING, {**claimed, **members, "reason": "launched"})
 
 
 def preparation_failed(claimed: Mapping[str, Any], manager_id: str, failure: Mapping[str, Any]) -> Frame:
@@ -485,8 +486,9 @@ def join_failed(
     return Frame(Kind.FAILED, {**members, "manager_id": manager_id, "reason": reason})
 
 
-def released(claimed: Mapping[str, Any], manager_id: str, heartbeat_age: float | None) -> Frame:
-    """A stale claim undone (``ready``, its counters back): its attempt never launched."""
+def released(claimed: Mapping[str, Any], manager_id: str, evidence: Mapping[str, Any]) -> Frame:
+    """A stale claim undone (``ready``, its counters back): its attempt never launched. ``evidence`` is
+    what the releaser knew of the claiming manager (its heartbeat's age, whether it is known dead)."""
     return Frame(
         Kind.READY,
         {
@@ -498,7 +500,7 @@ def released(claimed: Mapping[str, Any], manager_id: str, heartbeat_age: float |
             "released_claim": {
                 "manager_id": claimed.get("manager_id"),
                 "attempt_id": claimed.get("attempt_id"),
-                "heartbeat_age_seconds": heartbeat_age,
+                **evidence,
             },
             "manager_id": manager_id,
             "reason": "released_stale_claim",
@@ -544,6 +546,7 @@ def operator_paused(frame: Mapping[str, Any] | None, pause: Mapping[str, Any], *
     return Frame(Kind.PAUSED, {**activation_members(frame), "pause": dict(pause), **members})
 
 
+REBUILD_REASON = "fsck_rebuild"
 # -- chain links -------------------------------------------------------------------------------------
 REPAIR_REASON = "fsck_repair"
 

@@ -67,11 +67,13 @@ def verified_rename(
     for pause in [0.0, *backoff_schedule(deadline_seconds)]:
         if pause:
             clock.sleep(pause)
-        if os.path.lexists(dst):
+        if _fsops.lexists(dst):
             if not os.path.isfile(dst) or os.path.islink(dst):
                 raise TransitionError(f"{dst} exists but is not a regular marker file: corruption")
+            if durable:
+                _fsops.sync_parents(src, dst)  # the rename that reported failure may not have synced them
             return True  # our unique name exists: a rename we were told failed did happen
-        if os.path.lexists(src):
+        if _fsops.lexists(src):
             try:
                 _fsops.make_dirs(dst.parent, durable=durable)
                 _fsops.rename(src, dst, durable=durable)

@@ -14,10 +14,9 @@ What :func:`prepare_attempt` guarantees, in the order it does the work:
    it is copied to ``<control>/runner`` and ``runner.sha256`` is checked against that staged copy, which
    is what runs. A disagreement is ``runner_mismatch``, a runner that cannot be resolved
    ``runner_unavailable``, a persistent workdir path holding a symlink ``protocol_error`` (details
-   ``reason: workdir_unavailable``): each a
-   :class:`RunnerFailure`, which the manager turns into a claimed -> failed move. The staged copy is not
-   synchronized: it is not in the specification's durability table, and storage that loses it has also
-   lost the process that would have run it; the next attempt stages afresh.
+   ``reason: workdir_unavailable``): each a :class:`RunnerFailure`, which the manager turns into a
+   claimed -> failed move. The staged copy is not synchronized: it is not in the specification's
+   durability table, and storage that loses it has also lost the process that would have run it.
 4. ``context.json`` is written last, through the mutation seam and synchronized when the workspace is
    durable, so its presence means the attempt was completely prepared. A failed preparation leaves the
    control directory without it, as evidence.
@@ -29,7 +28,6 @@ override (spec/02 "Application settings": "a real HTTK_VASP_COMMAND deployment o
 workspace setting), so the runner must still see it. Settings never export into the ``HTTK_WORKFLOW_``
 namespace, which belongs to the protocol. The executor removes stale protocol variables inherited from
 the manager's environment (:data:`PROTOCOL_VARIABLES`) before adding these.
-
 
 **An isolated workdir of a transactional job** starts as a copy of committed ``data/`` that shares no
 inode with it (a copy, or a reflink a filesystem makes for ``copy_file_range``; never a hard link), so
@@ -43,8 +41,8 @@ attempt that never started; the next attempt gets a new one.
 **The launch gate** (the local executor). :func:`spawn_gated` starts ``/bin/sh -c <gate> httk-gate
 <argv...>`` in a new session (so its process group id is its pid and cancellation can signal the whole
 group), in the attempt's workdir, with stdout and stderr appended to the control directory's logs and the
-read end of a pipe as its standard input.
-The gate reads the one release byte from that pipe (up to end of file, which follows it at once):
+read end of a pipe as its standard input. The gate reads the one release byte from that pipe (up to
+end of file, which follows it at once):
 
 - the release byte: it replaces its standard input with ``/dev/null`` and ``exec``\\ s the runner, so
   the runner keeps the gate's pid, process group and recorded identity, and inherits no descriptor of
@@ -65,8 +63,8 @@ missing); a Python gate would add tens of milliseconds to every attempt. Process
 the kernel boot id a reboot, and the pid namespace a container that shares the host name.
 
 Cost per attempt: two or three directories, one context.json (three fsyncs when durable), for a shared
-runner one copy plus one digest of its bytes, and for a transactional isolated workdir one copy of every
-byte of ``data/`` (a reflink on filesystems that offer one). Nothing here grows with the number of jobs.
+runner one copy and one digest of its bytes, for a transactional isolated workdir one copy of ``data/``
+(a reflink where the filesystem offers one): nothing grows with the number of jobs.
 """
 
 from __future__ import annotations
@@ -97,10 +95,10 @@ from httk.workflow.engine.publish._transaction_manifest import TransactionError
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 from httk.workflow.protocol._jsonio import dump_pretty
 
+from ._landlock import Confinement, ConfinementError
 from ._rules import settings_environment
 
-CONTEXT_FORMAT = "httk-workflow-attempt-context"
-CONTEXT_FILE = "context.json"
+CONTEXT_FORMAT, CONTEXT_FILE = "httk-workflow-attempt-context", "context.json"
 STDOUT_FILE, STDERR_FILE = "stdout.log", "stderr.log"
 STDIO_LOG = "stdio.log"
 """The job's own log below ``<payload>/logs/``, where each retired attempt's output is kept (D5)."""
@@ -489,10 +487,8 @@ class GatedProcess:
         return self._popen.wait(timeout)
 
     def terminate_group(self, sig: int = signal.SIGTERM) -> bool:
-        """Signal the whole process group (the runner and every child it left in it).
-
-        Returns whether any process received it. Signalling a gated process is safe: it dies in the gate.
-        """
+        """Signal the whole process group (the runner and every child it left in it); whether any process
+        received it. Signalling a gated process is safe: it dies in the gate."""
         try:
             os.killpg(self.pid, sig)
         except ProcessLookupError:
@@ -508,38 +504,53 @@ class GatedProcess:
         return f"<GatedProcess pid={self.pid} state={self.state} returncode={self._popen.returncode}>"
 
 
-def spawn_gated(prepared: PreparedAttempt, *, environ: Mapping[str, str] | None = None) -> GatedProcess:
+def spawn_gated(
+    prepared: PreparedAttempt,
+    *,
+    environ: Mapping[str, str] | None = None,
+    confinement: Confinement | None = None,
+) -> GatedProcess:
     """Start the prepared runner blocked on its launch gate; nothing of the runner executes yet.
 
     The environment is ``environ`` (default ``os.environ``) without any inherited protocol variable,
-    updated with ``prepared.env``. Raises :class:`RunnerFailure` ``process_failure`` when the gate
-    process cannot be started (for example a workdir that vanished).
-    """
-    read_fd, write_fd = os.pipe()  # both close-on-exec; the read end becomes the gate's stdin
-    out_fd = err_fd = -1
+    updated with ``prepared.env``. With ``confinement`` the gate starts inside its ruleset
+    (:meth:`._landlock.Confinement.within`). Raises :class:`RunnerFailure` ``process_failure`` when the
+    gate cannot be started (a workdir that vanished, say) or confined; a storage error creating its
+    output logs is raised as it is."""
+    out_fd = _open_log(prepared.stdout_path)  # a storage error here is the manager's, not the job's
     try:
-        out_fd = _open_log(prepared.stdout_path)
         err_fd = _open_log(prepared.stderr_path)
-        popen = subprocess.Popen(
-            [_shell(), "-c", GATE_SCRIPT, "httk-gate", *prepared.argv],
-            cwd=prepared.workdir,
-            env=runner_environment(prepared, environ),
-            stdin=read_fd,
-            stdout=out_fd,
-            stderr=err_fd,
-            start_new_session=True,
-        )
+    except BaseException:
+        os.close(out_fd)
+        raise
+    read_fd, write_fd = os.pipe()  # both close-on-exec; the read end becomes the gate's stdin
+    try:
+        arguments = [_shell(), "-c", GATE_SCRIPT, "httk-gate", *prepared.argv]
+        env = runner_environment(prepared, environ)
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                arguments,
+                cwd=prepared.workdir,
+                env=env,
+                stdin=read_fd,
+                stdout=out_fd,
+                stderr=err_fd,
+                start_new_session=True,
+            )
+
+        popen = start() if confinement is None else confinement.within(start)
     except OSError as exc:
         os.close(write_fd)
+        what = "confined" if isinstance(exc, ConfinementError) else "started"
         raise RunnerFailure(
             "process_failure",
-            f"the runner process could not be started: {exc}",
+            f"the runner process could not be {what}: {exc}",
             {"argv0": prepared.argv[0], "workdir": str(prepared.workdir)},
         ) from exc
     finally:
         for fd in (read_fd, out_fd, err_fd):
-            if fd >= 0:
-                os.close(fd)
+            os.close(fd)
     return GatedProcess(popen, write_fd)
 
 

@@ -32,17 +32,20 @@ from httk.workflow.engine.core._frames import (
     launched,
     preparation_failed,
     protocol_failure,
+    released,
 )
-from httk.workflow.engine.core._jobs import LoadedJob, check_identity
+from httk.workflow.engine.core._jobs import LoadedJob, check_identity, check_owned_marker
 from httk.workflow.engine.core._liveness import write_process_file
 from httk.workflow.engine.core._states import Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._runners import RunnerFailure
-from httk.workflow.protocol import InvalidDocumentError, WorkflowError
+from httk.workflow.protocol import ForeignOwnerError, InvalidDocumentError, WorkflowError
 
 from ._attempt import AttemptPlan, prepare_attempt, spawn_gated
 from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, unmet
 from ._state import LiveAttempt, ManagerState
+from ._storage import STORAGE_ERRORS, transient
+from ._writable import Attempt
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -50,11 +53,19 @@ if TYPE_CHECKING:
 log = logging.getLogger("httk.workflow.manager")
 
 
-def register(state: ManagerState, marker: MarkerLocation) -> bool:
-    """Validate a submitted job and move it to ready, or to failed with ``protocol_error``."""
+def register(state: ManagerState, marker: MarkerLocation) -> bool | None:
+    """Validate a submitted job and move it to ready, or to failed with ``protocol_error``.
+
+    A job another account owns (its marker, payload or job.json) is not this manager's to judge: it is
+    left (``None``) for that account's managers, and said once.
+    """
     try:
+        check_owned_marker(state.workspace, marker)
         job = state.jobs.get(marker)
         check_identity(marker, job)
+    except ForeignOwnerError as exc:
+        _leave_foreign(state, marker, exc)
+        return None
     except (InvalidDocumentError, WorkflowError) as exc:
         failure = protocol_failure(f"the submitted job is invalid: {exc}", defect=str(exc)[:2000])
         state.move(marker, invalid_submission(failure), Trigger.PROTOCOL_ERROR)
@@ -64,14 +75,27 @@ def register(state: ManagerState, marker: MarkerLocation) -> bool:
 
 
 def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
-    """The job behind a ready marker when this manager may claim it (pool, capabilities, executor)."""
+    """The job behind a ready marker when this manager may claim it: its marker, payload and job.json
+    are regular, non-symlink entries of this account, and it asks for a pool, capabilities and an
+    executor this manager serves."""
     try:
+        check_owned_marker(state.workspace, marker)
         job = state.jobs.get(marker)
+    except ForeignOwnerError as exc:
+        _leave_foreign(state, marker, exc)
+        return None
     except (InvalidDocumentError, WorkflowError):
         return None  # reported by the census: a ready job whose definition broke is fsck's business
     if claim_mismatches(job.document, state.config.pools, state.config.capabilities):
         return None
     return job
+
+
+def _leave_foreign(state: ManagerState, marker: MarkerLocation, exc: ForeignOwnerError) -> None:
+    if state.first_time(f"foreign {marker.job_key}"):
+        log.warning(
+            "leaving %s job %s to its own account's managers: %s", marker.kind.value, marker.job_key, exc
+        )
 
 
 class Claim(enum.Enum):
@@ -159,28 +183,46 @@ def launch(
     what the live attempt reserves.
     """
     try:
+        attempt = plan(state, claimed, frame, job, allocation)
         prepared = prepare_attempt(
-            plan(state, claimed, frame, job, allocation),
+            attempt,
             runner_search_path=state.config.runner_search_path,
             pkg_modules=frozenset(state.config.runner_modules),
             bash_apis=bash_apis(state),
         )
-        process = spawn_gated(prepared)
+        where = Attempt(
+            state.workspace,
+            job.document,
+            job.payload_dir,
+            prepared.control_dir,
+            prepared.workdir,
+            attempt.settings,
+        )
+        confinement = state.confiner.confine(where)
+        prepared.env.update(confinement.environment)  # a private TMPDIR, when it needs one
+        try:
+            process = spawn_gated(prepared, confinement=confinement)
+        finally:
+            confinement.close()
     except RunnerFailure as exc:
         prepare_failed(state, claimed, frame, exc.failure)
         return
-    except OSError as exc:
-        prepare_failed(
-            state,
-            claimed,
-            frame,
-            {"code": "process_failure", "message": f"the attempt could not be prepared: {exc}"},
-        )
+    except STORAGE_ERRORS as exc:
+        if not transient(exc):
+            message = f"the attempt could not be prepared: {exc}"
+            prepare_failed(state, claimed, frame, {"code": "process_failure", "message": message})
+        else:
+            give_back(state, claimed, frame, exc)
         return
-    identity = process.identity
-    write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
-    running = launched(frame, identity, str(prepared.workdir))
-    result = state.move(claimed, running, Trigger.LAUNCH)
+    try:
+        identity = process.identity
+        write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
+        running = launched(frame, identity, str(prepared.workdir), confinement.record)
+        result = state.move(claimed, running, Trigger.LAUNCH)
+    except STORAGE_ERRORS as exc:
+        process.abort()  # never released: nothing of the runner ran
+        give_back(state, claimed, frame, exc)
+        return
     if not result.won or result.current is None:
         process.abort()  # the gate exits without running anything
         return
@@ -307,6 +349,21 @@ def plan(
         join=join,
         children=list(observations) if isinstance(observations, list) else [],
         settings=state.workspace.settings,
+    )
+
+
+def give_back(state: ManagerState, claimed: MarkerLocation, frame: Frame, exc: BaseException) -> None:
+    """A storage error kept this manager from launching a claim: hand the job back to ready.
+
+    The claim's counters are undone, as for any claim whose attempt never launched. If even that move
+    fails, the claim stays this manager's, which releases it on its next claimed pass
+    (:func:`._recovery.on_claimed_or_running`).
+    """
+    state.storage.failed("launch", claimed.job_key, exc)
+    evidence = {"heartbeat_age_seconds": 0.0, "storage_error": str(exc)[:500]}
+    back = released(frame, state.manager_id, evidence)
+    state.storage.contain(
+        "give back the claim of", claimed.job_key, lambda: state.move(claimed, back, Trigger.RELEASE)
     )
 
 

@@ -21,7 +21,9 @@ prefixes, runner modules and search paths — so that diagnosis reads deployment
 that holds it. ``heartbeat.json`` beside it is replaced atomically at every heartbeat opportunity; its
 ``sequence`` grows by one each time, so a reader can tell a live heartbeat from a stale copy without
 trusting clocks, and its ``updated_at`` is the lease evidence other managers compare with their own
-clock (:mod:`httk.workflow.engine.core._liveness` reads it).
+clock (:mod:`httk.workflow.engine.core._liveness` reads it). The manifest also records the manager's
+process identity (pid, start ticks, boot id, pid namespace), so that once this process is gone a manager
+on the same host knows it is dead at once, whatever its last heartbeat says (DECISIONS D17).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +51,7 @@ from . import _cancel, _commit, _launch, _recovery, _request_apply, _waiting
 from ._attempt import wait_for_exit
 from ._slurm import AllocationWatch
 from ._state import Census, LiveAttempt, ManagerConfig, ManagerState, take_census
+from ._storage import PROBE_SECONDS, STORAGE_ERRORS, Unfinished, persist
 
 SOFTWARE_VERSION = "0.1.0"
 
@@ -119,10 +123,24 @@ class ManagerRecord:
             manifest["only_jobs"] = list(self.identity.only_jobs)
         if self.identity.batch is not None:
             manifest["batch"] = dict(self.identity.batch)
-        own = identity_of(self.pid)  # so manager stop signals this process, never a recycled pid
+        # So that manager stop signals this process, never a recycled pid, and a manager on this host
+        # knows this one dead once it is gone, whatever its last heartbeat says (D17).
+        own = identity_of(self.pid)
         manifest["process"] = {key: own[key] for key in ("start_ticks", "boot_id", "pid_namespace")}
-        _fsops.create_file(self.directory / "manager.json", dump_pretty(manifest), durable=durable)
-        self.beat()
+        path = self.directory / "manager.json"
+        try:
+            _fsops.create_file(path, dump_pretty(manifest), durable=durable)
+        except FileExistsError:
+            raise
+        except OSError:
+            # The id is fresh and the name exclusive: what is there is this attempt's partial manifest.
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+            raise
+        try:
+            self.beat()
+        except OSError as exc:  # evidence, not state: the loop beats again at its first opportunity
+            log.error("cannot publish the first heartbeat of manager %s: %s", self.identity.manager_id, exc)
 
     def beat(self) -> None:
         """Replace heartbeat.json atomically (never torn for a reader)."""
@@ -243,20 +261,25 @@ class Manager:
             only_jobs=None if config.only_jobs is None else tuple(sorted(config.only_jobs)),
             batch=current_job(os.environ),
         )
-        self.record = ManagerRecord(state.workspace, identity, state.writer_id)
-        self.record.create()
+        record = ManagerRecord(state.workspace, identity, state.writer_id)
+        persist(f"publish the record of manager {state.manager_id}", record.create, state.clock)
+        self.record = record
         self._last_beat = state.clock.monotonic()
 
     def run(self) -> RunSummary:
         """Serve until quiet (or forever with ``config.idle``), then take the census."""
         if self.record is None:
             self.start()
+        notice = self.state.confiner.notice()
+        if notice is not None:
+            log.warning("%s", notice)  # once per manager, where Landlock is missing
         previous = self._install_signal_handlers()
         try:
             reason = self._serve(previous)
             census = take_census(self.workspace, self.config)
         finally:
             self.workspace.close()  # after an error too: the journal writer lets go of its segment
+            self.state.confiner.close()
         return RunSummary(self.manager_id, census, self.state.launched, self.state.committed, reason)
 
     def _serve(self, previous_handlers: dict[int, Any]) -> str:
@@ -287,6 +310,10 @@ class Manager:
                 quiet_since = None
                 if not acted:
                     self._wait_for_attempts()
+                continue
+            if self.state.storage.paused:  # claimable work may wait for storage: probe, do not go idle
+                quiet_since = None
+                clock.sleep(PROBE_SECONDS / 2)
                 continue
             if not self._quiet >= set(SCAN_ORDER):
                 continue
@@ -324,7 +351,7 @@ class Manager:
         if self.draining:
             self._stop_live()  # also an attempt launched while the signal was being handled
         reaped = self._reap()
-        acted = reaped
+        acted = reaped | _commit.finish_unfinished(self.state)
         if self.draining:
             pass
         elif self._scan_due():
@@ -335,15 +362,27 @@ class Manager:
                         continue
                     self._last_join_pass = self.state.clock.monotonic()
                 acted |= self._pass(kind, handler)
-            acted |= _request_apply.handle_requests(self.state, budget=self.config.maximum_pass_markers)
+            requests = self.state.storage.contain(
+                "handle the requests of manager",
+                self.manager_id,
+                _request_apply.handle_requests,
+                self.state,
+                budget=self.config.maximum_pass_markers,
+            )
+            acted |= requests is True
             self.heartbeat_opportunity()
             acted |= self._claim_pass()
         elif reaped:
             acted |= self._claim_pass()  # refill the freed slot now; the other kinds wait for their scan
         self._retire_committed()
         if self.gc.due() and not self.draining:  # at a tick's end: never between seeing a marker and acting
-            self.gc.collect(
-                self.workspace, heartbeat=self.heartbeat_opportunity, writer_id=self.state.writer_id
+            self.state.storage.contain(
+                "collect garbage for manager",
+                self.manager_id,
+                self.gc.collect,
+                self.workspace,
+                heartbeat=self.heartbeat_opportunity,
+                writer_id=self.state.writer_id,
             )
         if acted:
             self._quiet.clear()
@@ -351,7 +390,13 @@ class Manager:
 
     def _retire_committed(self) -> None:
         while self.state.retiring:
-            _commit.retire_attempt_control(self.state.retiring.pop())
+            live = self.state.retiring.pop()
+            self.state.storage.contain(
+                "retire the attempt control of",
+                live.marker.job_key,
+                _commit.retire_attempt_control,
+                live,
+            )
 
     def _scan_due(self) -> bool:
         """Scan when idle-handed, or every ``scan_interval`` while attempts run (reaping stays fast).
@@ -399,8 +444,9 @@ class Manager:
         result = self._streams[kind].next_pass()
         self._report(result.anomalies)
         acted = False
+        doing = f"act on the {kind.value} job"
         for marker in result.markers:
-            acted |= handler(self.state, marker) is True
+            acted |= self.state.storage.contain(doing, marker.job_key, handler, self.state, marker) is True
             self.heartbeat_opportunity()  # one join evaluation may list thousands of children
         self._note_cycle(kind, result.exhausted_cycle, acted)
         self.heartbeat_opportunity()
@@ -421,6 +467,9 @@ class Manager:
         """
         if self._free_slots() <= 0:
             return False  # the ready stream waits where it is; a full manager is not quiet
+        if self.state.storage.paused:
+            self._quiet.discard(Kind.READY)  # work waits for storage: the manager is not idle
+            return False
         exhausted = False
         if not self._window or self.state.clock.monotonic() - self._window_at > self.config.window_seconds:
             result = self._streams[Kind.READY].next_pass()
@@ -431,12 +480,15 @@ class Manager:
             exhausted = result.exhausted_cycle
         acted = False
         passed_over: list[MarkerLocation] = []
-        while self._window and self._free_slots() > 0 and not self.draining:
+        # A claim that fails on storage pauses claiming at once, for the rest of this pass too.
+        while self._window and self._free_slots() > 0 and not self.draining and not self.state.storage.paused:
             marker = self._window.pop(0)
             job = _launch.claimable(self.state, marker)
             if job is None:
                 continue  # not for this manager: counted by the census, never waited for
-            claimed = _launch.claim_ready(self.state, marker, job)
+            claimed = self.state.storage.contain(
+                "claim", marker.job_key, _launch.claim_ready, self.state, marker, job
+            )
             if claimed is _launch.Claim.LATER:
                 passed_over.append(marker)
                 continue
@@ -468,9 +520,16 @@ class Manager:
                 continue
             del self.state.live[attempt_id]
             acted = True
-            if _cancel.note_reaped(self.state, live, status):
+            if self.state.storage.contain(
+                "record the exit of",
+                live.marker.job_key,
+                _cancel.note_reaped,
+                self.state,
+                live,
+                status,
+            ):
                 continue  # a cancellation fenced it: its exit is the evidence, there is nothing to commit
-            _commit.finish_attempt(self.state, live, status)
+            _commit.finish_reaped(self.state, attempt_id, Unfinished(live, status))
         return acted
 
     def _report(self, anomalies: Sequence[Anomaly]) -> None:
@@ -501,9 +560,17 @@ class Manager:
         if self.record is None:
             return
         now = self.state.clock.monotonic()
-        if now - self._last_beat >= self.config.heartbeat_interval(self.state.lease_seconds):
-            self.record.beat()
+        storage = self.state.storage
+        if storage.probe_due() or now - self._last_beat >= self.config.heartbeat_interval(
+            self.state.lease_seconds
+        ):
+            try:
+                self.record.beat()
+            except STORAGE_ERRORS as exc:
+                storage.failed("publish the heartbeat of manager", self.manager_id, exc)
+                return  # tried again at the next opportunity; a stale heartbeat only makes us look older
             self._last_beat = now
+            storage.worked()  # a write that works: claiming resumes if it was paused
 
     # -- signals and draining --------------------------------------------------------------------
     def _install_signal_handlers(self) -> dict[int, Any]:
