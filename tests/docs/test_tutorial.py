@@ -43,6 +43,8 @@ PLACEHOLDERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("<time>", re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")),
     # the memory and processors a manager finds on this host
     ("mem=<MB>,procs=<N>", re.compile(r"\bmem=\d+,procs=\d+")),
+    # the Landlock ABI this kernel offers the runners' confinement
+    ("landlock ABI <N>", re.compile(r"\blandlock ABI \d+")),
 )
 #: The temporary working directory, wherever it is.
 DIRECTORY = "<dir>"
