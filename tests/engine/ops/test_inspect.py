@@ -11,11 +11,19 @@ import pytest
 from httk.workflow.engine.core._clock import ManualClock
 from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._liveness import list_managers
+from httk.workflow.engine.core._scan import Anomaly
 from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.manager._manager import ManagerIdentity, ManagerRecord
-from httk.workflow.engine.ops._inspect import count_markers, job_row, list_jobs, workspace_status
+from httk.workflow.engine.ops._inspect import (
+    count_markers,
+    iter_jobs,
+    job_row,
+    list_jobs,
+    page_of,
+    workspace_status,
+)
 from httk.workflow.engine.ops._select import Position
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import InvalidNameError
@@ -144,6 +152,41 @@ def test_a_cursor_continues_into_the_following_kinds(ws: Workspace) -> None:
     last_submitted = max(i for i, m in enumerate(whole) if m.kind is Kind.SUBMITTED)
     rest = list_jobs(ws, after=Position.of(whole[last_submitted])).jobs
     assert rest == whole[last_submitted + 1 :]
+
+
+def _claiming_midway(ws: Workspace, victim: MarkerLocation) -> Iterator[MarkerLocation | Anomaly]:
+    """The listing stream, with ``victim`` claimed (a real transition) once the walk has passed it."""
+    for item in iter_jobs(ws):
+        yield item
+        if item == victim:
+            move(ws, victim, Kind.CLAIMED, Trigger.CLAIM)
+
+
+def test_a_page_names_a_job_the_walk_meets_twice_once_at_its_newest_generation(ws: Workspace) -> None:
+    writable = attach(ws.root, durable=False)
+    before = list_jobs(writable).jobs
+    victim = next(m for m in before if m.kind is Kind.READY)
+
+    whole = page_of(_claiming_midway(writable, victim), None)
+
+    [seen] = [m for m in whole.jobs if m.job_id == victim.job_id]
+    assert (seen.kind, seen.name.generation) == (Kind.CLAIMED, victim.name.generation + 1)
+    assert len(whole.jobs) == len(before) == len({m.job_id for m in whole.jobs})
+    kinds = [m.kind for m in whole.jobs]
+    assert kinds == sorted(kinds, key=CORE_KINDS.index)  # moved to where it was met the second time
+
+
+def test_a_full_page_keeps_walking_past_a_job_met_twice(ws: Workspace) -> None:
+    writable = attach(ws.root, durable=False)
+    victim = list_jobs(writable, kinds=["ready"], limit=1).jobs[0]
+    # submitted (3), the victim among the ready (6), then the victim again as the first claimed one
+    page = page_of(_claiming_midway(writable, victim), 10)
+
+    assert len(page.jobs) == 10 and len({m.job_id for m in page.jobs}) == 10
+    assert page.next_after == Position.of(page.jobs[-1])
+    rest = list_jobs(writable, after=page.next_after).jobs
+    assert {m.job_id for m in rest}.isdisjoint(m.job_id for m in page.jobs)
+    assert len(page.jobs) + len(rest) == 14
 
 
 def test_a_row_says_what_the_marker_path_says(ws: Workspace) -> None:

@@ -302,14 +302,9 @@ class MonitorApp(App[None]):
         page = snapshot.page
         table.clear()
         self._rows = {}
-        for marker in page.jobs:
-            # A listing of a live workspace can meet a job twice, when its marker moves on between two
-            # kinds' directories during the walk: one row per job, its newest generation.
+        for marker in page.jobs:  # a page names each job once (ops._inspect.page_of)
             key = f"{marker.placement}/{marker.job_key}"
-            seen = self._rows.get(key)
-            if seen is None or marker.name.generation > seen.name.generation:
-                self._rows[key] = marker
-        for key, marker in self._rows.items():
+            self._rows[key] = marker
             name = marker.name
             table.add_row(
                 marker.kind.value,

@@ -7,6 +7,10 @@ single instant, since managers keep moving markers meanwhile, but every marker t
 counted exactly once. :func:`list_jobs`
 returns one page of the **listing order** of ``_inspect_walk`` and a ``next_after`` cursor that continues
 it; ``--placement`` is pruned before descent, ``--tag-contains`` filters names before they are parsed.
+A page names each job once: a marker that moves on from one kind's directory to a later one while the
+walk passes both is met twice, and the page keeps its newest generation (:func:`page_of`). Across pages
+no such promise can hold without a snapshot the protocol does not have: a job that moves on past the
+cursor is listed again on a later page, at its new kind.
 
 Why a separate counting walk. :func:`~._scan.walk_markers` parses every marker name (about 20 µs each);
 ``status`` only needs to know that a name *is* a marker, which one regular expression answers in about
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,23 +232,40 @@ def list_jobs(
     """
     if limit is not None and limit < 1:
         raise InvalidNameError("limit", limit, "must be at least 1")
-    jobs: list[MarkerLocation] = []
-    anomalies: list[Anomaly] = []
-    more = False
     stream = iter_jobs(workspace, kinds=kinds, placement=placement, tag_contains=tag_contains, after=after)
     try:
-        for item in stream:
-            if isinstance(item, Anomaly):
-                anomalies.append(item)
-                continue
-            if limit is not None and len(jobs) == limit:
-                more = True
-                break
-            jobs.append(item)
+        return page_of(stream, limit)
     finally:
         stream.close()
-    next_after = Position.of(jobs[-1]) if more and jobs else None
-    return JobPage(jobs, next_after, anomalies)
+
+
+def page_of(stream: Iterable[MarkerLocation | Anomaly], limit: int | None) -> JobPage:
+    """The first ``limit`` distinct jobs of a listing stream, each at the newest generation it was met at.
+
+    A job met again at a newer generation moves to where it was met the second time, so the page stays
+    in listing order and its last entry is the walk's position for the cursor; met again at an older one
+    (a listing can lag behind a rename), the later sighting is dropped.
+    """
+    jobs: dict[str, MarkerLocation] = {}
+    anomalies: list[Anomaly] = []
+    more = False
+    for item in stream:
+        if isinstance(item, Anomaly):
+            anomalies.append(item)
+            continue
+        seen = jobs.get(item.job_id)
+        if seen is not None:
+            if item.name.generation > seen.name.generation:
+                del jobs[item.job_id]
+                jobs[item.job_id] = item
+            continue
+        if limit is not None and len(jobs) == limit:
+            more = True
+            break
+        jobs[item.job_id] = item
+    page = list(jobs.values())
+    next_after = Position.of(page[-1]) if more and page else None
+    return JobPage(page, next_after, anomalies)
 
 
 def job_row(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
