@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.slurmkit import SHARED_VARIABLE, SlurmCluster, shared_cluster, stop_shared
+from tests.slurmkit import SHARED_VARIABLE, SlurmCluster, own_session, shared_cluster, stop_shared
 
 # Hypothesis: ``./dev test`` runs the derandomized ``ci`` profile, the same examples on every run;
 # ``./dev fuzz`` selects ``fuzz`` (``--hypothesis-profile fuzz``) with a printed ``--hypothesis-seed``.
@@ -64,6 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """The controller (or a run without xdist) makes the directory its workers share the cluster in."""
     if not hasattr(config, "workerinput") and SHARED_VARIABLE not in os.environ:
         os.environ[SHARED_VARIABLE] = tempfile.mkdtemp(prefix="httk-slurm-session-")
+        own_session(Path(os.environ[SHARED_VARIABLE]))
         config.stash[_OWNS_CLUSTER] = True
 
 

@@ -16,7 +16,11 @@ which one a test got, because the takeover evidence depends on it.
 One cluster serves a whole pytest session, every xdist worker included (:func:`shared_cluster`): the
 first process that asks starts it under a file lock in a directory the controller made
 (``HTTK_TEST_SLURM_SHARED``) and records it in ``cluster.json``; later ones attach to it; the controller
-stops it when the session ends (:func:`stop_shared`). Tests on different workers then share the node
+stops it when the session ends (:func:`stop_shared`). A session that is killed never gets there, so every
+cluster has a **watchdog** (``python -m tests.slurmkit watch OWNER ROOT``, in a session of its own): it
+waits on a pidfd for the cluster's owner — the pytest controller for the shared cluster, the starting
+process otherwise — to exit, then stops the cluster from its record ``ROOT/cluster.json`` and removes
+``ROOT``. :meth:`SlurmCluster.stop` ends the watchdog first. Tests on different workers then share the node
 (declared with 8 CPUs, every test's jobs asking for little), and each test cancels only its own jobs —
 those whose working directory lies below its temporary directory — when it ends. Every cluster has
 its own name, node name and first job id, so even two sessions at once never share a cgroup or a job
@@ -50,6 +54,8 @@ PACKAGES = ("slurm-wlm", "munge")
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "scancel", "sinfo")
 START_SECONDS = 60.0
 STOP_SECONDS = 30.0
+WATCHDOG = "watchdog"
+RECORD = "cluster.json"
 NODE_CPUS = 8
 NODE_MEMORY_MB = 8192
 ACTIVE_STATES = frozenset(
@@ -200,6 +206,9 @@ class SlurmCluster:
 
     def stop(self) -> None:
         """Cancel the jobs, then end slurmd, slurmctld and munged, each by the pid this kit recorded."""
+        watchdog = self.pids.pop(WATCHDOG, None)
+        if watchdog is not None:
+            _end(watchdog)
         if _running(self.pids.get("slurmctld")):
             with contextlib.suppress(Exception):
                 self.cancel_all()
@@ -372,6 +381,47 @@ def _spawn(cluster: SlurmCluster, name: str, argv: list[str]) -> None:
         )
         cluster.pids[name] = process.pid
         _CHILDREN[process.pid] = process
+    _record(cluster)
+
+
+def _record(cluster: SlurmCluster) -> None:
+    """``ROOT/cluster.json``, replaced whole after every start: what the watchdog stops."""
+    partial = cluster.root / f".{RECORD}.partial"
+    partial.write_text(cluster.as_json())
+    partial.replace(cluster.root / RECORD)
+
+
+def _start_watchdog(cluster: SlurmCluster, owner: int) -> None:
+    with (cluster.root / "log" / "watchdog.out").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.slurmkit", "watch", str(owner), str(cluster.root)],
+            cwd=Path(__file__).resolve().parents[1],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    cluster.pids[WATCHDOG] = process.pid
+    _CHILDREN[process.pid] = process
+    _record(cluster)
+
+
+def watch(owner: int, root: Path) -> None:
+    """Wait for ``owner`` to exit, then stop the cluster recorded in ``root`` and remove ``root``."""
+    import select
+
+    try:
+        handle = os.pidfd_open(owner)
+    except ProcessLookupError:
+        pass  # already gone
+    else:
+        select.select([handle], [], [])
+    record = root / RECORD
+    if record.exists():
+        cluster = SlurmCluster.from_json(record.read_text())
+        cluster.pids.pop(WATCHDOG, None)
+        cluster.stop()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _start_munge(cluster: SlurmCluster) -> None:
@@ -438,8 +488,11 @@ def _start_slurm(cluster: SlurmCluster) -> None:
     _wait_alive(cluster, "slurmd", lambda: _node_idle(cluster), f"node {cluster.node} to be idle")
 
 
-def start_cluster(parent: Path | None = None) -> SlurmCluster:
-    """Install what is missing and start a one-node cluster; stop it with :meth:`SlurmCluster.stop`."""
+def start_cluster(parent: Path | None = None, *, owner: int | None) -> SlurmCluster:
+    """Install what is missing and start a one-node cluster; stop it with :meth:`SlurmCluster.stop`.
+
+    A watchdog stops it once process ``owner`` has exited; with no owner only a caller stops it.
+    """
     install()
     # A short root: the munge socket's path must fit a sockaddr_un (108 bytes).
     root = Path(tempfile.mkdtemp(prefix="httk-slurm-", dir=parent or "/tmp"))
@@ -457,6 +510,8 @@ def start_cluster(parent: Path | None = None) -> SlurmCluster:
         )
         write_config(root, cluster.name, cluster.node, free_ports(2), attempt)
         try:
+            if owner is not None:
+                _start_watchdog(cluster, owner)
             _start_munge(cluster)
             _start_slurm(cluster)
         except BaseException:
@@ -479,7 +534,7 @@ def _reset(root: Path) -> None:
 
 @contextlib.contextmanager
 def running_cluster(parent: Path | None = None) -> Iterator[SlurmCluster]:
-    cluster = start_cluster(parent)
+    cluster = start_cluster(parent, owner=os.getpid())
     try:
         yield cluster
     finally:
@@ -510,9 +565,23 @@ def shared_cluster(directory: Path) -> SlurmCluster:
                 return cluster
             cluster.stop()  # a daemon died: start afresh rather than share a broken cluster
             shutil.rmtree(cluster.root, ignore_errors=True)
-        cluster = start_cluster()
+        cluster = start_cluster(owner=session_owner(directory))
         record.write_text(cluster.as_json())
         return cluster
+
+
+def own_session(directory: Path) -> None:
+    """Record this process (the pytest controller) as the owner of the session's cluster."""
+    (directory / "owner").write_text(f"{os.getpid()}\n")
+
+
+def session_owner(directory: Path) -> int | None:
+    """The process whose exit ends the session's cluster; none when whoever made the directory is not
+    a pytest controller of this suite (it then stops the cluster itself)."""
+    try:
+        return int((directory / "owner").read_text())
+    except FileNotFoundError:
+        return None
 
 
 def stop_shared(directory: Path) -> None:
@@ -533,6 +602,9 @@ def environment_without_slurm(environ: Mapping[str, str] | None = None) -> dict[
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["install"]:
-        sys.exit("usage: python -m tests.slurmkit install")
-    install()
+    if sys.argv[1:] == ["install"]:
+        install()
+    elif len(sys.argv) == 4 and sys.argv[1] == "watch":
+        watch(int(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        sys.exit("usage: python -m tests.slurmkit install | watch OWNER_PID ROOT")
