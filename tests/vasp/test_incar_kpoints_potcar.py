@@ -56,6 +56,20 @@ def test_malformed_incar_statements_are_refused_with_their_line(text: str, fragm
         Incar.parse("NSW = lots\n").get_int("NSW")
 
 
+def test_a_typed_read_refusing_a_value_names_the_users_file_and_line() -> None:
+    incar = Incar.parse("ISMEAR = 0\nNSW = lots\nLWAVE = maybe ; EDIFF = 1E999\n", path="relax/INCAR.mine")
+    with pytest.raises(VaspInputError) as refused:
+        incar.get_int("nsw")
+    assert str(refused.value) == "relax/INCAR.mine, line 2: NSW = lots is not a number"
+    with pytest.raises(VaspInputError, match=r"^relax/INCAR.mine, line 3: LWAVE = maybe is not a logical$"):
+        incar.copy().get_bool("LWAVE")
+    with pytest.raises(VaspInputError, match=r"^relax/INCAR.mine, line 3: EDIFF = 1E999 is not a finite"):
+        incar.get_float("EDIFF")
+    incar["ISMEAR"] = 0.5
+    with pytest.raises(VaspInputError, match=r"^relax/INCAR.mine: ISMEAR = 0.5 is not an integer$"):
+        incar.get_int("ISMEAR")  # set after parsing: the file, but no line of it
+
+
 def test_automatic_meshes_and_verbatim_kpoints() -> None:
     gamma = parse_kpoints("k\n0\nG\n4 4 2\n0.5 0 0\n")
     assert (gamma.style, gamma.mesh, gamma.shift) == ("Gamma", (4, 4, 2), (0.5, 0.0, 0.0))

@@ -45,13 +45,21 @@ class Incar(MutableMapping[str, str]):
 
     def __init__(self, tags: Mapping[str, object] | None = None) -> None:
         self._tags: dict[str, str] = {}
+        # Where parsed text came from, so that a typed read refusing a value names the user's own file
+        # and line; a tag set afterwards has no line.
+        self._path = "INCAR"
+        self._lines: dict[str, int] = {}
         for tag, value in (tags or {}).items():
             self[tag] = value
 
     @classmethod
     def parse(cls, text: str, *, path: str = "INCAR") -> Incar:
-        """Read INCAR text; :class:`VaspInputError` names the line of a statement not ``TAG = value``."""
+        """Read INCAR text; :class:`VaspInputError` names the line of a statement not ``TAG = value``.
+
+        A typed read (:meth:`get_int`, ...) that later refuses a value names ``path`` and the line too.
+        """
         incar = cls()
+        incar._path = path
         pending, start = "", 0
         for number, raw in enumerate(text.splitlines(), start=1):
             line = _strip_comment(raw)
@@ -69,6 +77,7 @@ class Incar(MutableMapping[str, str]):
                 if not equals or not tag or not tag.replace("_", "").isalnum():
                     raise VaspInputError(f"{statement.strip()!r} is not TAG = value", path=path, line=start)
                 incar._tags[tag] = _unquote(value)
+                incar._lines[tag] = start
         return incar
 
     def __getitem__(self, tag: str) -> str:
@@ -76,9 +85,11 @@ class Incar(MutableMapping[str, str]):
 
     def __setitem__(self, tag: str, value: object) -> None:
         self._tags[tag.upper()] = spell(value)
+        self._lines.pop(tag.upper(), None)
 
     def __delitem__(self, tag: str) -> None:
         del self._tags[tag.upper()]
+        self._lines.pop(tag.upper(), None)
 
     def __contains__(self, tag: object) -> bool:
         return isinstance(tag, str) and tag.upper() in self._tags
@@ -93,8 +104,10 @@ class Incar(MutableMapping[str, str]):
         return f"Incar({self._tags!r})"
 
     def copy(self) -> Incar:
-        """An independent copy."""
-        return Incar(self._tags)
+        """An independent copy, from the same file."""
+        twin = Incar(self._tags)
+        twin._path, twin._lines = self._path, dict(self._lines)
+        return twin
 
     def get_str(self, tag: str, default: str | None = None) -> str | None:
         """The value text of ``tag``, or ``default``."""
@@ -105,15 +118,15 @@ class Incar(MutableMapping[str, str]):
         text = self._tags.get(tag.upper())
         if text is None:
             return default
-        value = _float(text.split()[0], tag)
+        value = self._number(text, tag)
         if not value.is_integer():
-            raise VaspInputError(f"{tag.upper()} = {text} is not an integer", path="INCAR")
+            raise self._refusal(tag, "is not an integer")
         return int(value)
 
     def get_float(self, tag: str, default: float | None = None) -> float | None:
         """``tag`` as a number (Fortran ``1D-5`` included), or ``default`` when absent."""
         text = self._tags.get(tag.upper())
-        return default if text is None else _float(text.split()[0], tag)
+        return default if text is None else self._number(text, tag)
 
     def get_bool(self, tag: str, default: bool | None = None) -> bool | None:
         """``tag`` as a logical (``T``, ``.TRUE.``, ``F``, ...), or ``default`` when absent."""
@@ -125,7 +138,22 @@ class Incar(MutableMapping[str, str]):
             return True
         if word in _FALSE:
             return False
-        raise VaspInputError(f"{tag.upper()} = {text} is not a logical", path="INCAR")
+        raise self._refusal(tag, "is not a logical")
+
+    def _number(self, text: str, tag: str) -> float:
+        try:
+            value = float(text.split(maxsplit=1)[0].replace("d", "e").replace("D", "e"))
+        except ValueError:
+            raise self._refusal(tag, "is not a number") from None
+        if not math.isfinite(value):
+            raise self._refusal(tag, "is not a finite number")
+        return value
+
+    def _refusal(self, tag: str, problem: str) -> VaspInputError:
+        key = tag.upper()
+        return VaspInputError(
+            f"{key} = {self._tags[key]} {problem}", path=self._path, line=self._lines.get(key)
+        )
 
     def typed(self) -> dict[str, object]:
         """Every tag with its value read as JSON can hold it: logical, integer, number or text.
@@ -196,16 +224,6 @@ def _statements(line: str) -> Iterator[str]:
 def _unquote(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         return value[1:-1]
-    return value
-
-
-def _float(text: str, tag: str) -> float:
-    try:
-        value = float(text.replace("d", "e").replace("D", "e"))
-    except ValueError:
-        raise VaspInputError(f"{tag.upper()} = {text} is not a number", path="INCAR") from None
-    if not math.isfinite(value):
-        raise VaspInputError(f"{tag.upper()} = {text} is not a finite number", path="INCAR")
     return value
 
 
