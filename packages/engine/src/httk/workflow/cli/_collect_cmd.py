@@ -103,6 +103,7 @@ def _print_text(rows: "Sequence[tuple[str, str, str, str]]") -> None:
         print_table(TEXT_HEADERS, rows)
     degraded = sum(1 for _job, _kind, _workflow, verdict in rows if verdict != "ok")
     typer.echo(
-        f"{len(rows)} finished jobs: {len(rows) - degraded} with results, {degraded} degraded "
+        f"{len(rows)} finished job{'' if len(rows) == 1 else 's'}: {len(rows) - degraded} with results, "
+        f"{degraded} degraded "
         "(--json for the records, --csv for a table of their results)"
     )
