@@ -338,7 +338,10 @@ def test_transactional_data_needs_the_extension(tmp_path: Path, inputs: Path) ->
         "workflow", "job", "new", plain, "--runner", "hello.sh", "--data", "transactional", cwd=inputs
     )
     assert result.returncode == 2 and snapshot(plain) == before
-    assert "workflow 'hello.sh' needs the workspace extension 'transactional-data-v1'" in result.stderr
+    assert (
+        "a job of 'hello.sh' with --data transactional needs the workspace extension 'transactional-data-v1'"
+        in result.stderr
+    )
 
     ws = init(tmp_path / "ws", TRANSACTIONAL)
     job = placed_job(ws, new(ws, "--runner", "hello.sh", "--data", "transactional", cwd=inputs))

@@ -207,7 +207,7 @@ def plan_job(
     InvalidNameError, InvalidDocumentError
         The tag, the placement or the job.json built from them is invalid.
     """
-    _require_extensions(workspace, workflow)
+    _require_extensions(workspace, workflow.extensions, f"workflow {workflow.name!r}")
     try:
         resolved = resolve_inputs(workflow, inputs)
     except WorkflowInputError as exc:
@@ -229,14 +229,15 @@ def plan_job(
     return JobPlan(job, where, files, executables, shared_runner)
 
 
-def _require_extensions(workspace: Workspace, workflow: PackagedWorkflow) -> None:
-    for extension in workflow.extensions:
+def _require_extensions(workspace: Workspace, extensions: tuple[str, ...], subject: str) -> None:
+    """Refuse, naming ``subject`` and the command that enables it, an extension the workspace lacks."""
+    for extension in extensions:
         if extension not in workspace.extensions:
             command = shlex.join(
                 ["httk", "workflow", "workspace", "extension", "enable", str(workspace.root), extension]
             )
             raise SubmissionError(
-                f"workflow {workflow.name!r} needs the workspace extension {extension!r}, which this "
+                f"{subject} needs the workspace extension {extension!r}, which this "
                 f"workspace does not enable; enable it (with no manager running) by: {command}",
                 workspace.root,
             )
@@ -321,6 +322,7 @@ def plan_runner_job(
         data_mode=data,
         extensions=(TRANSACTIONAL_EXTENSION,) if data == "transactional" else (),
     )
+    _require_extensions(workspace, workflow.extensions, f"a job of {name!r} with --data {data}")
     return plan_job(
         workspace,
         workflow,
