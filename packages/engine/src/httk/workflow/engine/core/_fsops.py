@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -59,6 +59,30 @@ def fsync_dir(path: Path | str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_SYNC_THREADS = 8
+_sync_pool: object | None = None  # a ThreadPoolExecutor, made on the first batch that needs one
+
+
+def fsync_dirs(paths: Collection[Path | str]) -> None:
+    """Synchronize several directories, concurrently when there are several.
+
+    Storage serves concurrent flushes together (one device cache flush answers all that wait for it),
+    so a batch of renames costs about one flush however many directories it touched; one after another
+    they would cost one each. Returns once every directory is synchronized; the first error is raised.
+    """
+    if len(paths) <= 1:
+        for path in paths:
+            fsync_dir(path)
+        return
+    global _sync_pool
+    if _sync_pool is None:
+        from concurrent.futures import ThreadPoolExecutor  # durable batches only: not for every start-up
+
+        _sync_pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="httk-fsync")
+    for future in [_sync_pool.submit(fsync_dir, path) for path in paths]:  # type: ignore[attr-defined]
+        future.result()
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -156,7 +180,8 @@ def _libc_renameat2() -> object | None:
             import ctypes
             import ctypes.util
 
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            # The process's own symbols include the C library's: find_library would run ldconfig.
+            libc = ctypes.CDLL(None, use_errno=True)
             function = libc.renameat2
             function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
             function.restype = ctypes.c_int
@@ -167,14 +192,14 @@ def _libc_renameat2() -> object | None:
 
 
 def _rename_noreplace(src: Path | str, dst: Path | str) -> None:
-    function = _libc_renameat2()
+    function = _renameat2 or (_libc_renameat2() if _renameat2 is None else None)
     if function is not None:
-        import ctypes
-
         at_fdcwd = -100
         result = function(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), _RENAME_NOREPLACE)  # type: ignore[operator]
         if result == 0:
             return
+        import ctypes
+
         err = ctypes.get_errno()
         if err not in (errno.ENOSYS, errno.EINVAL):
             raise OSError(err, os.strerror(err), str(src), None, str(dst))
@@ -197,8 +222,8 @@ def rename(src: Path | str, dst: Path | str, *, durable: bool, noreplace: bool =
         os.rename(src, dst)
     _mutated("rename", dst)
     if durable:
-        dst_parent = Path(dst).parent
-        src_parent = Path(src).parent
+        dst_parent = os.path.dirname(dst)
+        src_parent = os.path.dirname(src)
         fsync_dir(dst_parent)
         if src_parent != dst_parent:
             fsync_dir(src_parent)
@@ -330,6 +355,10 @@ class AppendHandle:
         if durable:
             os.fsync(self._fd)
         return offset
+
+    def sync(self) -> None:
+        """Synchronize everything appended so far (one ``fsync`` for any number of appends)."""
+        os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:

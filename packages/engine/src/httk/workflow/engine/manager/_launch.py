@@ -18,7 +18,8 @@ import enum
 import functools
 import importlib.util
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +37,14 @@ from httk.workflow.engine.core._frames import (
 from httk.workflow.engine.core._jobs import LoadedJob, check_identity
 from httk.workflow.engine.core._liveness import write_process_file
 from httk.workflow.engine.core._states import Trigger
+from httk.workflow.engine.core._transition import Move
 from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._runners import RunnerFailure
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError
 
-from ._attempt import AttemptPlan, prepare_attempt, spawn_gated
-from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, unmet
+from ._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
+from ._gate import GatedProcess, spawn_gated
+from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, reserved, unmet
 from ._state import LiveAttempt, ManagerState
 
 log = logging.getLogger("httk.workflow.manager")
@@ -49,15 +52,26 @@ log = logging.getLogger("httk.workflow.manager")
 
 def register(state: ManagerState, marker: MarkerLocation) -> bool:
     """Validate a submitted job and move it to ready, or to failed with ``protocol_error``."""
+    state.move(*registration(state, marker))
+    return True
+
+
+def register_all(state: ManagerState, markers: Sequence[MarkerLocation]) -> bool:
+    """:func:`register` every marker of a pass, as one group commit (one fsync of their frames)."""
+    if markers:
+        state.move_all([registration(state, marker) for marker in markers])
+    return bool(markers)
+
+
+def registration(state: ManagerState, marker: MarkerLocation) -> Move:
+    """The move that registers a submitted job: to ready, or to failed when its job.json is invalid."""
     try:
         job = state.jobs.get(marker)
         check_identity(marker, job)
     except (InvalidDocumentError, WorkflowError) as exc:
         failure = protocol_failure(f"the submitted job is invalid: {exc}", defect=str(exc)[:2000])
-        state.move(marker, invalid_submission(failure), Trigger.PROTOCOL_ERROR)
-        return True
-    state.move(marker, first_activation(job.document, job.digest, reason="registered"), Trigger.REGISTER)
-    return True
+        return marker, invalid_submission(failure), Trigger.PROTOCOL_ERROR
+    return marker, first_activation(job.document, job.digest, reason="registered"), Trigger.REGISTER
 
 
 def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
@@ -80,6 +94,16 @@ class Claim(enum.Enum):
     LATER = "later"  # its allocation does not fit next to the running attempts' reservations yet
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """A ready candidate this manager will claim: its marker and job, the claimed frame, the allocation."""
+
+    marker: MarkerLocation
+    job: LoadedJob
+    frame: Frame
+    allocation: dict[str, int] | None
+
+
 def claim_and_launch(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> bool:
     """Claim one ready job and launch its attempt; ``False`` when another actor won the claim (or its
     resources do not fit here)."""
@@ -88,6 +112,17 @@ def claim_and_launch(state: ManagerState, marker: MarkerLocation, job: LoadedJob
 
 def claim_ready(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> Claim:
     """Claim a ready job :func:`claimable` admitted and launch its attempt, if its resources fit now."""
+    chosen = choose(state, marker, job, ())
+    if isinstance(chosen, Claim):
+        return chosen
+    return Claim.CLAIMED if claim_all(state, [chosen]) else Claim.LOST
+
+
+def choose(
+    state: ManagerState, marker: MarkerLocation, job: LoadedJob, pending: Sequence[Chosen]
+) -> Chosen | Claim:
+    """The claim of a candidate :func:`claimable` admitted, when its resources fit next to the running
+    attempts and the ``pending`` claims of the same pass; otherwise why not."""
     frame = state.awaiting_room.pop(marker, None) if state.awaiting_room else None
     if frame is None:
         frame = state.frame_or_none(marker)
@@ -96,36 +131,44 @@ def claim_ready(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> 
     allocation = None
     capacities = state.config.resources
     if capacities is not None and (capacities or frame.get("resources")):
-        placed = _place(state, frame, capacities)
+        placed = _place(state, frame, capacities, [c.allocation or {} for c in pending])
         if isinstance(placed, Claim):
             if placed is Claim.LATER:
                 state.awaiting_room[marker] = frame
             return placed
         allocation = placed
-    claimed = claim_frame(state, frame, job)
-    result = state.move(marker, claimed, Trigger.CLAIM)
-    if not result.won or result.current is None:
-        return Claim.LOST
-    log.info(
-        "claimed %s (attempt %s of step %s)%s",
-        marker.job_key,
-        claimed["attempt_id"],
-        claimed.get("step"),
-        "" if allocation is None else f" allocating {describe(allocation)}",
-    )
-    launch(state, result.current, claimed, job, allocation)
-    return Claim.CLAIMED
+    return Chosen(marker, job, claim_frame(state, frame, job), allocation)
+
+
+def claim_all(state: ManagerState, chosen: Sequence[Chosen]) -> int:
+    """Claim the chosen candidates as one group commit, then launch those won; how many were won."""
+    results = state.move_all([(c.marker, c.frame, Trigger.CLAIM) for c in chosen])
+    won = [(result.current, c) for c, result in zip(chosen, results, strict=True) if result.won]
+    for _current, c in won:
+        log.info(
+            "claimed %s (attempt %s of step %s)%s",
+            c.marker.job_key,
+            c.frame["attempt_id"],
+            c.frame.get("step"),
+            "" if c.allocation is None else f" allocating {describe(c.allocation)}",
+        )
+    launch_all(state, [(current, c) for current, c in won if current is not None])
+    return len(won)
 
 
 def _place(
-    state: ManagerState, frame: Mapping[str, Any], capacities: Mapping[str, int]
+    state: ManagerState,
+    frame: Mapping[str, Any],
+    capacities: Mapping[str, int],
+    pending: Sequence[Mapping[str, int]] = (),
 ) -> dict[str, int] | Claim:
     """The allocation of the frame's requirement when it fits now; otherwise whether it ever can here."""
     requirement = requirement_of(frame.get("resources"))
     if unmet(requirement, capacities):
         return Claim.NOT_HERE
     allocated = allocation(requirement, capacities, state.config.workers)
-    if not fits(allocated, capacities, state.reserved()):
+    taken = reserved([*(live.allocation for live in state.live.values()), *pending])
+    if not fits(allocated, capacities, taken):
         return Claim.LATER
     return allocated
 
@@ -155,9 +198,57 @@ def launch(
     ``allocation`` (``None`` without resource scheduling) is what the attempt's context.json offers and
     what the live attempt reserves.
     """
+    launch_all(state, [(claimed, Chosen(claimed, job, frame, allocation))])
+
+
+@dataclass(frozen=True)
+class _Started:
+    """An attempt prepared and spawned behind its closed gate, with the running frame that names it."""
+
+    claimed: MarkerLocation
+    chosen: Chosen
+    running: Frame
+    prepared: PreparedAttempt
+    process: GatedProcess
+
+
+def launch_all(state: ManagerState, claims: Sequence[tuple[MarkerLocation, Chosen]]) -> None:
+    """Launch claimed attempts: prepare and spawn each behind its gate, commit their running markers as
+    one group commit, then release each whose rename won (the module header's order, per attempt)."""
+    started = [s for s in (_start(state, claimed, chosen) for claimed, chosen in claims) if s is not None]
+    if not started:
+        return
+    results = state.move_all([(s.claimed, s.running, Trigger.LAUNCH) for s in started])
+    for s, result in zip(started, results, strict=True):
+        if not result.won or result.current is None:
+            s.process.abort()  # the gate exits without running anything
+            continue
+        s.process.release()
+        state.launched += 1
+        state.live[s.chosen.frame["attempt_id"]] = LiveAttempt(
+            result.current,
+            s.running,
+            s.chosen.job,
+            s.prepared,
+            s.process,
+            allocation=s.chosen.allocation or {},
+        )
+        log.info(
+            "launched %s step %s attempt %s (pid %s)",
+            s.claimed.job_key,
+            s.chosen.frame.step,
+            s.chosen.frame["attempt_id"],
+            s.process.pid,
+        )
+
+
+def _start(state: ManagerState, claimed: MarkerLocation, chosen: Chosen) -> _Started | None:
+    """Prepare the attempt and spawn it behind its gate, process.json written; ``None`` when that failed
+    (the claim has then moved to failed)."""
+    frame = chosen.frame
     try:
         prepared = prepare_attempt(
-            plan(state, claimed, frame, job, allocation),
+            plan(state, claimed, frame, chosen.job, chosen.allocation),
             runner_search_path=state.config.runner_search_path,
             pkg_modules=frozenset(state.config.runner_modules),
             bash_api=state.config.bash_api or shipped_bash_api(),
@@ -165,7 +256,7 @@ def launch(
         process = spawn_gated(prepared)
     except RunnerFailure as exc:
         prepare_failed(state, claimed, frame, exc.failure)
-        return
+        return None
     except OSError as exc:
         prepare_failed(
             state,
@@ -173,26 +264,10 @@ def launch(
             frame,
             {"code": "process_failure", "message": f"the attempt could not be prepared: {exc}"},
         )
-        return
+        return None
     identity = process.identity
     write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
-    running = launched(frame, identity, str(prepared.workdir))
-    result = state.move(claimed, running, Trigger.LAUNCH)
-    if not result.won or result.current is None:
-        process.abort()  # the gate exits without running anything
-        return
-    process.release()
-    state.launched += 1
-    state.live[frame["attempt_id"]] = LiveAttempt(
-        result.current, running, job, prepared, process, allocation=allocation or {}
-    )
-    log.info(
-        "launched %s step %s attempt %s (pid %s)",
-        claimed.job_key,
-        frame.step,
-        frame["attempt_id"],
-        identity["pid"],
-    )
+    return _Started(claimed, chosen, launched(frame, identity, str(prepared.workdir)), prepared, process)
 
 
 @functools.cache

@@ -45,7 +45,7 @@ from httk.workflow.engine.maintenance._gc import PeriodicCollection
 from httk.workflow.protocol._jsonio import dump_compact, dump_pretty
 
 from . import _cancel, _commit, _launch, _recovery, _request_apply, _waiting
-from ._attempt import wait_for_exit
+from ._gate import wait_for_exit
 from ._slurm import AllocationWatch
 from ._state import Census, LiveAttempt, ManagerConfig, ManagerState, take_census
 
@@ -158,6 +158,11 @@ PASSES: tuple[tuple[Kind, Handler], ...] = (
     (Kind.WAITING, _waiting.on_waiting),  # at most once per scan interval while attempts run
     (Kind.SUBMITTED, _launch.register),
 )
+
+# Handlers that take a whole pass at once: their moves share one group commit (core._transition).
+BATCHED: dict[Handler, Callable[[ManagerState, Sequence[MarkerLocation]], bool]] = {
+    _launch.register: _launch.register_all,
+}
 
 # Invariant: every kind a manager moves on its own (core._states.ACTIVE_KINDS) is streamed exactly once
 # per scan, and no other kind ever is (tests/engine/manager/test_manager_passes.py).
@@ -299,8 +304,8 @@ class Manager:
         state, config = self.state, self.config
         if isinstance(state.clock, SystemClock) and state.live:
             remaining = config.scan_interval - (state.clock.monotonic() - self._last_scan)
-            pids = [live.process.pid for live in state.live.values()]
-            if wait_for_exit(pids, min(max(remaining, config.poll_interval), config.scan_interval)):
+            processes = [live.process for live in state.live.values()]
+            if wait_for_exit(processes, min(max(remaining, config.poll_interval), config.scan_interval)):
                 return
         state.clock.sleep(config.poll_interval)
 
@@ -394,8 +399,9 @@ class Manager:
     def _run_pass(self, kind: Kind, handler: Handler) -> bool:
         result = self._streams[kind].next_pass()
         self._report(result.anomalies)
-        acted = False
-        for marker in result.markers:
+        batch = BATCHED.get(handler)
+        acted = batch(self.state, result.markers) if batch is not None else False
+        for marker in [] if batch is not None else result.markers:
             acted |= handler(self.state, marker) is True
             self.heartbeat_opportunity()  # one join evaluation may list thousands of children
         self._note_cycle(kind, result.exhausted_cycle, acted)
@@ -428,15 +434,21 @@ class Manager:
         acted = False
         passed_over: list[MarkerLocation] = []
         while self._window and self._free_slots() > 0 and not self.draining:
-            marker = self._window.pop(0)
-            job = _launch.claimable(self.state, marker)
-            if job is None:
-                continue  # not for this manager: counted by the census, never waited for
-            claimed = _launch.claim_ready(self.state, marker, job)
-            if claimed is _launch.Claim.LATER:
-                passed_over.append(marker)
-                continue
-            acted |= claimed is _launch.Claim.CLAIMED
+            # As many candidates as there are free slots, claimed and launched as one group commit; a
+            # claim another actor won frees its slot for the next round.
+            chosen: list[_launch.Chosen] = []
+            while self._window and len(chosen) < self._free_slots():
+                marker = self._window.pop(0)
+                job = _launch.claimable(self.state, marker)
+                if job is None:
+                    continue  # not for this manager: counted by the census, never waited for
+                choice = _launch.choose(self.state, marker, job, chosen)
+                if choice is _launch.Claim.LATER:
+                    passed_over.append(marker)
+                elif isinstance(choice, _launch.Chosen):
+                    chosen.append(choice)
+            if chosen:
+                acted |= _launch.claim_all(self.state, chosen) > 0
             self.heartbeat_opportunity()
         if passed_over:
             self._window[:0] = passed_over

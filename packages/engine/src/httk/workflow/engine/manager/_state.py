@@ -21,7 +21,7 @@ import logging
 import uuid
 import weakref
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -32,12 +32,13 @@ from httk.workflow.engine.core._jobs import JobCache, LoadedJob, load_job, read_
 from httk.workflow.engine.core._liveness import read_heartbeat
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._states import CORE_KINDS, FENCED_KINDS, Kind, Trigger
-from httk.workflow.engine.core._transition import TransitionResult, move_marker
+from httk.workflow.engine.core._transition import Move, TransitionResult, move_marker, move_markers
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.protocol import WorkflowError
 
 from . import _rules
-from ._attempt import GatedProcess, PreparedAttempt
+from ._attempt import PreparedAttempt
+from ._gate import GatedProcess
 from ._rules import (
     DEFAULT_JOIN_GRACE_SECONDS,
     DEFAULT_TAKEOVER_GRACE_FACTOR,
@@ -164,6 +165,10 @@ class ManagerState:
 
     def move(self, marker: MarkerLocation, frame: Frame, trigger: Trigger) -> TransitionResult:
         return move_marker(self.workspace, marker, frame, trigger)
+
+    def move_all(self, moves: Sequence[Move]) -> list[TransitionResult]:
+        """Several jobs' moves as one group commit (:func:`move_markers`)."""
+        return move_markers(self.workspace, moves)
 
     def apply(self, marker: MarkerLocation, decision: Frame, trigger: Trigger) -> bool:
         """Move ``marker`` to the frame a decision built (this manager's id where it names none); return
