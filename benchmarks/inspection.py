@@ -33,8 +33,8 @@ from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import Workspace, attach, init
 from httk.workflow.engine.maintenance._fsck import fsck
-from httk.workflow.engine.maintenance._gc import collect
-from httk.workflow.engine.ops._inspect import list_jobs, status
+from httk.workflow.engine.maintenance._gc import collect_garbage
+from httk.workflow.engine.ops._inspect import list_jobs, workspace_status
 from httk.workflow.engine.ops._select import select_job
 from httk.workflow.engine.ops._show import job_history, show_job
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
@@ -148,11 +148,11 @@ def report(ws: Workspace, jobs: int, runs: int) -> None:
     page = list_jobs(ws, kinds=["succeeded"], limit=100)
     target = page.jobs[len(page.jobs) // 2]
     job_id = target.job_id
-    counts = status(ws).kinds
+    counts = workspace_status(ws).kinds
     print(f"{jobs} jobs: " + ", ".join(f"{count} {kind}" for kind, count in counts.items() if count))
     cases: list[tuple[str, Callable[[], object]]] = [
-        ("status (in-process)", lambda: status(ws)),
-        ("status --by-placement (in-process)", lambda: status(ws, by_placement=1)),
+        ("status (in-process)", lambda: workspace_status(ws)),
+        ("status --by-placement (in-process)", lambda: workspace_status(ws, by_placement=1)),
         ("job list --limit 100 (in-process)", lambda: list_jobs(ws, limit=100)),
         (
             "job list --limit 100 --after (in-process)",
@@ -190,7 +190,7 @@ def report_maintenance(ws: Workspace, jobs: int, runs: int) -> None:
     cases: list[tuple[str, Callable[[], object]]] = [
         ("fsck (in-process)", lambda: fsck(_fresh(ws))),
         ("gc, the workspace's policy (in-process)", lambda: _collect_writable(ws)),
-        ("gc --dry-run, every limit 0 days (in-process)", lambda: collect(gated, dry_run=True)),
+        ("gc --dry-run, every limit 0 days (in-process)", lambda: collect_garbage(gated, dry_run=True)),
         ("httk workspace fsck --json", cli("workspace", "fsck", root, "--json")),
         ("httk workspace gc --json", cli("workspace", "gc", root, "--json")),
     ]
@@ -217,7 +217,7 @@ GOAL_MAINTENANCE_RATE = 10_000.0
 def _collect_writable(ws: Workspace) -> object:
     attached = attach(ws.root)
     try:
-        report = collect(attached)
+        report = collect_garbage(attached)
     finally:
         attached.close()
     if report.removed:  # the first run prunes the placement mirrors the moves emptied; later ones nothing

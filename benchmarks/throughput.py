@@ -338,7 +338,7 @@ def prepared_attempts(ws: Workspace, count: int) -> list[PreparedAttempt]:
         frame = read_frame(ws, ready)
         assert frame is not None
         claimed = claim_frame(state, frame, job)
-        prepared.append(prepare_attempt(plan(state, ready, claimed, job), bash_api=None, environ=os.environ))
+        prepared.append(prepare_attempt(plan(state, ready, claimed, job), bash_apis={}, environ=os.environ))
     return prepared
 
 

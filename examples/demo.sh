@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main demo: a real workspace, a shared runner, jobs submitted at several placements, a task
-# manager running them to the end, two fan-out workflows (Python @step and Bash) whose children are
-# joined, and the result shown the way an operator sees it.
+# The main demo: a real workspace, a shared runner, jobs made with `job new` at several placements, a
+# task manager running them to the end, two fan-out workflows (Python @step and Bash) whose children
+# are joined, and the result shown the way an operator sees it; then an httk v1 task tree imported into
+# the same workspace and run to the end; and last the packaged VASP workflows against the mock VASP, one
+# of them remedied, their results collected and a relaxation plotted.
 # Run it through `./dev demo` (which puts httk on PATH).
 set -euo pipefail
 
@@ -17,62 +19,29 @@ httk workflow workspace init "$ws" --name demo
 httk workflow workspace policy show "$ws"
 
 step "Publish one shared runner into the workspace store"
-runner=$(httk workflow runner publish "$ws" --name hello.sh "$here/runners/hello.sh" --json)
-printf '%s\n' "$runner"
-sha=$(printf '%s' "$runner" | python3 -c 'import json,sys; print(json.load(sys.stdin)["runner"]["sha256"])')
+httk workflow runner publish "$ws" --name hello.sh "$here/runners/hello.sh"
 
-step "Prepare three payloads that each hold only job.json"
-for name in silicon germanium carbon; do
-    id=$(python3 -c 'import uuid; print(uuid.uuid4())')
-    mkdir -p "$payloads/$name"
-    cat > "$payloads/$name/job.json" <<JSON
-{
-  "format": "httk-workflow-job",
-  "format_version": 1,
-  "id": "$id",
-  "tag": "$name-relax",
-  "name": "$name relaxation",
-  "runner": {"source": "workspace", "path": "hello.sh", "sha256": "$sha", "arguments": []},
-  "workdir": {"mode": "persistent", "path": "run"},
-  "data": {"mode": "none"},
-  "initial_step": "relax",
-  "priority": 500,
-  "claim": {"pool": "default", "required_capabilities": []},
-  "inputs": {"element": "$name"}
-}
-JSON
+step "Make two jobs of it with job new (--shared pins the stored runner by its digest)"
+for name in silicon germanium; do
+    httk workflow job new "$ws" --runner "$here/runners/hello.sh" --shared --step relax \
+        --input "element=$name" --tag "$name-relax" --placement project-a/00
 done
 
-step "Submit them: two into project-a/00, one into project-b"
-httk workflow job submit "$ws" "$payloads/silicon" "$payloads/germanium" --placement project-a/00
+step "Or let job new --print write a payload's job.json, and submit the payload yourself"
+mkdir -p "$payloads/carbon"
+httk workflow job new "$ws" --runner "$here/runners/hello.sh" --shared --step relax \
+    --input element=carbon --tag carbon-relax --print > "$payloads/carbon/job.json"
+cat "$payloads/carbon/job.json"
 httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
 
 step "Submitting the same job again is harmless"
 httk workflow job submit "$ws" "$payloads/carbon" --placement project-b
 
 step "Two workflows that fan out and join: one written in Python (@step), one in Bash"
-for language in python bash; do
-    id=$(python3 -c 'import uuid; print(uuid.uuid4())')
-    runner=$(cd "$here/$language-fanout" && ls runner.*)
-    mkdir -p "$payloads/$language-fanout"
-    cp "$here/$language-fanout/$runner" "$payloads/$language-fanout/$runner"
-    cat > "$payloads/$language-fanout/job.json" <<JSON
-{
-  "format": "httk-workflow-job",
-  "format_version": 1,
-  "id": "$id",
-  "tag": "$language-strains",
-  "name": "strain scan written in $language",
-  "runner": {"source": "payload", "path": "$runner", "arguments": []},
-  "workdir": {"mode": "isolated"},
-  "data": {"mode": "none"},
-  "initial_step": "prepare",
-  "priority": 400,
-  "claim": {"pool": "default", "required_capabilities": []}
-}
-JSON
-done
-httk workflow job submit "$ws" "$payloads/python-fanout" "$payloads/bash-fanout" --placement project-c
+httk workflow job new "$ws" --runner "$here/python-fanout/runner.py" --step prepare --workdir isolated \
+    --tag python-strains --priority 400 --placement project-c
+httk workflow job new "$ws" --runner "$here/bash-fanout/runner.sh" --step prepare --workdir isolated \
+    --tag bash-strains --priority 400 --placement project-c
 
 step "Before running: five submitted markers"
 (cd "$ws" && find .httk-workflow/state -type f | sort)
@@ -103,4 +72,80 @@ httk workflow workspace gc --dry-run "$ws"
 step "The payloads, legible with ls (children sit beside their parent)"
 (cd "$ws" && find . -path ./.httk-workflow -prune -o -name job.json -print | sort)
 
-printf '\nworkspace kept at %s\n' "$ws"
+step "An httk v1 campaign: a task tree as v1's task managers left it"
+v1tree=$ws-v1-tree
+bash "$here/v1-tree/make-v1-tree.sh" "$v1tree"
+httk workflow v1 status "$v1tree"
+
+step "Import it: each runnable top-level task becomes a job; the live one and a bad name are left, and said so"
+imported=0
+httk workflow v1 import "$ws" "$v1tree" --include-finished || imported=$?
+if [ "$imported" -ne 1 ]; then
+    printf 'the import was to leave the live task behind and exit 1, not %s\n' "$imported" >&2
+    exit 1
+fi
+
+step "Run the v1 tasks to the end: one ht_steps step per activation, subtasks as child jobs"
+httk workflow run "$ws" --pool any
+
+step "Which job each v1 task became, and the v1 picture next to the payloads"
+httk workflow v1 status "$v1tree" --workspace "$ws" | sed -n '/^jobs in /,$p'
+(cd "$ws/v1" && find . -maxdepth 1 -name 'ht.task.*' -printf '%f -> %l\n' | sort)
+
+step "A job names its v1 origin; a broken task's ht.reason is its failure"
+httk workflow job show "$ws" txn
+httk workflow job show "$ws" bad | grep -E '^(job|name|failure) '
+
+step "Packaged VASP workflows: a job from a name and a POSCAR, no runner to write (here vasp-relax)"
+httk workflow workflows list | sed -n '/^vasp-relax:/,/^$/p'
+cat > "$payloads/Si.POSCAR" <<'POSCAR'
+Si2, rattled, its cell 10 % too large
+5.6
+0.0 0.5 0.5
+0.5 0.0 0.5
+0.5 0.5 0.0
+Si
+2
+Direct
+0.01 0.02 0.00
+0.25 0.24 0.26
+POSCAR
+
+step "They keep their results in transactional data/: job new says how to enable it where it is off"
+refused=0
+httk workflow job new "$ws" --workflow vasp-relax --input "structure=$payloads/Si.POSCAR" || refused=$?
+if [ "$refused" -ne 2 ]; then
+    printf 'job new was to refuse a workspace without transactional data with exit status 2, not %s\n' \
+        "$refused" >&2
+    exit 1
+fi
+httk workflow workspace extension enable "$ws" transactional-data-v1
+
+step "VASP here is httk-mock-vasp, a model VASP; the POTCARs come from a library it writes"
+potcars=$ws-potcars
+httk-mock-vasp pseudo-library "$potcars" Si
+httk workflow workspace settings set "$ws" vasp.pseudo_library "\"$potcars\""
+httk workflow workspace settings set "$ws" vasp.command '"httk-mock-vasp"'
+
+step "A relaxation, and a relaxation then a static run whose first VASP run dies of ZPOTRF"
+httk workflow job new "$ws" --workflow vasp-relax --input "structure=$payloads/Si.POSCAR" \
+    --tag si-relax --placement vasp
+httk workflow job new "$ws" --workflow vasp-relax-static --input "structure=$payloads/Si.POSCAR" \
+    --input 'vasp.command=httk-mock-vasp --fault=zpotrf*1' --tag si-relax-static --placement vasp
+httk workflow run "$ws" --workers 2
+
+step "Why it succeeded anyway: the runner found ZPOTRF, backed INCAR up, set ISYM = 0 and ran again"
+httk workflow job show "$ws" si-relax-static | sed -n '/^events /,$p'
+
+step "Every finished VASP job's results.json, read back by collect (--json and --csv hold all of it)"
+httk workflow collect "$ws" --placement vasp
+httk workflow collect "$ws" --placement vasp --csv |
+    python3 -c 'import csv, sys
+for row in csv.DictReader(sys.stdin):
+    print(row["job_key"].split("--")[0], row["results.calculation"], "E0/atom =",
+          row["results.energy.energy_per_atom"], "eV, VASP", row["results.provenance.vasp_version"])'
+
+step "The relaxation plot: the energy of every ionic step, across the remedy, the repeats and the static run"
+httk workflow vasp plot "$ws" si-relax-static -o "$ws-si-relax-static.png"
+
+printf '\nworkspace kept at %s, the v1 tree at %s, the plot at %s\n' "$ws" "$v1tree" "$ws-si-relax-static.png"

@@ -11,8 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.slurmkit import SHARED_VARIABLE, SlurmCluster, shared_cluster, stop_shared
+
+# Hypothesis: ``./dev test`` runs the derandomized ``ci`` profile, the same examples on every run;
+# ``./dev fuzz`` selects ``fuzz`` (``--hypothesis-profile fuzz``) with a printed ``--hypothesis-seed``.
+_SLOW_IS_FINE = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+settings.register_profile(
+    "ci", derandomize=True, database=None, deadline=None, suppress_health_check=_SLOW_IS_FINE
+)
+settings.register_profile(
+    "fuzz", max_examples=10_000, database=None, deadline=None, suppress_health_check=_SLOW_IS_FINE
+)
+settings.load_profile("ci")
 
 
 def minimal_job(**overrides: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ its own name, node name and first job id, so even two sessions at once never sha
 id. A second partition, ``closable``, is for the one test that closes a partition.
 
 ``HTTK_TEST_SLURM_PROCTRACK=linuxproc`` forces ``proctrack/linuxproc`` (to run the tests that branch on
-it the other way). ``python tests/slurmkit.py install`` only installs the packages (``./dev test`` runs
+it the other way). ``python -m tests.slurmkit install`` only installs the packages (``./dev test`` runs
 it up front).
 """
 
@@ -43,6 +43,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.aptkit import apt_install
 
 PACKAGES = ("slurm-wlm", "munge")
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "scancel", "sinfo")
@@ -69,21 +71,12 @@ def _search_path() -> str:
 
 def install() -> None:
     """Install Slurm and munge with apt-get when a program is missing (root only)."""
-    if not missing_programs():
-        return
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise SlurmUnavailableError(
-            f"missing {', '.join(missing_programs())}: install {' '.join(PACKAGES)} (needs root and apt-get)"
-        )
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    command = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES]
-    if subprocess.run(command, env=env, capture_output=True, check=False).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, check=False)
-        result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise SlurmUnavailableError(
-                f"apt-get install {' '.join(PACKAGES)} failed:\n{result.stderr[-2000:]}"
-            )
+    missing = missing_programs()
+    if missing:
+        try:
+            apt_install(PACKAGES, SlurmUnavailableError)
+        except SlurmUnavailableError as exc:
+            raise SlurmUnavailableError(f"missing {', '.join(missing)}: {exc}") from None
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float, interval: float = 0.1) -> None:
@@ -541,5 +534,5 @@ def environment_without_slurm(environ: Mapping[str, str] | None = None) -> dict[
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["install"]:
-        sys.exit("usage: slurmkit.py install")
+        sys.exit("usage: python -m tests.slurmkit install")
     install()

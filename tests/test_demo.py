@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_demo_runs_every_job_to_success(tmp_path: Path) -> None:
+def test_the_demo_runs_every_job_to_its_end(tmp_path: Path) -> None:
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -22,8 +23,10 @@ def test_the_demo_runs_every_job_to_success(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     # three relaxations, and two fan-out parents (Python @step and Bash) with three children each
     assert "summary: 11 succeeded, 0 failed" in result.stdout
-    succeeded = list((tmp_path / "demo" / ".httk-workflow" / "state" / "succeeded").rglob("*--*.p*"))
-    assert len(succeeded) == 11
+    succeeded_dir = tmp_path / "demo" / ".httk-workflow" / "state" / "succeeded"
+    succeeded = [p.relative_to(succeeded_dir).parts[0] for p in succeeded_dir.rglob("*--*.p*")]
+    assert len([p for p in succeeded if p not in ("v1", "vasp")]) == 11
+    assert succeeded.count("v1") == 11  # the v1 tasks, their subtasks and their subtasks' subtasks
     # both gathers saw all three children and found the same minimum
     assert "lowest energy at strain-1" in result.stdout
     [bash_state] = (tmp_path / "demo" / "project-c").glob("bash-strains--*/.httk-job/state.json")
@@ -33,3 +36,44 @@ def test_the_demo_runs_every_job_to_success(tmp_path: Path) -> None:
     assert "answer: succeeded" in result.stdout
     assert "11 markers checked: clean" in result.stdout
     assert "dry run: would remove" in result.stdout
+    # the v1 tree: ten tasks imported (the live one and a name that is no v1 task name left behind),
+    # run to the end with their subtasks (two levels deep), each ending as it ended or would in v1
+    assert "at v1: 10 imported, 1 skipped as live" in result.stdout
+    assert "not a v1 task name: ht.task.any.Si.2.start.0.unclaimed.3.waitstart" in result.stdout
+    assert "summary: 22 succeeded, 4 failed" in result.stdout
+    views = {p.name: p.readlink().name for p in (tmp_path / "demo" / "v1").glob("ht.task.*")}
+    assert sorted(views) == [
+        "ht.task.any.bad.relax1.0.unclaimed.3.broken",
+        "ht.task.any.between.second.0.unclaimed.3.finished",
+        "ht.task.any.cut.relax.0.unclaimed.3.stopped",
+        "ht.task.any.done.second.0.unclaimed.3.finished",
+        "ht.task.any.odd.start.0.unclaimed.3.stopped",
+        "ht.task.any.parent.collect.0.unclaimed.3.finished",
+        "ht.task.any.slow.start.0.unclaimed.3.timeout",
+        "ht.task.any.spawner.collect.0.unclaimed.3.finished",
+        "ht.task.any.twostep.second.0.unclaimed.3.finished",
+        "ht.task.any.txn.step3.2.unclaimed.3.finished",
+    ]
+    [parent_run] = (tmp_path / "demo" / "v1").glob("parent--*/ht.run.2*")
+    assert (parent_run / "collected.txt").read_text().split() == [
+        "ht.task.any.sub1.gather.0.unclaimed.2.finished",
+        "ht.task.any.sub2.second.0.unclaimed.2.finished",
+    ]
+    leaf = "ht.task.any.sub1.*/ht.run.2*/ht.task.any.leaf.second.0.unclaimed.2.finished"
+    assert list(parent_run.glob(leaf))
+    [txn_run] = (tmp_path / "demo" / "v1").glob("txn--*/ht.run.2*")
+    assert (txn_run / "result.txt").read_text() == "result of round 2\n"  # its transaction replayed
+    assert "failure    declared_failure: Task gave 'broken' as return code." in result.stdout
+    assert (tmp_path / "demo-v1-tree" / "ht.task.any.twostep.start.0.unclaimed.3.waitstart").is_dir()
+    # the VASP part: refused until the workspace has transactional data, then two workflows against the
+    # mock, one remedied (told by its runner's events), collected, and a relaxation plotted
+    assert "needs the workspace extension 'transactional-data-v1'" in result.stderr
+    assert "extension transactional-data-v1 enabled" in result.stdout
+    assert "summary: 24 succeeded, 4 failed" in result.stdout and succeeded.count("vasp") == 2
+    assert re.search(r"relax #1  vasp\.error  run 1: zpotrf", result.stdout)
+    assert re.search(r"relax #1  vasp\.remedy  zpotrf: symmetry off \(ISYM = 0\)", result.stdout)
+    assert "2 finished jobs: 2 with results, 0 degraded" in result.stdout
+    assert re.search(r"si-relax-static static E0/atom = -\d+\.\d+ eV, VASP 6\.4\.2", result.stdout)
+    plot = tmp_path / "demo-si-relax-static.png"
+    assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert re.search(rf"{plot}: \d+ ionic steps of \d+ runs", result.stdout)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from httk.workflow.cli._app import error_line, exit_code
+from httk.workflow.cli._reporting import error_line, exit_code
 from httk.workflow.protocol import (
     InvalidDocumentError,
     InvalidNameError,

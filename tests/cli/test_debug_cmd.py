@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from httk.workflow.cli import _debug_cmd
+from httk.workflow.cli import _delete_cmd
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import attach, probe_marker
 from httk.workflow.engine.manager._manager import Manager
@@ -145,7 +145,7 @@ def test_delete_asks_on_a_terminal(
     from httk.workflow.cli._app import app
     from typer.testing import CliRunner
 
-    monkeypatch.setattr(_debug_cmd, "_interactive", lambda: True)
+    monkeypatch.setattr(_delete_cmd, "_interactive", lambda: True)
     result = CliRunner().invoke(
         app, ["job", "delete", "--workspace", str(workspace), failed_job], input=answer
     )
@@ -157,7 +157,7 @@ def test_delete_asks_on_a_terminal(
 def test_force_skips_the_question(
     workspace: Path, invoke: Invoke, failed_job: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_debug_cmd, "_interactive", lambda: True)
+    monkeypatch.setattr(_delete_cmd, "_interactive", lambda: True)
     result = invoke("job", "delete", "--workspace", workspace, failed_job, "--force")
     assert result.exit_code == 0, result.output
     assert kind_of(workspace, "proj/a", failed_job) is None

@@ -18,6 +18,7 @@ import pytest
 from httk.workflow.engine.core._workspace import attach, init
 
 from tests.cli.conftest import Invoke
+from tests.conftest import minimal_job
 from tests.inspectkit import Built, build, copy, set_format_member, set_visibility_deadline, snapshot
 from tests.runners import WAIT_SECONDS, job_key, publish_scripted_runner, scripted_job, submit, wait_until
 
@@ -326,3 +327,73 @@ def test_read_commands_import_nothing_heavy(built: Built) -> None:
         assert done.returncode == 0, done.stderr[-2000:]
         modules = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
         assert sorted(m for m in modules if m.split(".")[0] in ("jsonschema", "pydantic", "rich")) == []
+
+
+DECLARING_RUNNER = """#!/usr/bin/env bash
+set -euo pipefail
+# shellcheck source=/dev/null
+source "$HTTK_WORKFLOW_BASH_API"
+main() {
+  httk_workflow_declare relax '{"outputs":{"energy":-5.4,"unit":"eV"}}'
+  httk_workflow_declare found '{"files":["OUTCAR"]}'
+  httk_workflow_succeed
+}
+httk_workflow_register_step main
+httk_workflow_dispatch
+"""
+
+
+def test_show_puts_declared_and_observed_declarations_side_by_side(tmp_path: Path) -> None:
+    """A job declares two documents in job.json; its runner observes one of them and one of its own."""
+    root = tmp_path / "ws"
+    init(root, durable=False).close()
+    payload = tmp_path / "payload"
+    payload.mkdir()
+    (payload / "run.sh").write_text(DECLARING_RUNNER)
+    (payload / "run.sh").chmod(0o755)
+    declared = {"relax": {"inputs": {"structure": "POSCAR"}}, "method": {"code": "vasp"}}
+    job = {
+        **minimal_job(runner={"backend": "path", "path": "run.sh", "arguments": []}, initial_step="main"),
+        "declarations": declared,
+    }
+    (payload / "job.json").write_text(json.dumps(job))
+    httk = str(Path(sys.executable).with_name("httk"))
+    for words in (["job", "submit", root, payload, "--placement", "decl"], ["run", root]):
+        done = subprocess.run(
+            [httk, "workflow", *map(str, words)], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+    key = job_key(job)
+    observed_dir = root / "decl" / key / ".httk-job" / "declarations"
+    (observed_dir / "broken.json").write_text("{not json")
+
+    shown = subprocess.run(
+        [httk, "workflow", "job", "show", str(root), key, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    declarations = json.loads(shown.stdout)["declarations"]
+    broken = declarations[0]
+    assert broken["name"] == "broken" and broken["declared"] is None and broken["observed"] is None
+    assert broken["observed_problem"].startswith(
+        f"invalid observed declaration {observed_dir / 'broken.json'}"
+    )
+    assert declarations[1:] == [
+        {"name": "found", "declared": None, "observed": {"files": ["OUTCAR"]}, "observed_problem": None},
+        {"name": "method", "declared": {"code": "vasp"}, "observed": None, "observed_problem": None},
+        {
+            "name": "relax",
+            "declared": {"inputs": {"structure": "POSCAR"}},
+            "observed": {"outputs": {"energy": -5.4, "unit": "eV"}},
+            "observed_problem": None,
+        },
+    ]
+    text = subprocess.run(
+        [httk, "workflow", "job", "show", str(root), key], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    rows = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in text}
+    assert rows["declared relax"] == '{"inputs": {"structure": "POSCAR"}}'
+    assert rows["observed relax"] == '{"outputs": {"energy": -5.4, "unit": "eV"}}'
+    assert rows["declared found"] == "-" and rows["observed method"] == "-"
+    assert rows["observed broken"].startswith("UNREADABLE: invalid observed declaration")

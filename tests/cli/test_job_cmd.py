@@ -177,10 +177,3 @@ def test_a_big_batch_prints_one_summary_line(
     assert result.exit_code == 0, result.output
     assert result.stdout == "4 jobs at big: 1 already_submitted, 3 submitted\n"
     assert result.stderr == ""  # not a terminal: no progress bar
-
-
-def test_the_progress_bar_counts_jobs() -> None:
-    with _job_cmd._progress(2, enabled=False) as advance:
-        assert advance is None
-    with _job_cmd._progress(2, enabled=True) as advance:
-        assert advance is not None

@@ -15,9 +15,8 @@ malformed ``runner_steps`` is dropped, with a note) is applied before the schema
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,8 @@ from httk.workflow.protocol._job_rules import validate_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import mutated
+
 DOCUMENTS = Path(__file__).resolve().parents[1] / "models" / "documents"
 WORKSPACE_ID = "b588833b-87ea-4da2-b860-1c9e768cfbc1"
 ATTEMPT = {
@@ -49,63 +50,6 @@ ATTEMPT = {
 PARENT = ParentIdentity(
     WORKSPACE_ID, ATTEMPT["job_id"], ATTEMPT["job_id"], "elsewhere", ATTEMPT["activation_id"]
 )
-
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-3, 2**64 + 3)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=6,
-)
-
-
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    if prefix:
-        yield prefix
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from _paths(value, (*prefix, index))
-
-
-def _nudged(value: Any, draw: st.DrawFn) -> Any:
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return value + draw(st.sampled_from([-1, 1, -value - 1, 2**63, 2**64]))
-    if isinstance(value, str):
-        return draw(
-            st.sampled_from(["", value + "\n", value.upper(), value + "x", value[:-1], "a/../b", "/x"])
-        )
-    return draw(JSON)
-
-
-@st.composite
-def mutated(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with one or two of its members removed, replaced, added to or nudged."""
-    document = copy.deepcopy(base)
-    for _ in range(draw(st.integers(1, 2))):
-        paths = list(_paths(document))
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        parent: Any = document
-        for key in path[:-1]:
-            parent = parent[key]
-        key, operation = path[-1], draw(st.sampled_from(["remove", "replace", "add", "nudge"]))
-        if operation == "remove":
-            del parent[key]
-        elif operation == "replace":
-            parent[key] = draw(JSON)
-        elif operation == "add" and isinstance(parent, dict):
-            parent[draw(st.text(min_size=1, max_size=8))] = draw(JSON)
-        else:
-            parent[key] = _nudged(parent[key], draw)
-    return document
 
 
 # -- the engine's checks -------------------------------------------------------------------------------

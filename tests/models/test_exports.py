@@ -21,9 +21,11 @@ MODELS = [
     "QuarantineRecord",
     "Request",
     "RetiredRequest",
+    "RunnerEvent",
     "Spawn",
     "StateFrame",
     "TransactionManifest",
+    "VaspResults",
 ]
 
 

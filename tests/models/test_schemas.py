@@ -38,9 +38,11 @@ MODEL_OF: dict[str, str] = {
     "quarantine": "QuarantineRecord",
     "request": "Request",
     "retired-request": "RetiredRequest",
+    "runner-event": "RunnerEvent",
     "spawn": "Spawn",
     "state-frame": "StateFrame",
     "transaction": "TransactionManifest",
+    "vasp-results": "VaspResults",
 }
 FORMAT_OF: dict[str, str] = {
     "attempt-context": "httk-workflow-attempt-context",
@@ -54,9 +56,11 @@ FORMAT_OF: dict[str, str] = {
     "quarantine": "httk-workflow-quarantine",
     "request": "httk-workflow-request",
     "retired-request": "httk-workflow-retired-request",
+    "runner-event": "httk-workflow-runner-event",
     "spawn": "httk-workflow-spawn",
     "state-frame": "httk-workflow-state",
     "transaction": "httk-workflow-transaction",
+    "vasp-results": "httk-workflow-vasp-results",
 }
 SPEC_EXAMPLES = sorted((HERE / "examples").glob("*.json"))
 DOCUMENTS = sorted((HERE / "documents").glob("*.json"))

@@ -124,6 +124,7 @@ VALID = [
         },
         id="only-required-members",
     ),
+    pytest.param({"tag": None}, id="null-tag"),  # the schema's "null or absent": the key is the UUID
     pytest.param({"workdir": {"mode": "isolated"}}, id="isolated-without-path"),
     pytest.param({"workdir.path": "work/run.main"}, id="nested-persistent-workdir"),
     pytest.param({"data.mode": "transactional"}, id="transactional"),
@@ -201,7 +202,6 @@ BROKEN: list[Any] = [
     ({"tag": "a--b"}, "tag", "must not contain '--'"),
     ({"tag": "a" * 49}, "tag", "must be 1-48 bytes"),
     ({"tag": "-a"}, "tag", "starting with a letter or digit"),
-    ({"tag": None}, "tag", "must be 1-48 bytes"),
     ({"name": 5}, "name", "must be a string"),
     ({"workflow": []}, "workflow", "must be a string"),
     # runner

@@ -513,30 +513,37 @@ _scenarios = st.fixed_dictionaries(
 )
 
 
+def _build(root: Path, scenario: dict[str, Any]) -> Workspace:
+    ws = init(root / "ws", durable=False)
+    for placement, count in scenario["tree"].items():
+        _make(ws, placement, count)
+    for placement in scenario["junk"]:
+        ws.marker_dir(READY, placement).mkdir(parents=True, exist_ok=True)
+        (ws.marker_dir(READY, placement) / f"junk-{uuid4()}").touch()
+    return ws
+
+
+def _stream(ws: Workspace, scenario: dict[str, Any], *, count_only: bool = False) -> MarkerStream:
+    return MarkerStream(
+        ws,
+        READY,
+        placement_prefixes=scenario["prefixes"],
+        discovery_budget=scenario["entries"],
+        maximum_pass_markers=scenario["markers"],
+        max_open_roots=scenario["rotation"],
+        count_only=count_only,
+    )
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=_scenarios)
 def test_a_cycle_of_passes_finds_what_walk_markers_finds(scenario: dict[str, Any]) -> None:
-    tree: dict[str, int] = scenario["tree"]
-    prefixes: list[str] = scenario["prefixes"]
     entries: int = scenario["entries"]
     markers: int = scenario["markers"]
     with tempfile.TemporaryDirectory() as scratch:
-        ws = init(Path(scratch) / "ws", durable=False)
-        for placement, count in tree.items():
-            _make(ws, placement, count)
-        for placement in scenario["junk"]:
-            ws.marker_dir(READY, placement).mkdir(parents=True, exist_ok=True)
-            (ws.marker_dir(READY, placement) / f"junk-{uuid4()}").touch()
-        expected, expected_anomalies = _walk(ws, placement_prefixes=prefixes)
-        stream = MarkerStream(
-            ws,
-            READY,
-            placement_prefixes=prefixes,
-            discovery_budget=entries,
-            maximum_pass_markers=markers,
-            max_open_roots=scenario["rotation"],
-        )
-        with stream:
+        ws = _build(Path(scratch), scenario)
+        expected, expected_anomalies = _walk(ws, placement_prefixes=scenario["prefixes"])
+        with _stream(ws, scenario) as stream:
             for _ in range(2):
                 passes = _cycle(stream, limit=500)
                 assert all(p.entries_visited <= entries and len(p.markers) <= markers for p in passes)
@@ -544,4 +551,32 @@ def test_a_cycle_of_passes_finds_what_walk_markers_finds(scenario: dict[str, Any
                 assert len(found) == len(set(found)) and set(found) == expected
                 anomalies = [a for p in passes for a in p.anomalies]
                 assert Counter(anomalies) == Counter(expected_anomalies)
+                assert all(not p.counted for p in passes)
             assert stream.statistics().open_directories == 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=_scenarios)
+def test_a_counting_cycle_counts_per_placement_what_walk_markers_finds(scenario: dict[str, Any]) -> None:
+    entries: int = scenario["entries"]
+    markers: int = scenario["markers"]
+    with tempfile.TemporaryDirectory() as scratch:
+        ws = _build(Path(scratch), scenario)
+        expected, expected_anomalies = _walk(ws, placement_prefixes=scenario["prefixes"])
+        with _stream(ws, scenario, count_only=True) as stream:
+            for _ in range(2):
+                passes = _cycle(stream, limit=500)
+                assert all(p.entries_visited <= entries and p.counted.total() <= markers for p in passes)
+                assert all(p.markers == [] for p in passes)
+                counted = sum((p.counted for p in passes), Counter[str]())
+                assert counted == Counter(placement for placement, _name in expected)
+                anomalies = [a for p in passes for a in p.anomalies]
+                assert Counter(anomalies) == Counter(expected_anomalies)
+            assert stream.statistics().open_directories == 0
+
+
+def test_counting_stops_a_pass_at_maximum_pass_markers(ws: Workspace) -> None:
+    _make(ws, "flat", 100)
+    with MarkerStream(ws, READY, maximum_pass_markers=30, count_only=True) as stream:
+        passes = _cycle(stream)
+    assert [p.counted.total() for p in passes] == [30, 30, 30, 10]

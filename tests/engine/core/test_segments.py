@@ -63,7 +63,7 @@ def test_every_json_object_round_trips(record):
     assert len(frame) == ref.frame_size
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(json_objects, st.integers(min_value=1, max_value=255))
 def test_every_single_byte_flip_is_reported_with_its_code(record, mask):
     frame, ref = framed(record)

@@ -26,7 +26,7 @@ from httk.workflow.engine.core._segments import checksum128, encode_frame, segme
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init, probe_marker
 from httk.workflow.engine.maintenance import _fsck_check
-from httk.workflow.engine.maintenance._fsck import fsck
+from httk.workflow.engine.maintenance._fsck import COUNTING_LEFTOVERS, fsck
 from httk.workflow.engine.maintenance._fsck_check import FsckReport, check
 from httk.workflow.protocol import MarkerName, RecordRef
 
@@ -463,3 +463,15 @@ def test_an_entry_of_state_that_is_no_state_kind_is_reported_and_not_entered(bui
         ("unknown_state_kind", ".httk-workflow/state/archive"),
     ]
     assert not report.clean
+
+
+def test_the_check_reports_its_progress_entry_by_entry(built: Built) -> None:
+    heard: list[tuple[str, int]] = []
+    report = fsck(built.reader(), progress=lambda what, done: heard.append((what, done)))
+    checked = [done for what, done in heard if what == _fsck_check.CHECKING]
+    assert checked == list(range(1, sum(report.markers.values()) + 1))  # every entry, in order
+    counting = [done for what, done in heard if what == COUNTING_LEFTOVERS]
+    assert counting and counting == sorted(counting)
+    assert [what for what, _done in heard] == [_fsck_check.CHECKING] * len(checked) + [
+        COUNTING_LEFTOVERS
+    ] * len(counting)

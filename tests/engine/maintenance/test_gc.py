@@ -22,10 +22,11 @@ from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.maintenance._gc import (
     CENSUS_KEYS,
+    PHASES,
     GcReport,
     PeriodicCollection,
     always_safe_census,
-    collect,
+    collect_garbage,
 )
 from httk.workflow.engine.manager._manager import ManagerIdentity, ManagerRecord
 from httk.workflow.engine.manager._state import ManagerState
@@ -142,17 +143,17 @@ def every_kind(state: ManagerState, placement: str = "p") -> dict[Kind, MarkerLo
 # -- nothing to do, dry runs ---------------------------------------------------------------------------
 def test_a_collection_that_removes_nothing_writes_nothing(ws: Workspace, state: ManagerState) -> None:
     every_kind(state)
-    collect(ws)  # the mirrors the jobs' moves left empty
+    collect_garbage(ws)  # the mirrors the jobs' moves left empty
     make_old_tree(ws.root, 400)  # old is not enough: nothing here is garbage without a policy
     before = snapshot(ws.root)
-    report = collect(attach(ws.root))
+    report = collect_garbage(attach(ws.root))
     assert report.removed == 0 and report.frame_ref is None
     assert snapshot(ws.root) == before  # no frame, no writer directory, nothing at all
 
 
 def test_a_dry_run_counts_and_writes_nothing(ws: Workspace, state: ManagerState) -> None:
     markers = every_kind(state)
-    collect(ws)  # the mirrors the jobs' moves left empty
+    collect_garbage(ws)  # the mirrors the jobs' moves left empty
     for kind in (Kind.READY, Kind.SUCCEEDED):
         shutil.rmtree(ws.payload_path(markers[kind].placement, markers[kind].job_key))
     (ws.tmp_dir / "stale").write_text("x")
@@ -160,14 +161,14 @@ def test_a_dry_run_counts_and_writes_nothing(ws: Workspace, state: ManagerState)
     make_old_tree(ws.root)
     set_retention(ws, **AGGRESSIVE)
     before = snapshot(ws.root)
-    dry = collect(attach(ws.root, writable=False), dry_run=True)
+    dry = collect_garbage(attach(ws.root, writable=False), dry_run=True)
     assert snapshot(ws.root) == before
     assert dry.dry_run and dry.removed == 0 and dry.frame_ref is None
     assert dry.categories["removed_jobs"].candidates == 2
     assert dry.categories["tmp_entries"].candidates == 1
     # The two removed jobs' mirrors empty too once their markers go; "empty" and "empty/below" as well.
     assert dry.categories["placement_directories"].candidates == 2 + 2 + 2
-    real = collect(ws)
+    real = collect_garbage(ws)
     assert {name: count.removed for name, count in real.categories.items()} == {
         name: count.candidates for name, count in dry.categories.items()
     }
@@ -201,7 +202,7 @@ def test_empty_placement_mirrors_go_bottom_up_and_kind_directories_stay(ws: Work
     keeps = ws.marker_dir(Kind.READY, "a/keep")
     keeps.mkdir(parents=True)
     (keeps / "not-a-marker").write_text("fsck reports this; collection leaves it")
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert not (ws.marker_dir(Kind.READY, "a/b")).exists()
     assert (keeps / "not-a-marker").exists()
     assert report.categories["placement_directories"].removed == 2
@@ -219,7 +220,7 @@ def test_tmp_entries_go_after_a_day_and_not_before(ws: Workspace) -> None:
     make_old_tree(stale_tree, 1.01)
     make_old(stale_file, 2)
     make_old(young, 0.99)
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert not stale_tree.exists() and not stale_file.exists() and young.exists()
     counts = report.categories["tmp_entries"]
     assert (counts.candidates, counts.removed, counts.bytes_reclaimed) == (2, 2, len("#!/bin/sh\n") + 2)
@@ -241,7 +242,7 @@ def test_claimed_requests_go_after_a_month_once_their_manager_is_silent(root: Pa
     orphan.mkdir()
     (orphan / "orphan.json").write_text("{}")
     make_old_tree(orphan, 31)
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert not paths["dead-old"].exists() and not (orphan / "orphan.json").exists()
     assert paths["dead-young"].exists() and paths["live-old"].exists()
     assert report.categories["claimed_requests"].removed == 2
@@ -257,7 +258,7 @@ def test_retired_requests_go_with_their_record_after_a_month(ws: Workspace) -> N
     lone = retired / "lone.json.retirement"  # what an interrupted removal leaves: it still ages
     lone.write_text("{}")
     make_old(lone, 31)
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert sorted(path.name for path in retired.iterdir()) == ["young.json", "young.json.retirement"]
     assert report.categories["retired_requests"].removed == 2
 
@@ -271,7 +272,7 @@ def test_a_job_whose_payload_was_removed_loses_its_marker_only_when_unowned(
         make_old(marker.path(ws), 1)
     young = job_in(state, Kind.READY, placement="young")
     shutil.rmtree(ws.payload_path(young.placement, young.job_key))  # just now: maybe not visible yet
-    report = collect(ws)
+    report = collect_garbage(ws)
     unowned = {Kind.SUBMITTED, Kind.READY, *TERMINAL_KINDS}
     for kind, marker in markers.items():
         assert marker.path(ws).exists() == (kind not in unowned), kind
@@ -285,7 +286,7 @@ def test_a_collection_that_removed_something_appends_one_valid_gc_frame(ws: Work
     (ws.tmp_dir / "stale").write_text("12345")
     make_old(ws.tmp_dir / "stale")
     set_retention(ws, journal_days=30)
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert report.frame_ref is not None
     frame = ws.reader.read(report.frame_ref)
     assert frame == report.frame()
@@ -305,7 +306,7 @@ def test_job_log_reads_past_a_gc_frame_in_the_same_segment(tmp_path: Path) -> No
     marker = job_in(state, Kind.RUNNING)
     (state.workspace.tmp_dir / "stale").write_text("")
     make_old(state.workspace.tmp_dir / "stale")
-    report = collect(state.workspace)  # the same process and writer that moved the job
+    report = collect_garbage(state.workspace)  # the same process and writer that moved the job
     later = job_in(state, Kind.SUCCEEDED)
     assert report.frame_ref is not None
     gc_ref = RecordRef.parse(report.frame_ref)
@@ -335,7 +336,7 @@ def test_a_manager_collects_at_most_once_per_interval(ws: Workspace) -> None:
 
 
 def test_a_report_names_every_category_and_its_totals(ws: Workspace) -> None:
-    report = collect(ws, dry_run=True)
+    report = collect_garbage(ws, dry_run=True)
     assert isinstance(report, GcReport)
     data = report.as_dict()
     assert list(data["categories"]) == [
@@ -350,3 +351,15 @@ def test_a_report_names_every_category_and_its_totals(ws: Workspace) -> None:
         "manager_directory",
     ]
     assert data["skipped"]["journal_segment"] == "retention.journal_days is not set (keep)"
+
+
+def test_a_collection_reports_its_progress_phase_by_phase(ws: Workspace, state: ManagerState) -> None:
+    every_kind(state)
+    set_retention(ws, **AGGRESSIVE)
+    heard: list[tuple[str, int]] = []
+    collect_garbage(ws, dry_run=True, progress=lambda what, done: heard.append((what, done)))
+    phases = [what for what, _done in heard]
+    assert set(phases) <= set(PHASES) and phases[0] == PHASES[0]
+    assert phases == sorted(phases, key=PHASES.index)  # phase after phase, never back
+    assert [done for _what, done in heard] == list(range(1, len(heard) + 1))  # every entry visited
+    assert sum(1 for what in phases if what == PHASES[0]) >= len(ALL_KINDS)  # at least each marker

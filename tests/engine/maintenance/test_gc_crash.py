@@ -22,7 +22,7 @@ import pytest
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
-from httk.workflow.engine.maintenance._gc import collect
+from httk.workflow.engine.maintenance._gc import collect_garbage
 
 from tests.crashkit import count_mutations, run_crashing
 from tests.engine.maintenance.test_gc import (
@@ -38,9 +38,9 @@ from tests.jobkinds import job_in, new_state
 
 LEASE = 60.0
 SCENARIO = """
-from httk.workflow.engine.maintenance._gc import collect
+from httk.workflow.engine.maintenance._gc import collect_garbage
 from httk.workflow.engine.core._workspace import Workspace, attach
-collect(attach({root!r}))
+collect_garbage(attach({root!r}))
 """
 
 
@@ -124,7 +124,7 @@ def test_every_interrupted_collection_is_finished_by_the_next(tmp_path: Path) ->
         run_crashing(SCENARIO.format(root=str(copy)), k)
         assert not keep - tree(copy, writers), (k, trace[k - 1], "protected entry removed")
         workspace = attach(copy)
-        collect(workspace, now=later)
+        collect_garbage(workspace, now=later)
         workspace.close()
         assert tree(copy, writers) == expected, (k, trace[k - 1])
         shutil.rmtree(copy)
@@ -132,5 +132,5 @@ def test_every_interrupted_collection_is_finished_by_the_next(tmp_path: Path) ->
 
 def test_the_scenario_covers_every_category(tmp_path: Path) -> None:
     template, _keep = build(tmp_path / "template")
-    report = collect(attach(template, writable=False), dry_run=True)
+    report = collect_garbage(attach(template, writable=False), dry_run=True)
     assert [name for name, count in report.categories.items() if count.candidates == 0] == []

@@ -14,7 +14,7 @@ from httk.workflow.engine.core._frames import Frame, attempt_evidence, carried
 from httk.workflow.engine.core._segments import segment_name
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
-from httk.workflow.engine.maintenance._gc import collect
+from httk.workflow.engine.maintenance._gc import collect_garbage
 from httk.workflow.engine.manager._state import ManagerState
 from httk.workflow.engine.ops._show import job_history
 from httk.workflow.protocol import RecordRef
@@ -58,10 +58,10 @@ def test_old_attempt_control_dirs_of_a_terminal_job_go_but_never_its_newest(
     for directory in (newest, *older):
         make_old_tree(directory, 10)
     make_old_tree(young, 0.5)
-    collect(ws)
+    collect_garbage(ws)
     assert all(path.exists() for path in (newest, *older, young)), "no attempt_control_days: keep"
     set_retention(ws, attempt_control_days=1)
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert newest.exists() and young.exists() and not any(path.exists() for path in older)
     counts = report.categories["attempt_control"]
     assert (counts.candidates, counts.removed) == (2, 2) and counts.bytes_reclaimed > 0
@@ -74,7 +74,7 @@ def test_without_the_deciding_dir_the_highest_total_attempts_is_the_newest(
     first, second = (attempt_dir(ws, succeeded, str(uuid.uuid4()), total) for total in (1, 2))
     make_old_tree(payload(ws, succeeded))
     set_retention(ws, attempt_control_days=0)
-    collect(ws)
+    collect_garbage(ws)
     assert second.exists() and not first.exists()
 
 
@@ -84,7 +84,7 @@ def test_attempt_dirs_are_all_kept_when_the_newest_cannot_be_told(ws: Workspace,
     (second / "context.json").unlink()  # a preparation that never finished
     make_old_tree(payload(ws, cancelled))
     set_retention(ws, attempt_control_days=0)
-    collect(ws)
+    collect_garbage(ws)
     assert first.exists() and second.exists()
 
 
@@ -93,7 +93,7 @@ def test_a_non_terminal_job_keeps_every_attempt_dir(ws: Workspace, state: Manage
     dirs = [attempt_dir(ws, paused, str(uuid.uuid4()), total) for total in (1, 2)]
     make_old_tree(payload(ws, paused))
     set_retention(ws, attempt_control_days=0)
-    collect(ws)
+    collect_garbage(ws)
     assert all(directory.exists() for directory in dirs)
 
 
@@ -111,10 +111,10 @@ def test_transaction_trash_goes_once_the_job_is_quiescent(ws: Workspace, state: 
     quiescent = {kind: trash_of(ws, job_in(state, kind), 2) for kind in (Kind.SUCCEEDED, Kind.PAUSED)}
     young = trash_of(ws, job_in(state, Kind.READY), 0.5)
     replaying = trash_of(ws, job_in(state, Kind.COMMITTING), 2)  # a replay may still consult it
-    collect(ws)
+    collect_garbage(ws)
     assert all(trash.exists() for trash in (*quiescent.values(), young, replaying)), "no trash_days: keep"
     set_retention(ws, trash_days=1)
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert not any(trash.exists() for trash in quiescent.values())
     assert all(trash.parent.is_dir() for trash in quiescent.values())  # only the trash went
     assert young.exists() and replaying.exists()
@@ -172,9 +172,9 @@ def test_unreferenced_segments_of_a_dead_writer_go_and_chains_of_live_jobs_stay(
     )
     expected_gone = segment_keys(ws) - protected
     assert expected_gone, "the scenario must leave a segment holding only terminal history"
-    assert collect(ws).categories["journal_segment"].removed == 0, "no journal_days: keep"
+    assert collect_garbage(ws).categories["journal_segment"].removed == 0, "no journal_days: keep"
     set_retention(ws, journal_days=1)
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert segment_keys(ws) == protected | _gc_writer(report.frame_ref)
     assert report.categories["journal_segment"].removed == len(expected_gone)
     history = job_history(attach(ws.root, writable=False), jobs["succeeded"])
@@ -206,7 +206,7 @@ def test_segments_are_kept_when_a_gate_forbids(
         make_old(segment, segment_age)
     before = segment_keys(ws, state.writer_id)
     set_retention(ws, journal_days=days)
-    report = collect(ws, protect_writers=(state.writer_id,) if protect_own else ())
+    report = collect_garbage(ws, protect_writers=(state.writer_id,) if protect_own else ())
     assert report.categories["journal_segment"].candidates == 0
     assert segment_keys(ws, state.writer_id) == before
 
@@ -230,7 +230,7 @@ def test_an_unreadable_chain_stops_journal_collection(ws: Workspace, state: Mana
     make_old(segment, 10)
     set_retention(ws, journal_days=1)
     before = segment_keys(ws, state.writer_id)
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert "run workspace fsck" in report.skipped["journal_segment"]
     assert segment_keys(ws, state.writer_id) == before
 
@@ -238,7 +238,7 @@ def test_an_unreadable_chain_stops_journal_collection(ws: Workspace, state: Mana
 def test_a_workspace_with_detached_transfers_keeps_its_journal(tmp_path: Path) -> None:
     workspace = init(tmp_path / "ws", durable=False, extensions=("detached-transfer-v1",))
     set_retention(workspace, journal_days=0)
-    report = collect(workspace)
+    report = collect_garbage(workspace)
     assert "detached-transfer-v1" in report.skipped["journal_segment"]
 
 
@@ -253,10 +253,10 @@ def test_a_dead_managers_directory_goes_once_its_writer_kept_nothing(root: Path,
         silence(ws, manager.manager_id)
     directory = {m.manager_id: ws.managers_dir / m.manager_id for m in (dead, live, writing)}
     make_old_tree(ws.managers_dir)
-    collect(ws)
+    collect_garbage(ws)
     assert all(path.exists() for path in directory.values()), "no journal_days: keep"
     set_retention(ws, journal_days=1)
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert not directory[dead.manager_id].exists()
     assert not (ws.requests_dir / "claimed" / dead.manager_id).exists()
     assert directory[live.manager_id].exists() and directory[writing.manager_id].exists()
@@ -272,5 +272,5 @@ def test_what_an_interrupted_manager_directory_removal_leaves_is_removed_again(
     (directory / "heartbeat.json").unlink()  # removed first; manager.json is removed last
     make_old_tree(directory, 10)
     set_retention(ws, journal_days=1)
-    collect(ws)
+    collect_garbage(ws)
     assert not directory.exists()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from httk.workflow.engine.core._states import TERMINAL_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
-from httk.workflow.engine.maintenance._gc import collect
+from httk.workflow.engine.maintenance._gc import collect_garbage
 
 from tests.engine.maintenance.test_gc import (
     AGGRESSIVE,
@@ -108,7 +108,7 @@ def test_gc_on_a_live_workspace_removes_nothing_it_must_keep(ws: Workspace) -> N
     }
     dead_segments = segments(ws, dead.writer_id)
 
-    report = collect(ws)
+    report = collect_garbage(ws)
 
     assert sorted(str(path) for path in must_keep if not path.exists()) == []
     for marker in active:
@@ -118,5 +118,5 @@ def test_gc_on_a_live_workspace_removes_nothing_it_must_keep(ws: Workspace) -> N
     assert report.categories["attempt_control"].removed == 2 * len(TERMINAL_KINDS)
     assert report.categories["journal_segment"].removed == len(dead_segments - segments(ws, dead.writer_id))
     assert report.categories["manager_directory"].removed == 0  # the dead writer still holds chains
-    again = collect(attach(ws.root))
+    again = collect_garbage(attach(ws.root))
     assert again.removed == 0 and again.frame_ref is None

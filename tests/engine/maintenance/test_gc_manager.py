@@ -109,7 +109,7 @@ def test_a_failed_collection_is_logged_and_scheduling_goes_on(
     def broken(*_args: object, **_kwargs: object) -> None:
         raise OSError(5, "Input/output error", str(ws.journal_dir))
 
-    monkeypatch.setattr(_gc, "collect", broken)  # the fault stands in for a failing filesystem
+    monkeypatch.setattr(_gc, "collect_garbage", broken)  # the fault stands in for a failing filesystem
     manager = Manager(ws, ManagerConfig(gc_interval=3600.0))
     with caplog.at_level(logging.ERROR, logger="httk.workflow.manager"):
         summary = manager.run()

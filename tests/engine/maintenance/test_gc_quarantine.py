@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from httk.workflow.engine.core._workspace import attach, init
-from httk.workflow.engine.maintenance._gc import always_safe_census, collect
+from httk.workflow.engine.maintenance._gc import always_safe_census, collect_garbage
 from httk.workflow.engine.maintenance._gc_control import QUARANTINE_STAGING
 
 from tests.crashkit import count_mutations, run_crashing
@@ -58,11 +58,11 @@ def test_a_record_stranded_by_a_crash_goes_after_a_day_and_the_quarantine_stays(
 
         age_all(quarantine, 0.99)
         assert always_safe_census(ws)["tmp_entries"] == 0
-        assert collect(ws).categories["tmp_entries"].candidates == 0 and stranded[0].exists()
+        assert collect_garbage(ws).categories["tmp_entries"].candidates == 0 and stranded[0].exists()
 
         age_all(quarantine, 400)  # entries and records are kept however old they are
         assert always_safe_census(ws)["tmp_entries"] == 1
-        report = collect(ws)
+        report = collect_garbage(ws)
         assert report.categories["tmp_entries"].removed == 1, k
         assert sorted(path.name for path in quarantine.iterdir()) == entries
         ws.close()
@@ -87,9 +87,9 @@ def test_only_a_records_staging_name_is_collected_from_quarantine(tmp_path: Path
     age_all(quarantine, 400)
 
     assert always_safe_census(ws)["tmp_entries"] == 1
-    report = collect(ws, dry_run=True)
+    report = collect_garbage(ws, dry_run=True)
     assert report.categories["tmp_entries"].candidate_bytes == len(b'{"reason": "mal') and stranded.exists()
-    report = collect(ws)
+    report = collect_garbage(ws)
 
     assert (report.categories["tmp_entries"].removed, report.frame_ref is not None) == (1, True)
     remaining = {path.name for path in quarantine.iterdir()}
@@ -108,11 +108,11 @@ def test_a_stranded_retirement_record_goes_after_a_day_and_retired_requests_keep
     stranded = retired / f".{request}.retirement.tmp.4242.0a1b2c3d"
     stranded.write_bytes(b'{"reason": "gen')
     age_all(retired, 0.99)
-    assert collect(ws).categories["tmp_entries"].candidates == 0 and stranded.exists()
+    assert collect_garbage(ws).categories["tmp_entries"].candidates == 0 and stranded.exists()
 
     age_all(retired, 2)  # past a day, inside the month a retired request is kept
     assert always_safe_census(ws)["tmp_entries"] == 1
-    report = collect(ws)
+    report = collect_garbage(ws)
     assert report.categories["tmp_entries"].removed == 1
     assert report.categories["retired_requests"].removed == 0
     assert sorted(path.name for path in retired.iterdir()) == [request, f"{request}.retirement"]

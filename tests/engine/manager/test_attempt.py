@@ -144,7 +144,8 @@ def test_environment_has_every_protocol_variable(tmp_path: Path) -> None:
     ws = _workspace(tmp_path)
     job, job_dir = _payload_job(ws)
     plan = _plan(ws, job, job_dir, is_restart=True, attempt_reason="timeout", step="relax")
-    prepared = prepare_attempt(plan, bash_api=tmp_path / "api.bash", python="/opt/py/bin/python3")
+    bash_apis = {"HTTK_WORKFLOW_BASH_API": str(tmp_path / "api.bash")}
+    prepared = prepare_attempt(plan, bash_apis=bash_apis, python="/opt/py/bin/python3")
 
     env = prepared.env
     assert ENV_VARIABLES | {"HTTK_WORKFLOW_BASH_API"} == set(env)
@@ -511,6 +512,50 @@ def test_the_default_allowlist_is_the_httk_workflow_namespace(tmp_path: Path) ->
     job, job_dir = _shared_job(ws, "installed", "pkg:httk.workflow/protocol/__init__.py", digest)
     prepared = prepare_attempt(_plan(ws, job, job_dir))
     assert (prepared.control_dir / "runner").read_bytes() == resource.read_bytes()
+
+
+def test_the_default_allowlist_admits_the_namespace_s_subpackages(tmp_path: Path) -> None:
+    """``httk.workflow`` admits ``httk.workflow.vasp`` and the like: the same files either way."""
+    ws = _workspace(tmp_path)
+    from httk.workflow import protocol
+
+    resource = Path(protocol.__file__)
+    digest = hashlib.sha256(resource.read_bytes()).hexdigest()
+    job, job_dir = _shared_job(ws, "installed", "pkg:httk.workflow.protocol/__init__.py", digest)
+    prepared = prepare_attempt(_plan(ws, job, job_dir))
+    assert (prepared.control_dir / "runner").read_bytes() == resource.read_bytes()
+
+
+def test_a_subpackage_of_an_allowed_module_is_staged_importing_neither(
+    tmp_path: Path, runner_package: str
+) -> None:
+    ws = _workspace(tmp_path)
+    job, job_dir = _shared_job(ws, "installed", f"pkg:{runner_package}.runners/relax", SCRIPT_SHA)
+    prepared = prepare_attempt(_plan(ws, job, job_dir), pkg_modules=frozenset({runner_package}))
+    assert (prepared.control_dir / "runner").read_bytes() == SCRIPT
+    assert runner_package not in sys.modules
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed", "wanted"),
+    [
+        ("pkg:{package}x/runners/relax", "{package}", "allowlist"),  # a sibling name, not a subpackage
+        ("pkg:{package}.absent/relax", "{package}", "not an installed package"),
+        ("pkg:{package}/runners/relax", "{package}.runners", "allowlist"),  # the parent of an entry
+    ],
+)
+def test_a_pkg_module_is_allowed_by_whole_components_only(
+    tmp_path: Path, runner_package: str, path: str, allowed: str, wanted: str
+) -> None:
+    ws = _workspace(tmp_path)
+    job, job_dir = _shared_job(ws, "installed", path.format(package=runner_package), SCRIPT_SHA)
+    with pytest.raises(RunnerFailure) as excinfo:
+        prepare_attempt(
+            _plan(ws, job, job_dir), pkg_modules=frozenset({allowed.format(package=runner_package)})
+        )
+    assert excinfo.value.code == "runner_unavailable"
+    assert wanted in excinfo.value.message
+    assert runner_package not in sys.modules
 
 
 def test_a_pkg_resource_that_escapes_its_package_is_refused(tmp_path: Path, runner_package: str) -> None:

@@ -15,7 +15,7 @@ from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.manager._manager import ManagerIdentity, ManagerRecord
-from httk.workflow.engine.ops._inspect import count_markers, job_row, list_jobs, status
+from httk.workflow.engine.ops._inspect import count_markers, job_row, list_jobs, workspace_status
 from httk.workflow.engine.ops._select import Position
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import InvalidNameError
@@ -51,7 +51,7 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
 
 # -- status ------------------------------------------------------------------------------------------
 def test_status_counts_every_kind(ws: Workspace) -> None:
-    report = status(ws)
+    report = workspace_status(ws)
     assert list(report.kinds) == [kind.value for kind in CORE_KINDS]
     assert (report.kinds["submitted"], report.kinds["ready"], report.kinds["failed"]) == (3, 6, 5)
     assert report.total == 14 and report.anomalies == 0
@@ -60,26 +60,26 @@ def test_status_counts_every_kind(ws: Workspace) -> None:
 
 
 def test_status_by_placement_groups_by_leading_components(ws: Workspace) -> None:
-    assert status(ws, by_placement=1).by_placement == {
+    assert workspace_status(ws, by_placement=1).by_placement == {
         "a": {"submitted": 3, "ready": 6},
         "b": {"failed": 5},
     }
-    assert status(ws, by_placement=2).by_placement == {
+    assert workspace_status(ws, by_placement=2).by_placement == {
         "a/x": {"ready": 6},
         "a/y": {"submitted": 3},
         "b": {"failed": 5},
     }
-    assert status(ws, by_placement=3).by_placement["a/x/deep"] == {"ready": 2}
+    assert workspace_status(ws, by_placement=3).by_placement["a/x/deep"] == {"ready": 2}
     with pytest.raises(InvalidNameError):
-        status(ws, by_placement=0)
+        workspace_status(ws, by_placement=0)
 
 
 def test_status_counts_what_is_not_a_marker_as_anomalies(ws: Workspace) -> None:
     ready = ws.state_dir(Kind.READY)
     (ready / "a" / "x" / "junk").write_text("")
     (ready / "top-level-file").write_text("")
-    assert status(ws).anomalies == 2
-    assert status(ws).kinds["ready"] == 6
+    assert workspace_status(ws).anomalies == 2
+    assert workspace_status(ws).kinds["ready"] == 6
 
 
 def test_counting_agrees_with_the_walkers_on_a_big_directory(tmp_path: Path) -> None:
@@ -188,7 +188,10 @@ def test_managers_are_live_stale_or_exited(tmp_path: Path) -> None:
     assert views["live-one"].as_dict()["label"] == "gpu-node"
     assert views["no-manifest"].as_dict()["manifest_problem"] == "no manager.json"
     assert list_managers(attach(writable.root, writable=False))[0].manager_id == "live-one"
-    assert status(attach(writable.root, writable=False)).as_dict()["managers"] == {"live": 1, "not_live": 3}
+    assert workspace_status(attach(writable.root, writable=False)).as_dict()["managers"] == {
+        "live": 1,
+        "not_live": 3,
+    }
 
 
 def test_a_heartbeat_older_than_its_lease_is_stale(tmp_path: Path) -> None:

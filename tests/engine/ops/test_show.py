@@ -12,7 +12,7 @@ from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
-from httk.workflow.engine.ops._show import follow_history, job_history, job_output, show_job
+from httk.workflow.engine.ops._show import declarations, follow_history, job_history, job_output, show_job
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import RecordRef
 
@@ -233,3 +233,35 @@ def test_show_a_waiting_job_with_the_state_of_each_child(tmp_path: Path) -> None
 
     assert report["join"]["condition"] == "all_succeeded"
     assert [c["kind"] for c in report["join_children"]] == ["submitted", None]
+
+
+def test_declarations_are_reported_by_name_unmerged_and_an_unreadable_one_is_flagged(tmp_path: Path) -> None:
+    payload = tmp_path / "payload"
+    folder = payload / ".httk-job" / "declarations"
+    folder.mkdir(parents=True)
+    (folder / "relax.json").write_text('{"seen": {"energy": -5.4}}')
+    (folder / ".relax.json.tmp.0a1b").write_text("{")  # a writer's temporary name
+    (folder / "notes.txt").write_text("not a declaration")
+    (folder / "bad name.json").write_text("{}")
+    (folder / "list.json").write_text("[1, 2]")
+    (folder / "link.json").symlink_to("relax.json")
+    job = {"declarations": {"relax": {"wanted": {"energy": "eV"}}, "method": {"code": "vasp"}}}
+
+    rows = {row["name"]: row for row in declarations(payload, job)}
+
+    assert list(rows) == ["bad name", "link", "list", "method", "relax"]
+    assert rows["relax"] == {
+        "name": "relax",
+        "declared": {"wanted": {"energy": "eV"}},
+        "observed": {"seen": {"energy": -5.4}},
+        "observed_problem": None,
+    }
+    assert rows["method"]["observed"] is None and rows["method"]["observed_problem"] is None
+    for name, problem in (
+        ("bad name", "invalid declaration name 'bad name'"),
+        ("link", "is a symbolic link"),
+        ("list", "JSON object"),
+    ):
+        assert rows[name]["declared"] is None and rows[name]["observed"] is None
+        assert problem in rows[name]["observed_problem"], rows[name]
+    assert declarations(tmp_path / "elsewhere", None) == []

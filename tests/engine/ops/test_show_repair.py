@@ -24,7 +24,7 @@ from httk.workflow.engine.core._segments import SEGMENT_HEADER, segment_name
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
 from httk.workflow.engine.maintenance._fsck import fsck
-from httk.workflow.engine.maintenance._gc import collect
+from httk.workflow.engine.maintenance._gc import collect_garbage
 from httk.workflow.engine.ops._show import job_history
 from httk.workflow.engine.ops._why_report import attempt_history
 from httk.workflow.protocol import RecordRef
@@ -146,7 +146,7 @@ def test_collection_protects_a_repaired_chain_and_removes_what_it_need_not_keep(
     ws = attach(root)  # the system clock: segment ages are real
     set_retention(ws, journal_days=1)
 
-    report = collect(ws)
+    report = collect_garbage(ws)
 
     assert "journal_segment" not in report.skipped, report.skipped
     assert not unused.exists()

@@ -184,6 +184,20 @@ def test_a_runner_module_outside_a_managers_allowlist_is_named_not_offered(state
     assert why(state.workspace, marker).answer.startswith("claimable: m-allowing would claim it")
 
 
+def test_a_packaged_workflow_below_the_namespace_needs_no_runner_module(state: ManagerState) -> None:
+    path = "pkg:httk.workflow.vasp/run"
+    marker = ready_job(
+        state, runner={"backend": "path", "source": "installed", "path": path, "sha256": "0" * 64}
+    )
+    register(state.workspace, "m-narrow", runner_modules=("httk.workflow.v1",))
+
+    refused = why(state.workspace, marker)
+    assert "'httk.workflow.vasp' is not in its runner module allowlist (httk.workflow.v1)" in refused.answer
+
+    register(state.workspace, "m")  # the default allowlist, httk.workflow, admits its subpackages
+    assert why(state.workspace, marker).answer.startswith("claimable: m would claim it")
+
+
 def test_an_installed_runner_needs_a_managers_search_path(state: ManagerState, tmp_path: Path) -> None:
     runner = {"backend": "path", "source": "installed", "path": "tools/run", "sha256": "0" * 64}
     marker = ready_job(state, runner=runner)

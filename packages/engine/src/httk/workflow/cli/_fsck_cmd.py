@@ -4,7 +4,7 @@ Without ``--repair`` the workspace is attached read-only and nothing is written,
 writer directory, so the check also works on a workspace this version may not change. ``--repair``
 re-points each damaged marker at the last good frame of its job and ``--quarantine-unrepairable`` (only
 with ``--repair``) moves a marker that cannot be restored into ``.httk-workflow/quarantine/``
-(``engine/maintenance/_fsck_check.py``, ``engine/maintenance/_fsck.py``).
+(:func:`httk.workflow.engine.fsck`).
 
 Exit status: 0 when the workspace is clean or everything found was repaired, 1 when something is left
 for an operator (a problem only reported, a live manager's marker, an unrepairable or quarantined
@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ._options import JsonOpt, UsageError, WorkspaceArg, WorkspaceOpt, bind
+from ._progress import progress_bar, wanted
 from ._render import print_json, print_table
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.maintenance._fsck_check import FsckReport
+    from httk.workflow.engine import FsckReport
 
 RepairOpt = Annotated[
     bool, typer.Option("--repair", help="Re-point damaged markers at the last good frame of their job.")
@@ -51,12 +52,15 @@ def fsck(
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
     if quarantine_unrepairable and not repair:
         raise UsageError("--quarantine-unrepairable needs --repair")
-    from httk.workflow.engine.core._workspace import attach
-    from httk.workflow.engine.maintenance._fsck import fsck as check_workspace
+    from httk.workflow.engine import attach
+    from httk.workflow.engine import fsck as check_workspace
 
     attached = attach(root, writable=repair)
     try:
-        report = check_workspace(attached, repair=repair, quarantine_unrepairable=quarantine_unrepairable)
+        with progress_bar("checking markers", enabled=wanted(as_json)) as bar:
+            report = check_workspace(
+                attached, repair=repair, quarantine_unrepairable=quarantine_unrepairable, progress=bar.report
+            )
     finally:
         attached.close()
     if as_json:

@@ -1,10 +1,11 @@
 """``httk workflow workspace gc``: collect what the retention policy and the always-safe rules allow.
 
-The categories and their gates are ``engine/maintenance/_gc.py``'s. The command prints one row per category
-(candidates that passed every gate, entries removed, bytes reclaimed), then a total, and names each gated
-category the policy keeps. ``--dry-run`` attaches the workspace read-only and writes nothing at all;
-``--json`` prints the report as one object. An entry that could not be removed is reported on standard
-error and makes the exit status 1; it is left for the next collection.
+The categories and their gates are :func:`httk.workflow.engine.collect_garbage`'s. The command prints
+one row per category (candidates that passed every gate, entries removed, bytes reclaimed), then a total,
+and names each gated category the policy keeps. ``--dry-run`` attaches the workspace read-only and
+writes nothing at all; ``--json`` prints the report as one object. An entry that could not be removed is
+reported on standard error and makes the exit status 1; it is left for the next collection. On a terminal (and
+without ``--json``) a transient progress bar on standard error counts the entries visited, phase by phase.
 
 This module imports typer and the shared helpers only; the engine is imported inside the command body.
 """
@@ -14,10 +15,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ._options import DurableOpt, JsonOpt, WorkspaceArg, WorkspaceOpt, bind
+from ._progress import progress_bar, wanted
 from ._render import note, print_json, print_table
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.maintenance._gc import GcReport
+    from httk.workflow.engine import GcReport
 
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Count what would be removed; remove nothing.")]
 
@@ -32,12 +34,12 @@ def gc(
 ) -> None:
     """Remove what policy.retention and the always-safe rules allow; safe on a live workspace."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    from httk.workflow.engine.core._workspace import attach
-    from httk.workflow.engine.maintenance._gc import collect
+    from httk.workflow.engine import attach, collect_garbage
 
     attached = attach(root, writable=not dry_run, durable=durable)
     try:
-        report = collect(attached, dry_run=dry_run)
+        with progress_bar("collecting", enabled=wanted(as_json)) as bar:
+            report = collect_garbage(attached, dry_run=dry_run, progress=bar.report)
     finally:
         attached.close()
     if as_json:

@@ -1,13 +1,14 @@
 """The read commands: ``workspace status``, ``workspace managers``, ``job list``, ``job show``, ``job log``.
 
 Every one attaches the workspace read-only (so an unsupported profile or extension can still be
-inspected), opens nothing for writing and creates no journal writer: see ``engine/ops/_inspect.py`` and
-``engine/ops/_show.py``. Every one accepts ``--json`` and then prints one JSON value on standard output
-(``job log --follow --json`` prints one JSON object per line instead, so that it can be read as it grows).
+inspected), opens nothing for writing and creates no journal writer (the engine's reading functions:
+:func:`~httk.workflow.engine.workspace_status`, :func:`~httk.workflow.engine.show_job`, ...). Every one
+accepts ``--json`` and then prints one JSON value on standard output (``job log --follow --json`` prints
+one JSON object per line instead, so that it can be read as it grows).
 
-``JOB`` is a selector (``engine/ops/_select.py``): a job UUID, a job key, a unique prefix of either, a payload
-path, a marker path, or a placement directory. ``job show`` and ``job log`` need one job and refuse a
-selector naming several, listing them.
+``JOB`` is a selector (:func:`httk.workflow.engine.select_job`): a job UUID, a job key, a unique prefix
+of either, a payload path, a marker path, or a placement directory. ``job show`` and ``job log`` need one
+job and refuse a selector naming several, listing them.
 
 This module imports typer and the shared option and rendering helpers only; the engine is imported inside
 the command bodies so that ``--help`` stays fast.
@@ -21,7 +22,7 @@ from ._options import JsonOpt, UsageError, WorkspaceArg, WorkspaceOpt, bind
 from ._render import note, print_json, print_table
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
+    from httk.workflow.engine import MarkerLocation, Workspace
 
 JobArg = Annotated[
     str | None,
@@ -73,6 +74,15 @@ AfterOpt = Annotated[
         help="Continue after this cursor (the next_after of the previous page).",
     ),
 ]
+EventsOpt = Annotated[
+    int,
+    typer.Option(
+        "--events",
+        metavar="N",
+        min=0,
+        help="Show the runner's last N reported events (.httk-job/events.jsonl; 0: none).",
+    ),
+]
 LogLimitOpt = Annotated[
     int | None,
     typer.Option("--limit", metavar="N", min=1, show_default=False, help="Only the newest N transitions."),
@@ -113,7 +123,7 @@ def status(
 ) -> None:
     """Count jobs per state kind (and per placement prefix on request), and the live managers."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    from httk.workflow.engine.ops._inspect import status as workspace_status
+    from httk.workflow.engine import workspace_status
 
     from . import _inspect_render as render
 
@@ -133,7 +143,7 @@ def managers(
 ) -> None:
     """One line per registered manager: live or stale, and what it serves."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    from httk.workflow.engine.core._liveness import list_managers
+    from httk.workflow.engine import list_managers
 
     from . import _inspect_render as render
 
@@ -160,8 +170,8 @@ def list_jobs(
 ) -> None:
     """List jobs in a stable order, a page at a time with --limit and --after."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    from httk.workflow.engine.ops._inspect import job_row
-    from httk.workflow.engine.ops._inspect import list_jobs as page_of_jobs
+    from httk.workflow.engine import job_row
+    from httk.workflow.engine import list_jobs as page_of_jobs
 
     from . import _inspect_render as render
 
@@ -190,16 +200,17 @@ def show(
     workspace: WorkspaceArg = None,
     job: JobArg = None,
     workspace_option: WorkspaceOpt = None,
+    events: EventsOpt = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one job: its state, step, counters against budgets, owner or failure, and paths."""
+    """Show one job: its state, step, counters against budgets, owner or failure, paths, runner events."""
     root, selector = bind([workspace, job], [("WORKSPACE", workspace_option), ("JOB", None)])
-    from httk.workflow.engine.ops._show import show_job
+    from httk.workflow.engine import show_job
 
     from . import _inspect_render as render
 
     attached = _attach(root)
-    report = show_job(attached, _select(attached, selector))
+    report = show_job(attached, _select(attached, selector), events=events)
     if as_json:
         print_json(report)
         return
@@ -223,7 +234,7 @@ def log(
         raise UsageError("--output and --follow cannot be combined")
     if follow_timeout is not None and not follow:
         raise UsageError("--follow-timeout needs --follow")
-    from httk.workflow.engine.ops._show import job_history
+    from httk.workflow.engine import job_history
 
     from . import _inspect_render as render
 
@@ -252,7 +263,7 @@ def _follow(
     timeout: float | None,
     as_json: bool,
 ) -> None:
-    from httk.workflow.engine.ops._show import follow_history
+    from httk.workflow.engine import follow_history
 
     from . import _inspect_render as render
 
@@ -269,7 +280,7 @@ def _follow(
 
 
 def _print_output(workspace: "Workspace", marker: "MarkerLocation", *, as_json: bool) -> None:
-    from httk.workflow.engine.ops._show import job_output
+    from httk.workflow.engine import job_output
 
     from . import _inspect_render as render
 
@@ -285,12 +296,12 @@ def _print_output(workspace: "Workspace", marker: "MarkerLocation", *, as_json: 
 
 # -- shared ------------------------------------------------------------------------------------------
 def _attach(root: str) -> "Workspace":
-    from httk.workflow.engine.core._workspace import attach
+    from httk.workflow.engine import attach
 
     return attach(root, writable=False)
 
 
 def _select(workspace: "Workspace", selector: str) -> "MarkerLocation":
-    from httk.workflow.engine.ops._select import select_job
+    from httk.workflow.engine import select_job
 
     return select_job(workspace, selector)

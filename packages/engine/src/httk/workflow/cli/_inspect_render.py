@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ._render import print_table
+from ._render import json_text, print_table
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.ops._inspect import StatusReport
-    from httk.workflow.engine.ops._show import RetainedAttempt
+    from httk.workflow.engine import RetainedAttempt, StatusReport
 
 MANAGER_HEADERS = (
     "manager",
@@ -102,6 +101,12 @@ def job_list_row(row: Mapping[str, Any]) -> list[str]:
 
 # -- job show ----------------------------------------------------------------------------------------
 def show(report: Mapping[str, Any]) -> None:
+    for line in show_lines(report):
+        typer.echo(line)
+
+
+def show_lines(report: Mapping[str, Any]) -> list[str]:
+    """``job show``'s text: one ``key  value`` line per member, keys aligned."""
     lines: list[tuple[str, str]] = [
         ("job", f"{report['job_key']}"),
         ("kind", f"{report['kind']} (generation {report['generation']}, priority {report['priority']:03d})"),
@@ -136,6 +141,7 @@ def show(report: Mapping[str, Any]) -> None:
         for child in report.get("join_children", []):
             where = child["kind"] or "not found at its placement"
             lines.append(("child", f"{child['job_key']} at {child['placement']}: {where}"))
+    lines.extend(_declaration_lines(report.get("declarations") or []))
     missing = "" if report["payload_exists"] else " (MISSING)"
     lines.append(("payload", report["payload_path"] + missing))
     lines.append(("workdir", report.get("workdir_path") or "-"))
@@ -143,9 +149,15 @@ def show(report: Mapping[str, Any]) -> None:
         lines.append(("data", report["data_path"]))
     lines.append(("marker", report["marker"]))
     lines.append(("record", report["record_ref"]))
+    events: list[str] = []
+    record = report.get("events")
+    if record and (record["events"] or record["problem"]):
+        from httk.workflow.engine import event_lines
+
+        heading, *events = event_lines(record, more="older: --events N")
+        lines.append(("events", heading))
     width = max(len(key) for key, _ in lines)
-    for key, value in lines:
-        typer.echo(f"{key.ljust(width)}  {value}")
+    return [f"{key.ljust(width)}  {value}" for key, value in lines] + events
 
 
 def _step_lines(report: Mapping[str, Any], state: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -185,6 +197,19 @@ def _job_lines(job: Mapping[str, Any]) -> list[tuple[str, str]]:
     workdir, data = job.get("workdir") or {}, job.get("data") or {}
     lines.append(("modes", f"workdir {workdir.get('mode', '-')}, data {data.get('mode', '-')}"))
     lines.append(("digest", str(job.get("digest"))))
+    return lines
+
+
+def _declaration_lines(declarations: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Each declaration's declared and observed document on lines of their own: side by side, unmerged."""
+    lines: list[tuple[str, str]] = []
+    for entry in declarations:
+        observed = "-" if entry["observed"] is None else json_text(entry["observed"])
+        if entry.get("observed_problem"):
+            observed = f"UNREADABLE: {entry['observed_problem']}"
+        declared = "-" if entry["declared"] is None else json_text(entry["declared"])
+        lines.append((f"declared {entry['name']}", declared))
+        lines.append((f"observed {entry['name']}", observed))
     return lines
 
 

@@ -1,4 +1,9 @@
-"""``httk workflow job``: submit prepared payload directories.
+"""``httk workflow job``: submit prepared payload directories; the group of every command about jobs.
+
+The group is the ``job`` of ``spec/02`` and ``spec/03``; ``httk job …`` is the same group at the top level
+(DECISIONS D6). ``submit`` is written here; the others live with what they do (``list``, ``show`` and
+``log`` in ``_inspect_cmd``, ``new``, ``why``, ``request``, ``debug`` and ``delete`` in modules of their
+own).
 
 ``job submit WS PAYLOAD... --placement P`` submits every payload at one placement, each on its own
 (``spec/01`` "Submission protocol"): a payload is checked completely before anything of it is written,
@@ -7,28 +12,28 @@ Resubmitting an identical payload is harmless (``already_submitted``); a differe
 same job UUID is refused.
 
 Output is one line per job (job key, placement, status), a summary line for a batch of more than
-:data:`BIG_BATCH` payloads (with a progress bar on standard error when that is a terminal), or a JSON
-array with ``--json``.
+:data:`BIG_BATCH` payloads (with a progress bar on standard error when that is a terminal, and
+without ``--json``: ``cli/_progress.py``), or a JSON array with ``--json``.
 """
 
-import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from . import _debug_cmd, _delete_cmd, _inspect_cmd, _new_cmd, _request_cmd, _why_cmd
 from ._options import DurableOpt, JsonOpt, WorkspaceArg, WorkspaceOpt, bind_many
-from ._render import print_json
+from ._progress import progress_bar, wanted
+from ._render import print_json, submission_json
 
 if TYPE_CHECKING:
-    from httk.workflow.engine import SubmitResult, Submitter, Workspace
+    from httk.workflow.engine import SubmitResult, Submitter
 
 BIG_BATCH = 200
 """Above this many payloads, text output is one summary line and a terminal gets a progress bar."""
 
-app = typer.Typer(name="job", help="Submit, inspect and control jobs.", no_args_is_help=True)
+app = typer.Typer(name="job", help="Make, submit, inspect and control jobs.", no_args_is_help=True)
 
 PayloadsArg = Annotated[
     list[str] | None,
@@ -70,14 +75,14 @@ def submit(
     big = len(paths) > BIG_BATCH
     results: list[SubmitResult] = []
     try:
-        with _progress(len(paths), enabled=big and sys.stderr.isatty()) as advance:
-            on_result = advance if big or as_json else _print_line
+        with progress_bar("submitting", total=len(paths), enabled=big and wanted(as_json)) as bar:
+            on_result = (lambda _result: bar.advance()) if big or as_json else _print_line
             _submit_all(
                 Submitter(attached), paths, placement, move=move, results=results, on_result=on_result
             )
     finally:
         if as_json:
-            print_json([_result_json(attached, result) for result in results])
+            print_json([submission_json(attached, result) for result in results])
     if big and not as_json:
         typer.echo(_summary(results, placement))
 
@@ -124,26 +129,11 @@ def _summary(results: "Sequence[SubmitResult]", placement: str) -> str:
     return f"{len(results)} jobs at {placement}: {detail}"
 
 
-def _result_json(workspace: "Workspace", result: "SubmitResult") -> dict[str, Any]:
-    return {
-        "job_id": result.job_id,
-        "job_key": result.job_key,
-        "placement": result.placement,
-        "status": str(result.status),
-        "state": str(result.marker.kind),
-        "marker": result.marker.path(workspace).relative_to(workspace.root).as_posix(),
-    }
-
-
-@contextmanager
-def _progress(total: int, *, enabled: bool) -> "Iterator[Callable[[SubmitResult], None] | None]":
-    """Yield a per-job callback advancing a transient rich progress bar on stderr, or None if disabled."""
-    if not enabled:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import Progress
-
-    with Progress(console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("submitting", total=total)
-        yield lambda _result: bar.advance(task)
+app.command("new", epilog=_new_cmd.NEW_EPILOG)(_new_cmd.new)
+app.command("list")(_inspect_cmd.list_jobs)
+app.command("show")(_inspect_cmd.show)
+app.command("log")(_inspect_cmd.log)
+app.command("why")(_why_cmd.why)
+app.command("request")(_request_cmd.request)
+app.command("debug", epilog=_debug_cmd.DEBUG_EPILOG)(_debug_cmd.debug)
+app.command("delete", epilog=_delete_cmd.DELETE_EPILOG)(_delete_cmd.delete)

@@ -25,8 +25,7 @@ LauncherWorkspaceOpt = Annotated[
 
 
 def _directory(workspace: str | None, is_global: bool) -> tuple[Path, str]:
-    from httk.workflow.engine.core._workspace import find_root
-    from httk.workflow.engine.manager._launchers import global_directory, workspace_directory
+    from httk.workflow.engine import find_root, global_directory, workspace_directory
 
     if is_global == (workspace is not None):
         raise UsageError("give either --global or --workspace WS")
@@ -37,7 +36,7 @@ def _directory(workspace: str | None, is_global: bool) -> tuple[Path, str]:
 
 
 def _root(workspace: str | None) -> Path | None:
-    from httk.workflow.engine.core._workspace import find_root
+    from httk.workflow.engine import find_root
 
     return None if workspace is None else find_root(workspace)
 
@@ -51,7 +50,7 @@ def add(
     workspace: LauncherWorkspaceOpt = None,
 ) -> None:
     """Add a launcher NAME made from a template."""
-    from httk.workflow.engine.manager._launchers import add_bundle
+    from httk.workflow.engine import add_bundle
 
     directory, scope = _directory(workspace, is_global)
     bundle = add_bundle(directory, name, template, scope)
@@ -63,7 +62,7 @@ def list_launchers(*, workspace: LauncherWorkspaceOpt = None, as_json: JsonOpt =
     """The launchers a workspace (or, without --workspace, this user) can use."""
     import json
 
-    from httk.workflow.engine.manager._launchers import list_bundles
+    from httk.workflow.engine import list_bundles
 
     bundles = list_bundles(_root(workspace))
     if as_json:
@@ -78,7 +77,7 @@ def show(name: NameArg, *, workspace: LauncherWorkspaceOpt = None, as_json: Json
     """One launcher: its template, where it is defined, and the settings it reads."""
     import json
 
-    from httk.workflow.engine.manager._launchers import find_bundle, settings_read
+    from httk.workflow.engine import find_bundle, settings_read
 
     bundle = find_bundle(name, _root(workspace))
     document = {**bundle.as_dict(), "settings": settings_read(bundle.template)}
@@ -93,7 +92,7 @@ def show(name: NameArg, *, workspace: LauncherWorkspaceOpt = None, as_json: Json
 @app.command("remove")
 def remove(name: NameArg, *, is_global: GlobalOpt = False, workspace: LauncherWorkspaceOpt = None) -> None:
     """Remove launcher NAME from the workspace or, with --global, from this user's launchers."""
-    from httk.workflow.engine.manager._launchers import remove_bundle
+    from httk.workflow.engine import remove_bundle
 
     directory, _scope = _directory(workspace, is_global)
     path = remove_bundle(name, directory)

@@ -7,7 +7,7 @@ options. With no ``manager.launch``, one manager and no ``--detach``, the manage
 as it always did. ``--detach`` returns once they are started, one line per manager or Slurm job; without
 it, local processes are waited for and their summaries printed.
 
-A manager It prints one banner line when it starts (manager id, workspace, log file,
+A manager prints one banner line when it starts (manager id, workspace, log file,
 pools, capabilities, executors, resources) and one summary line when it stops, classifying every job left.
 ``--worker-resource NAME N`` (repeatable) advertises a capacity; inside a SLURM allocation the manager
 also derives ``procs``, ``gpus``, ``nodes`` and ``mem`` from it, and the command line's values win. By
@@ -16,15 +16,25 @@ drains it (stop claiming, stop running attempts, keep committing for ``--drain-t
 second signal exits at once.
 """
 
-import contextlib
-import importlib
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ._options import DurableOpt, JsonOpt, UsageError, WorkspaceArg, WorkspaceOpt, bind
+from ._options import (
+    DurableOpt,
+    JsonOpt,
+    ModuleOpt,
+    SearchPathOpt,
+    UsageError,
+    WorkspaceArg,
+    WorkspaceOpt,
+    bind,
+)
+
+if TYPE_CHECKING:
+    from httk.workflow.engine import RunPlan
 
 app = typer.Typer(name="manager", help="Run task managers.", no_args_is_help=True)
 
@@ -70,12 +80,8 @@ CapabilityOpt = Annotated[
 ]
 
 
-def _pair_type() -> Any:
-    """Click's two-string tuple type, from the click this typer runs on (it vendors one since 0.28)."""
-    for module in ("typer._click.types", "click.types"):
-        with contextlib.suppress(ImportError):
-            return importlib.import_module(module).Tuple([str, str])
-    raise ImportError("neither typer's vendored click nor click is importable")
+PAIR: Any = (str, str)
+"""``NAME N``: click makes a tuple of types one composite parameter type taking two words."""
 
 
 WorkerResourceOpt = Annotated[
@@ -83,7 +89,7 @@ WorkerResourceOpt = Annotated[
     typer.Option(
         "--worker-resource",
         metavar="NAME N",
-        click_type=_pair_type(),
+        click_type=PAIR,
         help="A capacity this manager schedules against, such as procs 32 or mem 128000 (MB); repeatable.",
     ),
 ]
@@ -100,20 +106,6 @@ PrefixOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--placement-prefix", metavar="PREFIX", help="Scan only this placement subtree (repeatable)."
-    ),
-]
-SearchPathOpt = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--runner-search-path", metavar="DIR", help="A root for installed runners (repeatable, ordered)."
-    ),
-]
-ModuleOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--runner-module",
-        metavar="MODULE",
-        help="Allow pkg:MODULE/... runners (repeatable) [default: httk.workflow].",
     ),
 ]
 GraceFactorOpt = Annotated[
@@ -211,17 +203,16 @@ def run(
 ) -> None:
     """Run task managers on a workspace until idle (or forever with --idle), through its launcher."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    from httk.workflow.engine.manager._run import plan_run, positive_setting
+    from httk.workflow.engine import plan_run
 
     plan = plan_run(Path(root), count=count, detach=detach, inline=inline)
     if not plan.inline:
         _launch(ctx, plan, detach=detach, as_json=as_json)
         return
-    from httk.workflow.engine.manager._run import run_manager
-    from httk.workflow.engine.manager._state import ManagerConfig
+    from httk.workflow.engine import ManagerConfig, run_manager
 
     options = ManagerConfig(
-        workers=workers or positive_setting(plan.settings, "manager.workers") or 1,
+        workers=plan.workers(workers),
         pools=tuple(pool or ("default",)),
         capabilities=tuple(capability or ()),
         resources=worker_resources(worker_resource),
@@ -269,8 +260,7 @@ def stop(
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
     if bool(manager) == every:
         raise UsageError("give --manager ID (repeatable) or --all")
-    from httk.workflow.engine.core._workspace import attach
-    from httk.workflow.engine.manager._launchers import stop_managers
+    from httk.workflow.engine import attach, stop_managers
 
     attached = attach(root, writable=False)
     results = stop_managers(attached, tuple(manager or ()))
@@ -288,11 +278,11 @@ LAUNCH_OPTIONS = frozenset(
 """Parameters that say how to launch, not how a manager runs: never passed on to the managers."""
 
 
-def _launch(ctx: typer.Context, plan: Any, *, detach: bool, as_json: bool) -> None:
+def _launch(ctx: typer.Context, plan: "RunPlan", *, detach: bool, as_json: bool) -> None:
     """Start the managers through the launcher; print them, or wait for local ones and their summaries."""
     import json
 
-    from httk.workflow.engine.manager._run import launch, wait_for_managers
+    from httk.workflow.engine import launch_managers, wait_for_managers
 
     arguments = [
         "workflow",
@@ -303,7 +293,7 @@ def _launch(ctx: typer.Context, plan: Any, *, detach: bool, as_json: bool) -> No
         "--workspace",
         str(plan.root),
     ]
-    report = launch(plan, arguments)
+    report = launch_managers(plan, arguments)
     if detach or not report.waits:
         if as_json:
             typer.echo(json.dumps(report.as_dict()))

@@ -42,6 +42,32 @@ DurableOpt = Annotated[
     ),
 ]
 
+SearchPathOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--runner-search-path", metavar="DIR", help="A root for installed runners (repeatable, ordered)."
+    ),
+]
+ModuleOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--runner-module",
+        metavar="MODULE",
+        help="Allow pkg: runners of MODULE and its subpackages (repeatable) [default: httk.workflow].",
+    ),
+]
+
+ValueArg = Annotated[
+    str | None,
+    typer.Argument(metavar="VALUE", show_default=False, help="JSON; a word that is not JSON is a string."),
+]
+KeyOpt = Annotated[
+    str | None, typer.Option("--key", metavar="KEY", show_default=False, help="KEY or NAME, as an option.")
+]
+ValueOpt = Annotated[
+    str | None, typer.Option("--value", metavar="VALUE", show_default=False, help="VALUE, as an option.")
+]
+
 
 class UsageError(typer.BadParameter):
     """A command line that does not say what to do: click prints the usage and exits with status 2."""
@@ -126,5 +152,15 @@ def json_or_text(text: str) -> object:
 
     try:
         return json.loads(text, parse_constant=refuse)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past what the parser can hold is not JSON here either
         return text
+
+
+def login_name() -> str:
+    """The operator a request or a delete names when ``--operator`` is not given: this account's login."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        raise UsageError("cannot tell who you are: pass --operator") from None

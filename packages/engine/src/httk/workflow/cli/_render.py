@@ -1,8 +1,12 @@
 """Rendering command results: JSON for scripts, aligned tables or plain lines for people."""
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from httk.workflow.engine import SubmitResult, Workspace
 
 
 def print_json(value: object) -> None:
@@ -43,3 +47,15 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
 def note(message: str) -> None:
     """One line of human-facing status on standard error (never mixed into parsable output)."""
     typer.echo(message, err=True)
+
+
+def submission_json(workspace: "Workspace", result: "SubmitResult") -> dict[str, Any]:
+    """What ``job submit --json`` and ``job new --json`` print of one submitted job."""
+    return {
+        "job_id": result.job_id,
+        "job_key": result.job_key,
+        "placement": result.placement,
+        "status": str(result.status),
+        "state": str(result.marker.kind),
+        "marker": result.marker.path(workspace).relative_to(workspace.root).as_posix(),
+    }

@@ -8,7 +8,7 @@ Both spellings of DECISIONS D6 work::
 ACTION is one of continue, override_step (with ``--step``), cancel, set_priority (with ``--priority``)
 and pause. Which of the two words is the action is read from the words themselves; with both being
 action names the spelling decides (JOB ACTION after a WORKSPACE argument, ACTION JOB with
-``--workspace``). JOB is any selector of :mod:`httk.workflow.engine.ops._select` (a UUID, a job key, a
+``--workspace``). JOB is any job selector (:func:`httk.workflow.engine.select_job`: a UUID, a job key, a
 unique prefix of either, a payload or marker path).
 
 The request is written against the job's current marker (its exact generation and record reference), so
@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ._options import DurableOpt, JsonOpt, UsageError, WorkspaceOpt, bind_many
+from ._options import DurableOpt, JsonOpt, UsageError, WorkspaceOpt, bind_many, login_name
 from ._render import note, print_json
 
 ACTIONS = ("continue", "override_step", "cancel", "set_priority", "pause")
@@ -76,9 +76,7 @@ def request(
     root, items = bind_many(words or [], workspace_option, what="JOB and ACTION")
     selector, action = split_job_and_action(items, action_first=workspace_option is not None)
     check_options(action, priority=priority, step=step, force=force)
-    from httk.workflow.engine.core._workspace import attach
-    from httk.workflow.engine.ops._select import select_job
-    from httk.workflow.engine.requests._requests import publish_request
+    from httk.workflow.engine import attach, publish_request, select_job
 
     workspace = attach(root, durable=durable)
     marker = select_job(workspace, selector)
@@ -131,16 +129,6 @@ def check_options(action: str, *, priority: int | None, step: str | None, force:
         validate_priority(priority)
     if step is not None:
         validate_step(step)
-
-
-def login_name() -> str:
-    """The operator a request or a delete names when ``--operator`` is not given: this account's login."""
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        raise UsageError("cannot tell who you are: pass --operator") from None
 
 
 def _as_json(

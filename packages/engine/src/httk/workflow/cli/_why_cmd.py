@@ -1,14 +1,14 @@
 """``job why`` and ``precheck``: the two diagnoses, both read-only.
 
 ``httk workflow job why [WORKSPACE] JOB...`` (or ``httk job why --workspace WS JOB...``) explains, for
-each job a selector names, why it is where it is and what would move it (``engine/ops/_why.py``). A
-selector naming a placement directory names every job below it. With ``--json`` one job prints its
-diagnosis object and several print ``{"diagnoses": [...]}``. The exit status is 0 whatever the
-diagnosis says.
+each job a selector names, why it is where it is and what would move it
+(:func:`httk.workflow.engine.diagnose`). A selector naming a placement directory names every job below
+it. With ``--json`` one job prints its diagnosis object and several print ``{"diagnoses": [...]}``. The
+exit status is 0 whatever the diagnosis says.
 
 ``httk workflow precheck [WORKSPACE]`` checks every pending job before managers start
-(``engine/ops/_precheck.py``): exit status 1 when a job cannot run (a broken runner or job.json, or no live
-manager can claim it), 0 otherwise; an indeterminate finding does not fail.
+(:func:`httk.workflow.engine.precheck`): exit status 1 when a job cannot run (a broken runner or
+job.json, or no live manager can claim it), 0 otherwise; an indeterminate finding does not fail.
 
 Both attach the workspace read-only and write nothing to it: no journal writer, no heartbeat. The
 engine is imported inside the command bodies so that ``--help`` stays fast.
@@ -23,7 +23,7 @@ from ._options import JsonOpt, WorkspaceArg, WorkspaceOpt, bind, bind_many
 from ._render import print_json
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._workspace import MarkerLocation
+    from httk.workflow.engine import MarkerLocation
 
 WordsArg = Annotated[
     list[str] | None,
@@ -48,9 +48,7 @@ SearchPathOpt = Annotated[
 def why(*, words: WordsArg = None, workspace_option: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
     """Why is this job not running? Every precondition, its owner, its join, or its failure."""
     root, selectors = bind_many(words or [], workspace_option, what="JOB")
-    from httk.workflow.engine.core._workspace import attach
-    from httk.workflow.engine.ops._select import select_jobs
-    from httk.workflow.engine.ops._why import WhyContext, diagnose
+    from httk.workflow.engine import WhyContext, attach, diagnose, select_jobs
 
     workspace = attach(root, writable=False)
     markers: dict[str, MarkerLocation] = {}
@@ -79,8 +77,8 @@ def precheck(
 ) -> None:
     """Check pending jobs before starting managers: runners, claimability, environment (1: one cannot run)."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    from httk.workflow.engine.core._workspace import attach
-    from httk.workflow.engine.ops._precheck import precheck as check_workspace
+    from httk.workflow.engine import attach
+    from httk.workflow.engine import precheck as check_workspace
 
     report = check_workspace(attach(root, writable=False), runner_search_path=runner_search_path or ())
     if as_json:

@@ -1,9 +1,40 @@
-"""The httk-workflow engine: workspaces, submission, the runner store, journals and transitions.
+"""The httk-workflow engine: its public face, what the command line and library callers use.
 
-The public names below are what the command line and library callers use; everything else lives in
-private modules of its layers (``core._workspace``, ``publish._submit``, ...) and may change without notice.
+Everything listed in ``__all__`` is public; everything else lives in the private modules of the engine's
+layers (``core``, ``publish``, ``requests``, ``maintenance``, ``manager``, ``ops``; see DESIGN.md, "The
+engine's floor plan") and may change without notice. The names, by what they are for:
 
-Names load lazily, so importing this package costs only what the first name used needs.
+* workspaces: :func:`init`, :func:`attach`, :func:`find_root`, :class:`Workspace` (policy and settings
+  changes are its methods; :class:`Policy` is its ``policy``), :class:`MarkerLocation` (where a job's
+  state marker is);
+* workspace extensions: :func:`list_extensions`, :func:`enable_extension`, :class:`ExtensionView`;
+* submission and the runner store: :class:`Submitter`, :class:`SubmitResult`, :class:`SubmitStatus`,
+  :func:`publish_runner`, :class:`PublishedRunner`;
+* new jobs (``job new``): the packaged workflows (:func:`packaged_workflows`, :func:`find_workflow`,
+  :class:`WorkflowEntry`), a job of one or of an own runner checked whole before anything is written
+  (:func:`plan_job`, :func:`plan_runner_job`, :class:`JobPlan`, :class:`SharedRunner`), and its
+  submission (:func:`submit_plan`);
+* selecting jobs: :func:`select_job`, :func:`select_jobs`, :func:`select_each`, :class:`Selection`,
+  :class:`SelectorError`, :class:`Position` (a ``job list`` cursor);
+* reading (nothing is written): :class:`Monitor` and :func:`job_detail` (the monitor's data, with
+  :class:`MonitorSnapshot`, :class:`JobQuery`, :class:`JobsPage`, :class:`KindCount`,
+  :class:`Certainty`, :class:`JobDetail`), :func:`workspace_status`, :func:`list_managers`, :func:`list_jobs`,
+  :func:`job_row`, :func:`show_job`, :func:`job_history`, :func:`follow_history`, :func:`job_output`,
+  :func:`diagnose` (``job why``), :func:`precheck`, and their reports; :func:`event_lines` (a
+  job's runner-reported events, as both show them); :func:`collect_results` (``collect``: every
+  finished job's result document);
+* maintenance: :func:`fsck`, :func:`collect_garbage`;
+* operator actions: :func:`publish_request`, :func:`plan_deletion` and :func:`delete_jobs`,
+  :func:`debug_job`;
+* task managers: :class:`Manager` and :class:`ManagerConfig` (one in this process), :func:`run_manager`
+  (what ``manager run --inline`` does), :func:`plan_run`, :func:`launch_managers`,
+  :func:`wait_for_managers`, :func:`stop_managers`;
+* launchers: the :class:`Launcher` protocol with :class:`LaunchRequest` and :class:`LaunchReport`, the
+  two packaged ones (:class:`ProcessLauncher`, :class:`SlurmLauncher`, which the entry point group
+  ``httk.workflow.launchers`` names), and the bundles that select one.
+
+Names load lazily: importing this package costs nothing, and a name costs only the modules it needs, so
+a read command never imports the manager.
 
 Examples
 --------
@@ -18,31 +49,284 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from httk.workflow.engine.core._workspace import Workspace, attach, init
+    from httk.workflow.engine.core._liveness import ManagerView, list_managers
+    from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, find_root, init
+    from httk.workflow.engine.maintenance._fsck import fsck
+    from httk.workflow.engine.maintenance._fsck_check import FsckReport
+    from httk.workflow.engine.maintenance._gc import GcReport, collect_garbage
+    from httk.workflow.engine.manager._launchers import (
+        Bundle,
+        Launcher,
+        LaunchReport,
+        LaunchRequest,
+        ProcessLauncher,
+        Started,
+        StopResult,
+        add_bundle,
+        find_bundle,
+        global_directory,
+        list_bundles,
+        remove_bundle,
+        settings_read,
+        stop_managers,
+        workspace_directory,
+    )
+    from httk.workflow.engine.manager._manager import Manager, RunSummary
+    from httk.workflow.engine.manager._run import (
+        RunPlan,
+        launch_managers,
+        plan_run,
+        run_manager,
+        wait_for_managers,
+    )
+    from httk.workflow.engine.manager._slurm import SlurmLauncher
+    from httk.workflow.engine.manager._state import ManagerConfig
+    from httk.workflow.engine.ops._collect import ResultRecord, collect_results
+    from httk.workflow.engine.ops._debug import DebugError, DebugOptions, DebugResult, debug_job
+    from httk.workflow.engine.ops._delete import (
+        DeleteError,
+        DeletePlan,
+        DeleteRefusedError,
+        DeleteResult,
+        delete_jobs,
+        linger_seconds,
+        plan_deletion,
+    )
+    from httk.workflow.engine.ops._events import event_lines
+    from httk.workflow.engine.ops._extensions import ExtensionView, enable_extension, list_extensions
+    from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
+    from httk.workflow.engine.ops._monitor import (
+        Certainty,
+        JobDetail,
+        JobQuery,
+        JobsPage,
+        KindCount,
+        Monitor,
+        MonitorSnapshot,
+        job_detail,
+    )
+    from httk.workflow.engine.ops._new import (
+        JobPlan,
+        SharedRunner,
+        WorkflowEntry,
+        find_workflow,
+        packaged_workflows,
+        plan_job,
+        plan_runner_job,
+        submit_plan,
+    )
+    from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
+    from httk.workflow.engine.ops._select import (
+        Position,
+        Selection,
+        SelectorError,
+        select_each,
+        select_job,
+        select_jobs,
+    )
+    from httk.workflow.engine.ops._show import (
+        RetainedAttempt,
+        follow_history,
+        job_history,
+        job_output,
+        show_job,
+    )
+    from httk.workflow.engine.ops._why import WhyContext, diagnose
+    from httk.workflow.engine.ops._why_report import Diagnosis
     from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner
     from httk.workflow.engine.publish._submit import SubmitResult, SubmitStatus, Submitter
+    from httk.workflow.engine.requests._requests import PublishedRequest, publish_request
+    from httk.workflow.protocol._policy import Policy
 
-# Loaded on first use: a read command needs the workspace module, not the submission machinery.
+# Where each public name is defined, by layer (a full module name outside the engine); loaded on first use.
 _HOMES = {
-    "PublishedRunner": "publish._runners",
-    "publish_runner": "publish._runners",
-    "SubmitResult": "publish._submit",
-    "SubmitStatus": "publish._submit",
-    "Submitter": "publish._submit",
-    "Workspace": "core._workspace",
-    "attach": "core._workspace",
-    "init": "core._workspace",
+    **dict.fromkeys(("MarkerLocation", "Workspace", "attach", "find_root", "init"), "core._workspace"),
+    "Policy": "httk.workflow.protocol._policy",  # the type of Workspace.policy
+    **dict.fromkeys(("ManagerView", "list_managers"), "core._liveness"),
+    **dict.fromkeys(("SubmitResult", "SubmitStatus", "Submitter"), "publish._submit"),
+    **dict.fromkeys(("PublishedRunner", "publish_runner"), "publish._runners"),
+    **dict.fromkeys(("PublishedRequest", "publish_request"), "requests._requests"),
+    "fsck": "maintenance._fsck",
+    "FsckReport": "maintenance._fsck_check",
+    **dict.fromkeys(("GcReport", "collect_garbage"), "maintenance._gc"),
+    **dict.fromkeys(("Manager", "RunSummary"), "manager._manager"),
+    "ManagerConfig": "manager._state",
+    **dict.fromkeys(
+        ("RunPlan", "launch_managers", "plan_run", "run_manager", "wait_for_managers"), "manager._run"
+    ),
+    **dict.fromkeys(
+        (
+            "Bundle",
+            "LaunchReport",
+            "LaunchRequest",
+            "Launcher",
+            "ProcessLauncher",
+            "Started",
+            "StopResult",
+            "add_bundle",
+            "find_bundle",
+            "global_directory",
+            "list_bundles",
+            "remove_bundle",
+            "settings_read",
+            "stop_managers",
+            "workspace_directory",
+        ),
+        "manager._launchers",
+    ),
+    "SlurmLauncher": "manager._slurm",
+    **dict.fromkeys(
+        ("Position", "Selection", "SelectorError", "select_each", "select_job", "select_jobs"), "ops._select"
+    ),
+    **dict.fromkeys(("JobPage", "StatusReport", "job_row", "list_jobs", "workspace_status"), "ops._inspect"),
+    **dict.fromkeys(
+        ("RetainedAttempt", "follow_history", "job_history", "job_output", "show_job"), "ops._show"
+    ),
+    "event_lines": "ops._events",
+    **dict.fromkeys(("ResultRecord", "collect_results"), "ops._collect"),
+    **dict.fromkeys(("WhyContext", "diagnose"), "ops._why"),
+    "Diagnosis": "ops._why_report",
+    **dict.fromkeys(
+        (
+            "Certainty",
+            "JobDetail",
+            "JobQuery",
+            "JobsPage",
+            "KindCount",
+            "Monitor",
+            "MonitorSnapshot",
+            "job_detail",
+        ),
+        "ops._monitor",
+    ),
+    **dict.fromkeys(("PrecheckReport", "precheck"), "ops._precheck"),
+    **dict.fromkeys(
+        (
+            "DeleteError",
+            "DeletePlan",
+            "DeleteRefusedError",
+            "DeleteResult",
+            "delete_jobs",
+            "linger_seconds",
+            "plan_deletion",
+        ),
+        "ops._delete",
+    ),
+    **dict.fromkeys(("DebugError", "DebugOptions", "DebugResult", "debug_job"), "ops._debug"),
+    **dict.fromkeys(("ExtensionView", "enable_extension", "list_extensions"), "ops._extensions"),
+    **dict.fromkeys(
+        (
+            "JobPlan",
+            "SharedRunner",
+            "WorkflowEntry",
+            "find_workflow",
+            "packaged_workflows",
+            "plan_job",
+            "plan_runner_job",
+            "submit_plan",
+        ),
+        "ops._new",
+    ),
 }
 
 __all__ = [
+    "Bundle",
+    "Certainty",
+    "DebugError",
+    "DebugOptions",
+    "DebugResult",
+    "DeleteError",
+    "DeletePlan",
+    "DeleteRefusedError",
+    "DeleteResult",
+    "Diagnosis",
+    "ExtensionView",
+    "FsckReport",
+    "GcReport",
+    "JobDetail",
+    "JobPage",
+    "JobPlan",
+    "JobQuery",
+    "JobsPage",
+    "KindCount",
+    "LaunchReport",
+    "LaunchRequest",
+    "Launcher",
+    "Manager",
+    "ManagerConfig",
+    "ManagerView",
+    "MarkerLocation",
+    "Monitor",
+    "MonitorSnapshot",
+    "Policy",
+    "Position",
+    "PrecheckReport",
+    "ProcessLauncher",
+    "PublishedRequest",
     "PublishedRunner",
+    "ResultRecord",
+    "RetainedAttempt",
+    "RunPlan",
+    "RunSummary",
+    "Selection",
+    "SelectorError",
+    "SharedRunner",
+    "SlurmLauncher",
+    "Started",
+    "StatusReport",
+    "StopResult",
     "SubmitResult",
     "SubmitStatus",
     "Submitter",
+    "WhyContext",
+    "WorkflowEntry",
     "Workspace",
+    "add_bundle",
     "attach",
+    "collect_garbage",
+    "collect_results",
+    "debug_job",
+    "delete_jobs",
+    "diagnose",
+    "enable_extension",
+    "event_lines",
+    "find_bundle",
+    "find_root",
+    "find_workflow",
+    "follow_history",
+    "fsck",
+    "global_directory",
     "init",
+    "job_detail",
+    "job_history",
+    "job_output",
+    "job_row",
+    "launch_managers",
+    "linger_seconds",
+    "list_bundles",
+    "list_extensions",
+    "list_jobs",
+    "list_managers",
+    "packaged_workflows",
+    "plan_deletion",
+    "plan_job",
+    "plan_run",
+    "plan_runner_job",
+    "precheck",
+    "publish_request",
     "publish_runner",
+    "remove_bundle",
+    "run_manager",
+    "select_each",
+    "select_job",
+    "select_jobs",
+    "settings_read",
+    "show_job",
+    "stop_managers",
+    "submit_plan",
+    "wait_for_managers",
+    "workspace_directory",
+    "workspace_status",
 ]
 
 
@@ -50,6 +334,11 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    module = home if home.startswith("httk.") else f"{__name__}.{home}"
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -2,10 +2,11 @@
 
 ``schemas/`` holds one JSON Schema (draft 2020-12) per protocol document -- format.json, job.json, the
 failure object, outcome.json, the transaction manifest, spawn.json, the attempt context, the state frame,
-requests and their retirement records, the manager heartbeat and manifest, the gc frame and the quarantine
-record -- plus ``common.schema.json`` with the definitions they share. The schemas are the contract. The
-models are derived from them by ``scripts/generate_models.py``, all into the one module ``_generated``, and
-never edited by hand.
+requests and their retirement records, the manager heartbeat and manifest, the gc frame, the quarantine
+record, a runner-reported event and the results of the packaged VASP workflows -- plus
+``common.schema.json`` with the definitions they share. The schemas are the contract. The models are
+derived from them by ``scripts/generate_models.py``, all into the one module ``_generated``, and never
+edited by hand.
 
 Rules a schema cannot express (byte limits of a serialization, path containment, digest agreement,
 uniqueness within a list) are checked by ``httk.workflow.protocol``, not here; and the generated models
@@ -51,9 +52,11 @@ if TYPE_CHECKING:
         QuarantineRecord,
         Request,
         RetiredRequest,
+        RunnerEvent,
         Spawn,
         StateFrame,
         TransactionManifest,
+        VaspResults,
     )
 
 __all__ = [
@@ -69,9 +72,11 @@ __all__ = [
     "QuarantineRecord",
     "Request",
     "RetiredRequest",
+    "RunnerEvent",
     "Spawn",
     "StateFrame",
     "TransactionManifest",
+    "VaspResults",
     "load_schema",
     "schema_path",
     "validator",
@@ -91,9 +96,11 @@ _MODELS: dict[str, str] = {
     "QuarantineRecord": "quarantine",
     "Request": "request",
     "RetiredRequest": "retired-request",
+    "RunnerEvent": "runner-event",
     "Spawn": "spawn",
     "StateFrame": "state-frame",
     "TransactionManifest": "transaction",
+    "VaspResults": "vasp-results",
 }
 
 # Every schema file is ``schemas/<name>.schema.json``; ``common`` holds only shared definitions.

@@ -575,6 +575,420 @@ A lowercase canonical hyphenated UUID (8-4-4-4-12 hexadecimal digits).
 """
 
 
+class Relaxation(BaseModel):
+    """
+    The relaxation's convergence rule as it was applied.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    converged: StrictBool | None = None
+    """
+    Whether it converged.
+    """
+    energy_change: StrictFloat | None = None
+    """
+    |ΔE| between the last two clean runs, eV.
+    """
+    runs: StrictInt | None = None
+    """
+    The clean relaxation runs it took.
+    """
+    tolerance: StrictFloat | None = None
+    """
+    The |ΔE| allowed: vasp.energy_tolerance × atoms, eV.
+    """
+
+
+class Convergence(BaseModel):
+    """
+    Whether the final calculation converged.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    electronic: StrictBool | None = None
+    """
+    The last ionic step's electronic minimization converged.
+    """
+    ionic: StrictBool | None = None
+    """
+    The relaxation converged (null without one).
+    """
+    relaxation: Relaxation | None = None
+    """
+    The relaxation's convergence rule as it was applied.
+    """
+
+
+class Energy(BaseModel):
+    """
+    Energies of the final ionic step, in eV.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    energy: StrictFloat | None = None
+    """
+    The energy extrapolated to sigma -> 0 (E0).
+    """
+    energy_per_atom: StrictFloat | None = None
+    """
+    energy divided by the number of atoms.
+    """
+    energy_without_entropy: StrictFloat | None = None
+    """
+    The energy without the entropy term.
+    """
+    free_energy: StrictFloat | None = None
+    """
+    The free energy TOTEN.
+    """
+
+
+Force = TypeAliasType("Force", Annotated[list[StrictFloat], Field(max_length=3, min_length=3)])
+
+
+class IonicStep(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    electronic_steps: StrictInt | None = None
+    """
+    Electronic iterations of the step.
+    """
+    energy: StrictFloat | None = None
+    """
+    E0 of the step, eV.
+    """
+    free_energy: StrictFloat | None = None
+    """
+    F of the step, eV.
+    """
+    magnetization: StrictFloat | None = None
+    """
+    The total moment, μB.
+    """
+    run: StrictInt
+    """
+    The run's index (1-based).
+    """
+    stage: StrictStr
+    """
+    relax or static.
+    """
+    step: StrictInt
+    """
+    The ionic step within the run.
+    """
+
+
+class Magnetization(BaseModel):
+    """
+    Magnetic moments of a spin-polarized calculation (null otherwise).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    sites: list[StrictFloat] | None = None
+    """
+    The moment of each site, μB.
+    """
+    total: StrictFloat | None = None
+    """
+    The total moment, μB.
+    """
+
+
+MeshItem = TypeAliasType("MeshItem", Annotated[StrictInt, Field(ge=1)])
+
+
+class Kpoints(BaseModel):
+    """
+    The k-points of the calculation: an automatic mesh (style Gamma or Monkhorst-Pack, mesh, shift) or an explicit KPOINTS (its text), and how they were chosen.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    mesh: Annotated[list[MeshItem] | None, Field(max_length=3, min_length=3)] = None
+    """
+    Subdivisions along each reciprocal axis.
+    """
+    shift: Annotated[list[StrictFloat] | None, Field(max_length=3, min_length=3)] = None
+    """
+    The mesh's shift.
+    """
+    source: StrictStr
+    """
+    How they were chosen: 'input' (the job's KPOINTS) or 'density N' (derived from N k-points per reciprocal atom).
+    """
+    style: StrictStr
+    """
+    Gamma, Monkhorst-Pack or explicit.
+    """
+    text: StrictStr | None = None
+    """
+    An explicit KPOINTS file, as given.
+    """
+
+
+class PotcarItem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    choice: StrictStr | None = None
+    """
+    The library directory it came from (Fe_pv), when assembled.
+    """
+    element: StrictStr
+    """
+    The element.
+    """
+    file: StrictStr | None = None
+    """
+    The library file it came from, when assembled.
+    """
+    sha256: Annotated[StrictStr | None, Field(pattern="^[0-9a-f]{64}$")]
+    """
+    The SHA-256 of the dataset's text.
+    """
+    titel: StrictStr
+    """
+    The dataset's TITEL line (PAW_PBE Fe_pv 06Sep2000).
+    """
+    zval: StrictFloat | None = None
+    """
+    Its valence (ZVAL).
+    """
+
+
+class Provenance(BaseModel):
+    """
+    How the final calculation was made.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    command: list[StrictStr]
+    """
+    The argument vector VASP was started with.
+    """
+    incar: dict[str, Any]
+    """
+    The final calculation's INCAR, tag by tag.
+    """
+    kpoints: Kpoints | None
+    """
+    The k-points of the calculation: an automatic mesh (style Gamma or Monkhorst-Pack, mesh, shift) or an explicit KPOINTS (its text), and how they were chosen.
+    """
+    potcar: list[PotcarItem]
+    """
+    Each POTCAR dataset of the calculation, in the POSCAR's species order.
+    """
+    runner: StrictStr
+    """
+    This package and its version.
+    """
+    source: Literal["vasprun.xml", "OUTCAR", "none"]
+    """
+    The file the final values were read from.
+    """
+    vasp_build: StrictStr | None
+    """
+    OUTCAR's version line.
+    """
+    vasp_version: StrictStr | None
+    """
+    VASP's version, from OUTCAR's first line.
+    """
+
+
+class Remedy(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    after: dict[str, Any] | None = None
+    """
+    SHA-256 of each changed file after.
+    """
+    backup: StrictStr | None = None
+    """
+    Where the changed files were backed up, relative to run/.
+    """
+    before: dict[str, Any] | None = None
+    """
+    SHA-256 of each changed file before.
+    """
+    deleted: list[StrictStr] | None = None
+    """
+    Files the remedy removed.
+    """
+    description: StrictStr | None = None
+    """
+    What it changed.
+    """
+    problem: StrictStr
+    """
+    The catalog row.
+    """
+    remedy: StrictStr
+    """
+    The remedy's name.
+    """
+    run: StrictInt
+    """
+    The run whose problem it remedied.
+    """
+    rung: StrictInt
+    """
+    Its rung in the row's ladder (1-based).
+    """
+
+
+class Run(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    activation_id: Annotated[
+        StrictStr | None,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ] = None
+    """
+    The activation that ran it.
+    """
+    archive: StrictStr | None = None
+    """
+    Where its outputs are, relative to run/.
+    """
+    attempt_id: Annotated[
+        StrictStr | None,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ] = None
+    """
+    The attempt that ran it.
+    """
+    contcar: StrictBool | None = None
+    """
+    For an interrupted run: whether its CONTCAR was usable.
+    """
+    energy: StrictFloat | None = None
+    """
+    E0 of its last ionic step, eV.
+    """
+    evidence: dict[str, Any] | None = None
+    """
+    Each problem's signature and the file it was found in.
+    """
+    finished: StrictBool | None = None
+    """
+    Whether VASP wrote its closing banner.
+    """
+    index: StrictInt
+    """
+    1-based.
+    """
+    outcome: StrictStr | None
+    """
+    converged, repeat, error, interrupted, stopped, stale or nonconvergent.
+    """
+    problems: list[StrictStr] | None = None
+    """
+    Catalog problems found, in priority order.
+    """
+    remedy: StrictStr | None = None
+    """
+    The remedy applied after it.
+    """
+    restart_files: dict[str, Any] | None = None
+    """
+    For an interrupted run: what became of WAVECAR and CHGCAR.
+    """
+    seconds: StrictFloat | None = None
+    """
+    How long it ran.
+    """
+    stage: StrictStr
+    """
+    relax or static.
+    """
+    status: StrictInt | None = None
+    """
+    VASP's exit status (negative: the signal that ended it).
+    """
+    stopped: StrictStr | None = None
+    """
+    Why the runner stopped it: timeout, signal or error:<problem>.
+    """
+
+
+StressItem = TypeAliasType("StressItem", Annotated[list[StrictFloat], Field(max_length=3, min_length=3)])
+
+
+Stress = TypeAliasType("Stress", Annotated[list[StressItem], Field(max_length=3, min_length=3)])
+"""
+The stress tensor of the final step, kB.
+"""
+
+
+Count = TypeAliasType("Count", Annotated[StrictInt, Field(ge=1)])
+
+
+LatticeItem = TypeAliasType("LatticeItem", Annotated[list[StrictFloat], Field(max_length=3, min_length=3)])
+
+
+Position = TypeAliasType("Position", Annotated[list[StrictFloat], Field(max_length=3, min_length=3)])
+
+
+class Structure(BaseModel):
+    """
+    A crystal structure: lattice vectors in Å (rows), fractional positions, species with counts.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    comment: StrictStr | None = None
+    """
+    The POSCAR comment line.
+    """
+    counts: list[Count]
+    """
+    Atoms per species.
+    """
+    lattice: Annotated[list[LatticeItem], Field(max_length=3, min_length=3)]
+    """
+    The three lattice vectors in Å.
+    """
+    positions: list[Position]
+    """
+    Fractional positions, species by species.
+    """
+    species: list[StrictStr]
+    """
+    The species of each type, in POSCAR order.
+    """
+    volume: StrictFloat | None = None
+    """
+    The cell volume in Å³.
+    """
+
+
 Pause = TypeAliasType("Pause", Reason)
 """
 Why the job asks for an operator; required for pause.
@@ -1502,6 +1916,66 @@ class RetiredRequest(BaseModel):
     """
 
 
+class RunnerEvent(BaseModel):
+    """
+    One runner-reported event: one line of .httk-job/events.jsonl (or of events.1.jsonl, the previous file), appended by Attempt.record_event or httk_workflow_record_event and read back by inspection tools (docs/runner-events.md). A line is at most 8192 bytes of compact UTF-8 JSON with its newline. Evidence for an operator, never an input of a manager decision.
+    """
+
+    attempt_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The attempt that recorded it.
+    """
+    attempt_ordinal: Annotated[StrictInt, Field(ge=0, title="Ordinal")]
+    """
+    That attempt's ordinal within its activation.
+    """
+    details: dict[str, Any] | None = None
+    """
+    Structured evidence chosen by the runner.
+    """
+    format: Literal["httk-workflow-runner-event"]
+    """
+    Document type.
+    """
+    format_version: Literal[1]
+    """
+    Format version.
+    """
+    kind: Annotated[StrictStr, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
+    """
+    What happened, as a namespaced token (vasp.error, vasp.remedy).
+    """
+    message: Annotated[StrictStr, Field(min_length=1)]
+    """
+    One human sentence.
+    """
+    step: Annotated[
+        StrictStr,
+        Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9_][A-Za-z0-9._-]*$", title="Step name"),
+    ]
+    """
+    The step of the attempt that recorded it.
+    """
+    time: Annotated[
+        StrictStr,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]{1,9})?Z$",
+            title="UTC timestamp",
+        ),
+    ]
+    """
+    When the runner recorded the event (the runner's clock, microseconds).
+    """
+
+
 class SpawnEntry(BaseModel):
     """
     One child: its identity, its mandatory label and the placement it is registered at.
@@ -1941,6 +2415,100 @@ class MakeDir(BaseModel):
     ]
     """
     The directory below data/.
+    """
+
+
+class VaspResults(BaseModel):
+    """
+    data/results.json of a packaged VASP workflow (vasp-relax, vasp-static, vasp-relax-static, vasp-relax-bash): the final calculation, the history of runs, ionic steps and remedies that led to it, and its provenance. Written once, in the transaction of the job's succeed outcome.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    calculation: Literal["relax", "static"]
+    """
+    The stage of the final calculation.
+    """
+    convergence: Convergence
+    """
+    Whether the final calculation converged.
+    """
+    energy: Energy
+    """
+    Energies of the final ionic step, in eV.
+    """
+    forces: list[Force] | None = None
+    """
+    Forces on the atoms of the final step, eV/Å.
+    """
+    format: Literal["httk-workflow-vasp-results"]
+    """
+    Document type.
+    """
+    format_version: Literal[1]
+    """
+    Format version.
+    """
+    initial_structure: Structure | None = None
+    """
+    The structure the job was given.
+    """
+    ionic_steps: list[IonicStep]
+    """
+    Every ionic step of every run, in order (what the relaxation plot draws).
+    """
+    job_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The job.
+    """
+    magnetization: Magnetization | None = None
+    """
+    Magnetic moments of a spin-polarized calculation (null otherwise).
+    """
+    max_force: StrictFloat | None = None
+    """
+    The largest force, eV/Å.
+    """
+    pressure: StrictFloat | None = None
+    """
+    A third of the stress tensor's trace, kB.
+    """
+    provenance: Provenance
+    """
+    How the final calculation was made.
+    """
+    remedies: list[Remedy]
+    """
+    Every remedy applied, in order.
+    """
+    runs: list[Run]
+    """
+    Every VASP run of the job: repeats, remedied runs, interrupted ones.
+    """
+    stress: Stress | None = None
+    """
+    The stress tensor of the final step, kB.
+    """
+    structure: Structure
+    """
+    The final structure.
+    """
+    warnings: list[StrictStr]
+    """
+    What these results lack, one sentence each (values read from OUTCAR because vasprun.xml was incomplete, no VASP version in OUTCAR, the final electronic minimization unconverged); empty when nothing. httk workflow collect marks a job with warnings as degraded and shows them.
+    """
+    workflow: StrictStr
+    """
+    The packaged workflow's name.
     """
 
 

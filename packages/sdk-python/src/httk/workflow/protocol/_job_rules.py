@@ -228,7 +228,7 @@ def _check_header(doc: dict[str, Any], path: Path | str | None) -> None:
     if "id" not in doc:
         _fail("id", "is required", path)
     _check_name(validate_uuid, doc["id"], "id", path)
-    if "tag" in doc:
+    if doc.get("tag") is not None:  # null, like absent, is a job key that is the UUID alone
         _check_name(validate_tag, doc["tag"], "tag", path)
     for key in ("name", "workflow"):
         if key in doc and not isinstance(doc[key], str):

@@ -163,8 +163,8 @@ class JobKey:
 def validate_placement(value: str, *, name_max: int = 255) -> str:
     """Accept a placement: a normalized relative POSIX path of one or more components.
 
-    Empty components, ``.``, ``..``, NUL bytes and ``.httk-workflow`` are refused, as is any component
-    longer than ``name_max`` bytes (the filesystem's filename limit).
+    Empty components, ``.``, ``..``, NUL bytes, ``.httk-workflow`` and text that is not UTF-8 are refused,
+    as is any component longer than ``name_max`` bytes (the filesystem's filename limit).
 
     Examples
     --------
@@ -185,9 +185,12 @@ def validate_placement(value: str, *, name_max: int = 255) -> str:
         if component == RESERVED_COMPONENT:
             raise InvalidNameError("placement", value, "must not contain the reserved '.httk-workflow'")
         try:
-            size = len(component.encode("utf-8", "surrogateescape"))
+            size = len(component.encode("utf-8"))
         except UnicodeEncodeError:
-            raise InvalidNameError("placement", value, "has a character no filename can hold") from None
+            # An undecodable filename byte (as os.fsdecode presents it) or a lone surrogate: a filename
+            # may hold the first, but no protocol document naming the placement (a frame, a request, a
+            # join) can, because they are UTF-8 JSON.
+            raise InvalidNameError("placement", value, "has a character that is not UTF-8 text") from None
         if size > name_max:
             raise InvalidNameError("placement", value, f"has a component longer than {name_max} bytes")
     return value

@@ -42,6 +42,20 @@ class Policy:
         """The limit of one retention category in days, or ``None`` for keep (absent, null or "keep")."""
         return self.retention.get(category)
 
+    @classmethod
+    def default(cls) -> Policy:
+        """The policy of a workspace that sets no member."""
+        return cls()
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every member as ``policy show --json`` prints it: each retention category present, null = keep."""
+        return {
+            "visibility_deadline_seconds": self.visibility_deadline_seconds,
+            "lease_seconds": self.lease_seconds,
+            "journal_segment_bytes": self.journal_segment_bytes,
+            "retention": {category: self.retention_days(category) for category in RETENTION_KEYS},
+        }
+
 
 def _number(key: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):

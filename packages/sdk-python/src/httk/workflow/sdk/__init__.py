@@ -5,7 +5,8 @@ the :class:`Attempt` and ends it with exactly one outcome -- ``advance``, ``succ
 or ``pause`` -- which the SDK publishes exactly as the workflow filesystem protocol says (the same bytes
 as the Bash API, see docs/outcome-documents.md), synchronized when the workspace is durable. The
 ``Attempt`` also carries the context (step, restart flags, workdir, resources, join children), the job's
-inputs, layered application settings, job state that outlives attempts, and observed declarations. A step
+inputs, layered application settings, job state that outlives attempts, observed declarations, and
+runner-reported events an operator reads back (:func:`read_events`, docs/runner-events.md). A step
 may spawn child jobs (``Attempt.spawn``) and wait for them (``Attempt.wait``); the step after the join
 reads their results through ``Attempt.children``.
 
@@ -36,7 +37,6 @@ A two-step runner, ``runner.py`` in the job's payload (``chmod +x``)::
 from __future__ import annotations
 
 from ._attempt import Attempt
-from ._children import ChildRef
 from ._errors import (
     ContextError,
     OutcomeAlreadyPublishedError,
@@ -47,8 +47,13 @@ from ._errors import (
     StateError,
     StepDefinitionError,
 )
+from ._events import read_events
 from ._steps import Registry, StepFunction, dispatch, step
 from ._transaction import Transaction, TransactionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._children import ChildRef
 
 __all__ = [
     "Attempt",
@@ -66,5 +71,19 @@ __all__ = [
     "Transaction",
     "TransactionError",
     "dispatch",
+    "read_events",
     "step",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``ChildRef`` loads on first use, with the child machinery a runner that never spawns does not need."""
+    if name == "ChildRef":
+        from ._children import ChildRef
+
+        return ChildRef
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

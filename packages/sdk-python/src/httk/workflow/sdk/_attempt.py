@@ -24,21 +24,26 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from . import _checks, _children, _outcome, _settings, _state
-from ._children import ChildRef
+from . import _checks, _outcome, _settings
 from ._context import context_path_from, read_context
 from ._errors import ContextError, OutcomeAlreadyPublishedError, OutcomeError, StepDefinitionError
 from ._files import compact_json
+from ._job_records import JobRecords
 from ._spawning import Spawning
 from ._transaction import Transaction, TransactionError, stage_transaction
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._children import ChildRef
 
 _JOB_FILE = "job.json"
 _SPAWNING_ACTIONS = frozenset({"advance", "succeed", "wait"})
 
 
-class Attempt(Spawning):
+class Attempt(Spawning, JobRecords):
     """One attempt of one step of one job, as the step function sees it.
 
     A runner normally gets it from :func:`~httk.workflow.sdk.dispatch`; :meth:`load` builds one from an
@@ -163,7 +168,7 @@ class Attempt(Spawning):
                     self._job = json.loads(stream.read())
             except OSError as exc:
                 raise ContextError(f"cannot be read: {exc.strerror or exc}", path=path) from exc
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to decode
                 raise ContextError(f"is not UTF-8 JSON: {exc}", path=path) from exc
         return self._job
 
@@ -217,81 +222,6 @@ class Attempt(Spawning):
             default=default,
             context_path=self._context_path,
         )
-
-    # -- job state and declarations ----------------------------------------------------------------
-    @property
-    def state(self) -> dict[str, Any]:
-        """The job's state from ``.httk-job/state.json`` (``{}`` when none was saved), read once.
-
-        It survives retries, step advances and isolated workdirs. Changing the dict changes nothing on
-        disk until :meth:`save_state`.
-
-        Raises
-        ------
-        StateError
-            When the file exists but cannot be read or does not hold a JSON object.
-
-        Examples
-        --------
-        >>> a.state.get("ionic_steps", 0)
-        0
-        """
-        if self._state is None:
-            self._state = _state.read_state(self.job_dir)
-        return self._state
-
-    def save_state(self, state: Mapping[str, Any]) -> None:
-        """Replace the job's state atomically (synchronized when the workspace is durable).
-
-        Save before publishing the outcome: the next step may start as soon as the outcome is committed.
-
-        Parameters
-        ----------
-        state
-            The whole new state: a mapping JSON can hold unchanged (string keys, finite numbers).
-
-        Raises
-        ------
-        StateError
-            When ``state`` is not such a mapping, or the file cannot be written.
-
-        Examples
-        --------
-        >>> a.save_state({**a.state, "ionic_steps": 61})
-        >>> a.state["ionic_steps"]
-        61
-        """
-        self._state = _state.write_state(self.job_dir, state, durable=self.durable)
-
-    def declare(self, name: str, document: Mapping[str, Any]) -> Path:
-        """Record what the job observed for one of its declarations, replacing an earlier observation.
-
-        Written atomically to ``.httk-job/declarations/<name>.json``; tools report it beside the
-        declaration in job.json, never merged with it.
-
-        Parameters
-        ----------
-        name
-            The declaration name (``[A-Za-z0-9_][A-Za-z0-9._-]{0,63}``).
-        document
-            The observed declaration: a mapping JSON can hold unchanged; opaque to the protocol.
-
-        Returns
-        -------
-        pathlib.Path
-            The file written.
-
-        Raises
-        ------
-        StateError
-            When the name or document is invalid, or the file cannot be written.
-
-        Examples
-        --------
-        >>> a.declare("outputs", {"files": ["OUTCAR", "vasprun.xml"]}).name
-        'outputs.json'
-        """
-        return _state.write_declaration(self.job_dir, name, document, durable=self.durable)
 
     # -- the one outcome ---------------------------------------------------------------------------
     @property
@@ -550,6 +480,8 @@ class Attempt(Spawning):
             draft.discard()  # a step that did not finish registers no children
             draft, self._spawned = None, []
         if draft is not None:
+            from . import _children  # only an attempt that spawned has a draft: the rest never load it
+
             spawn = _children.spawn_document(self._spawned)
             try:
                 draft.add_file(_children.SPAWN_PATH, compact_json(spawn))

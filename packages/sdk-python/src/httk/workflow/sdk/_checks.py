@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from ._errors import SettingNameError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 SHALLOW_DEPTH = 16
 """Nesting that needs no look-up of the protocol's limit (which is larger)."""

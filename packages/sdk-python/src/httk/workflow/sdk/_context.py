@@ -17,9 +17,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from ._errors import ContextError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CONTEXT_FORMAT = "httk-workflow-attempt-context"
 CONTEXT_VARIABLE = "HTTK_WORKFLOW_CONTEXT"
@@ -66,7 +69,7 @@ def read_context(path: Path) -> dict[str, Any]:
             document = json.loads(stream.read())
     except OSError as exc:
         raise ContextError(f"cannot be read: {exc.strerror or exc}", path=path) from exc
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError; nested too deep
         raise ContextError(f"is not UTF-8 JSON: {exc}", path=path) from exc
     if not isinstance(document, dict):
         raise ContextError("is not a JSON object", path=path)

@@ -27,11 +27,14 @@ import os
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
 
 from . import _checks
 from ._errors import OutcomeAlreadyPublishedError, OutcomeError
 from ._files import compact_json, fsync_path, nonce, plain_json, write_new
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = "httk-workflow-outcome"
 FORMAT_VERSION = 1

@@ -1,6 +1,8 @@
 """Spawning children and waiting for them: the ``spawn`` and ``wait`` of :class:`~._attempt.Attempt`.
 
-A mixin of the attempt, so that the outcome methods stay in one module of a readable size. A spawn writes
+A mixin of the attempt, so that the outcome methods stay in one module of a readable size. The child
+machinery (:mod:`._children`, whose named tuples make :mod:`typing` compile their annotations) loads on
+the first spawn or wait, so a runner that never spawns does not import it. A spawn writes
 the child's bundle (its job.json and a copy of a payload runner, :mod:`._children`) into the attempt's
 outcome draft at once; the outcome method that publishes the draft adds ``children/spawn.json`` or, for
 an action that cannot carry children, discards them. :meth:`Spawning.wait` publishes the ``wait``
@@ -10,13 +12,18 @@ outcome naming the children to join.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from . import _checks, _children, _outcome
-from ._children import ChildRef
+from . import _checks, _outcome
 from ._context import AttemptContext
 from ._errors import OutcomeError
 from ._files import compact_json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from . import _children
+    from ._children import ChildRef
 
 _JOB_FILE = "job.json"
 
@@ -113,6 +120,9 @@ class Spawning(AttemptContext):
         >>> a.wait("fit")
         """
         self._refuse_second()
+        from . import _children  # loaded by the first spawn: a runner that never spawns never pays for it
+        from ._children import ChildRef
+
         label = _children.check_label(label, [child.label for child in self._spawned])
         problem = _checks.step_problem(step)
         if problem is not None:
@@ -204,6 +214,8 @@ class Spawning(AttemptContext):
         >>> a.wait("gather", condition="at_least", count=2, on_impossible="report_failure")
         """
         self._refuse_second()
+        from . import _children
+
         members = _outcome.advance_members(step)
         chosen = self._spawned if children is None else children
         references = [_children.join_reference(child) for child in chosen]
@@ -211,6 +223,8 @@ class Spawning(AttemptContext):
         self._publish("wait", members, priority=priority, message=message)
 
     def _parent_view(self) -> _children.ParentView:
+        from . import _children
+
         return _children.ParentView(
             self.workspace_id,
             self.job_id,
@@ -225,6 +239,8 @@ class Spawning(AttemptContext):
         self, child: ChildRef, document: Mapping[str, Any], runner: tuple[str, bytes, int] | None
     ) -> None:
         """Write the child's bundle into the outcome draft (made on the first spawn)."""
+        from . import _children
+
         bundle = f"{_children.BUNDLE_PREFIX}{child.job_key}"
         try:
             if self._draft is None:

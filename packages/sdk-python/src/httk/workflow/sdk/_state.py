@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from . import _checks
 from ._errors import StateError
 from ._files import compact_json, make_dirs, replace_atomically
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 JOB_STATE_DIR = ".httk-job"
 STATE_FILE = "state.json"
@@ -42,7 +45,7 @@ def read_state(job_dir: Path) -> dict[str, Any]:
         raise StateError(f"cannot be read: {exc.strerror or exc}", path=path) from exc
     try:
         state = json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to decode
         raise StateError(f"is not UTF-8 JSON: {exc}", path=path) from exc
     if not isinstance(state, dict):
         raise StateError(f"holds {type(state).__name__}, not a JSON object", path=path)

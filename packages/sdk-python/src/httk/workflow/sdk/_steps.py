@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar, overload
 
 from . import _checks
 from ._attempt import Attempt
@@ -36,7 +35,12 @@ from ._errors import StepDefinitionError
 StepFunction = Callable[[Attempt], None]
 """What a step is: a function that takes the :class:`Attempt` and ends it with one outcome."""
 
-F = TypeVar("F", bound=StepFunction)
+# The type variable and the overloads are for type checkers only: a runner does not import typing.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar, overload
+
+    F = TypeVar("F", bound=StepFunction)
 
 _BY_MODULE: dict[str, Registry] = {}
 _EMPTY_HINT = (
@@ -166,11 +170,13 @@ class Registry(Mapping[str, StepFunction]):
         self._functions[step_name] = function
         return function
 
-    @overload
-    def step(self, function: F, /) -> F: ...
+    if TYPE_CHECKING:
 
-    @overload
-    def step(self, /, *, name: str | None = None) -> Callable[[F], F]: ...
+        @overload
+        def step(self, function: F, /) -> F: ...
+
+        @overload
+        def step(self, /, *, name: str | None = None) -> Callable[[F], F]: ...
 
     def step(self, function: F | None = None, /, *, name: str | None = None) -> F | Callable[[F], F]:
         """Register a step function, bare (``@steps.step``) or named (``@steps.step(name="relax")``).
@@ -256,12 +262,13 @@ class Registry(Mapping[str, StepFunction]):
         return 0
 
 
-@overload
-def step(function: F, /) -> F: ...
+if TYPE_CHECKING:
 
+    @overload
+    def step(function: F, /) -> F: ...
 
-@overload
-def step(*, name: str | None = None) -> Callable[[F], F]: ...
+    @overload
+    def step(*, name: str | None = None) -> Callable[[F], F]: ...
 
 
 def step(function: F | None = None, /, *, name: str | None = None) -> F | Callable[[F], F]:

@@ -41,10 +41,13 @@ import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ._errors import OutcomeError
 from ._files import compact_json, write_new
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = "httk-workflow-transaction"
 FORMAT_VERSION = 1

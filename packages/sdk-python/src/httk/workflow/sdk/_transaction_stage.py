@@ -21,10 +21,13 @@ import stat
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
 
 from ._files import fsync_path, write_new
 from ._transaction import PAYLOAD_DIR, TransactionError, _Pending
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _CHUNK = 1 << 20
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC

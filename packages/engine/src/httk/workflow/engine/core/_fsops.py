@@ -270,10 +270,51 @@ def remove_tree(path: Path | str, *, expected: Sequence[str] = ()) -> None:
     Counted as one mutation: a crash part-way leaves scratch that a later collection removes again.
     """
     if not _remove_expected(path, expected):
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)
+        _remove_all(path)
     _mutated("rmtree", path)
+
+
+def _remove_all(path: Path | str) -> None:
+    """``shutil.rmtree(path, ignore_errors=True)`` from an explicit stack, children before parents.
+
+    Python 3.11's ``rmtree`` recurses, and a tree a runner left may be deeper than the interpreter's
+    recursion limit. Each directory is opened relative to its opened parent without following a link
+    (one descriptor per level), a link is unlinked as a link, and what cannot be removed is left.
+    """
+    try:
+        top = os.open(path, _TREE_DIR_FLAGS)
+    except OSError:
+        with suppress(OSError):
+            os.unlink(path)  # a file or a link where the directory was
+        return
+    stack: list[tuple[int, Iterator[str], str]] = [(top, iter(_listed(top)), "")]
+    while stack:
+        fd, names, own_name = stack[-1]
+        name = next(names, None)
+        if name is None:
+            stack.pop()
+            os.close(fd)
+            if stack:  # now empty, unless something could not be removed
+                with suppress(OSError):
+                    os.rmdir(own_name, dir_fd=stack[-1][0])
+            continue
+        try:
+            os.unlink(name, dir_fd=fd)
+        except IsADirectoryError:
+            with suppress(OSError):
+                child = os.open(name, _TREE_DIR_FLAGS, dir_fd=fd)
+                stack.append((child, iter(_listed(child)), name))
+        except OSError:
+            continue
+    with suppress(OSError):
+        os.rmdir(path)
+
+
+def _listed(dir_fd: int) -> list[str]:
+    try:
+        return os.listdir(dir_fd)
+    except OSError:
+        return []
 
 
 def _remove_expected(path: Path | str, expected: Sequence[str]) -> bool:

@@ -58,6 +58,9 @@ MIN_SEGMENT_BYTES = 4096
 RECENT_FRAMES = 4096
 """How many of its latest payloads a writer keeps for :meth:`JournalWriter.recent` (about 2 MB)."""
 
+MIN_FRAME_PAYLOAD = 2
+"""The shortest payload a writer produces: a record is a JSON object, at least ``{}``."""
+
 
 @dataclass(frozen=True, slots=True)
 class JournalStatistics:
@@ -308,9 +311,10 @@ def _scan_stream(stream: BinaryIO, path: Path, writer: str, number: int) -> Iter
         if len(prefix) < LENGTH_BYTES:
             return
         length = int.from_bytes(prefix, "big")
-        if length > MAX_FRAME_PAYLOAD:
-            # No writer of ours produced this prefix, so it is damage rather than a torn tail, and
-            # nothing after it can be framed.
+        if not MIN_FRAME_PAYLOAD <= length <= MAX_FRAME_PAYLOAD:
+            # No writer of ours produced this prefix (the least JSON object is "{}"), so it is damage
+            # rather than a torn tail, and nothing after it can be framed: zeros past a segment's end (a
+            # sparse file) would otherwise read as billions of empty frames.
             yield ScannedFrame(offset, None, None, "length_mismatch")
             return
         rest = stream.read(length + CHECKSUM_BYTES + LENGTH_BYTES)

@@ -34,9 +34,11 @@ attempt. A damaged-by-absence read costs the full visibility deadline by design.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,12 +287,18 @@ class JournalReader:
     def _attempt(self, ref: RecordRef, path: Path) -> dict[str, Any] | _NotYetVisible:
         """One fresh open of the segment: the record, a transient failure, or a raised lasting one."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(path, _SEGMENT_FLAGS)
         except FileNotFoundError:
             return _NotYetVisible("missing_segment", "segment does not exist")
         except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a link is not a segment, whatever it points at
+                raise JournalDamageError("missing_segment", str(ref), "is a symbolic link", path) from exc
             raise JournalError(f"{path}: cannot open journal segment: {exc}") from exc
         try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):  # a FIFO opened without blocking, a directory, a device
+                kind = "a directory" if stat.S_ISDIR(mode) else "a special file"
+                raise JournalDamageError("missing_segment", str(ref), f"is {kind}, not a segment file", path)
             header = _pread_fully(fd, len(SEGMENT_HEADER), 0)
             buffer = _pread_fully(fd, ref.frame_size, ref.offset)
         except OSError as exc:
@@ -298,6 +306,9 @@ class JournalReader:
         finally:
             os.close(fd)
         return _judge(ref, path, header, buffer)
+
+
+_SEGMENT_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _judge(ref: RecordRef, path: Path, header: bytes, buffer: bytes) -> dict[str, Any] | _NotYetVisible:

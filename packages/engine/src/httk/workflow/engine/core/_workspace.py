@@ -18,7 +18,7 @@ import errno
 import os
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -28,14 +28,28 @@ from httk.workflow.protocol import (
     InvalidDocumentError,
     InvalidNameError,
     MarkerName,
+    PolicyError,
     RecordRef,
     TransitionError,
     WorkspaceError,
     WorkspaceFormatError,
 )
-from httk.workflow.protocol._jsonio import dump_pretty, has_format, read_json_object
+from httk.workflow.protocol._jsonio import (
+    MAX_DOCUMENT_BYTES,
+    dump_compact,
+    dump_pretty,
+    has_format,
+    parse_json_object,
+    read_json_object,
+)
 from httk.workflow.protocol._markers import MAX_MARKER_BYTES, fast_match
-from httk.workflow.protocol._policy import Policy, parse_policy, parse_settings
+from httk.workflow.protocol._policy import (
+    Policy,
+    parse_policy,
+    parse_settings,
+    set_policy_member,
+    validate_setting_name,
+)
 
 from . import _fsops
 from ._clock import SYSTEM_CLOCK, Clock, utc_timestamp
@@ -221,9 +235,51 @@ class Workspace:
         current = read_format_document(self.root)
         current.update(changes)
         validate_format_document(current, self.format_path)
-        _fsops.write_file_atomic(self.format_path, dump_pretty(current), durable=self.durable)
+        data = _readable_format(current, changes, self.format_path)
+        _fsops.write_file_atomic(self.format_path, data, durable=self.durable)
         self.document = current
         self.policy = parse_policy(current.get("policy"))
+
+    def set_policy(self, key: str, value: object) -> Policy:
+        """Set one policy member (``retention.X`` names one limit), validated before it is written."""
+        self.update_document({"policy": set_policy_member(self.document.get("policy"), key, value)})
+        return self.policy
+
+    def change_settings(self, changes: Mapping[str, object], removals: Sequence[str] = ()) -> bool:
+        """Set ``changes`` and remove ``removals`` from the settings map; whether anything was removed.
+
+        Every name is validated first; nothing is written when nothing would change.
+        """
+        for name in changes:
+            validate_setting_name(name)
+        settings = self.settings
+        removed = [settings.pop(name) for name in removals if name in settings]
+        if not changes and not removed:
+            return False
+        settings.update(changes)
+        self.update_document({"settings": dict(sorted(settings.items()))})
+        return bool(removed)
+
+
+def _readable_format(document: Mapping[str, Any], changes: Mapping[str, Any], path: Path) -> bytes:
+    """format.json's bytes, refused unless every reader accepts them back: a value JSON cannot hold (a
+    non-finite number, a lone surrogate), or one nested or sized past the readers' limits, would leave the
+    workspace impossible to attach."""
+    for member, value in changes.items():
+        for name, item in value.items() if isinstance(value, Mapping) else [(None, value)]:
+            try:  # the value at the depth it has in format.json, through the reader every command uses
+                parse_json_object(dump_compact({member: {"": item}}), document="format.json")
+            except (ValueError, RecursionError) as exc:  # InvalidDocumentError is a ValueError
+                what = member if name is None else f"{member} {name!r}"
+                rule = exc.rule if isinstance(exc, InvalidDocumentError) else str(exc)
+                raise PolicyError(f"{what} cannot be stored in format.json: {rule}", path) from None
+    data = dump_pretty(document)
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise PolicyError(
+            f"format.json would be {len(data)} bytes, over its readers' limit of {MAX_DOCUMENT_BYTES} bytes",
+            path,
+        )
+    return data
 
 
 def find_root(path: Path | str) -> Path:
@@ -302,9 +358,12 @@ def validate_format_document(document: Mapping[str, Any], path: Path) -> None:
             raise bad(member, "must be a JSON object")
     try:
         parse_policy(document.get("policy"))
-        parse_settings(document.get("settings"))
     except WorkspaceError as exc:
         raise WorkspaceFormatError(str(exc), path) from None
+    try:
+        parse_settings(document.get("settings"))
+    except WorkspaceError as exc:
+        raise bad("settings", str(exc)) from None
 
 
 def attach(
@@ -324,7 +383,7 @@ def attach(
     validate_format_document(document, root / CONTROL_DIR / "format.json")
     reason = _unsupported_reason(document)
     if writable and reason is not None:
-        raise WorkspaceFormatError(f"cannot mutate this workspace: {reason}", root)
+        raise WorkspaceFormatError(f"cannot mutate this workspace: {CONTROL_DIR}/format.json: {reason}", root)
     effective = bool(document.get("durable", True)) if durable is None else durable
     return Workspace(
         root=root,
@@ -334,6 +393,17 @@ def attach(
         writable=writable and reason is None,
         clock=clock,
     )
+
+
+def extension_refusal(name: str) -> str | None:
+    """Why this version does not enable the extension ``name``, or ``None`` when it implements it."""
+    if name in SUPPORTED_EXTENSIONS:
+        return None
+    if name == WITHDRAWN_EXTENSION:
+        return "it is withdrawn and must never be enabled"
+    if name in RESERVED_EXTENSIONS:
+        return "it is reserved and not implemented by this version"
+    return f"it is unknown to this version, which implements {', '.join(sorted(SUPPORTED_EXTENSIONS))}"
 
 
 def _check_filename_limit(directory: Path) -> None:
@@ -368,9 +438,10 @@ def init(
     root = Path(path)
     if (root / CONTROL_DIR).exists():
         raise WorkspaceError(f"already a workspace ({CONTROL_DIR}/ exists)", root)
-    unknown = sorted(set(extensions) - SUPPORTED_EXTENSIONS)
-    if unknown:
-        raise WorkspaceError(f"cannot enable extension {unknown[0]!r}: not supported by this version")
+    for extension in extensions:
+        refusal = extension_refusal(extension)
+        if refusal is not None:
+            raise WorkspaceError(f"cannot enable extension {extension!r}: {refusal}")
     _fsops.make_dirs(root, durable=durable)
     staging = root / f"{CONTROL_DIR}.init.{uuid.uuid4().hex}"
     _fsops.make_dir(staging, durable=False)

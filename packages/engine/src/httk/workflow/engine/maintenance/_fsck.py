@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -322,20 +322,40 @@ def quarantine_entry(workspace: Workspace, problem: Problem, why: str) -> str | 
     return entry
 
 
-def fsck(workspace: Workspace, *, repair: bool = False, quarantine_unrepairable: bool = False) -> FsckReport:
+COUNTING_LEFTOVERS = "counting always-safe leftovers"
+
+
+def fsck(
+    workspace: Workspace,
+    *,
+    repair: bool = False,
+    quarantine_unrepairable: bool = False,
+    progress: Callable[[str, int], None] | None = None,
+) -> FsckReport:
     """Check the workspace (:mod:`._fsck_check`), repair what ``repair`` may, and count always-safe
     leftovers.
 
     Without ``repair`` nothing is written; with it the workspace must be attached writable.
+    ``progress(what, done)`` hears how far each phase is: the entries checked, then the entries the
+    leftover count visited (:data:`COUNTING_LEFTOVERS`).
     """
-    report = check(workspace)
+    report = check(workspace, progress=progress)
     if repair:
         repair_problems(workspace, report, quarantine_unrepairable=quarantine_unrepairable)
-    report.leftovers = leftover_census(workspace)
+    census_progress = None
+    if progress is not None:
+        report_to = progress
+
+        def census_progress(_what: str, done: int) -> None:
+            report_to(COUNTING_LEFTOVERS, done)
+
+    report.leftovers = leftover_census(workspace, progress=census_progress)
     return report
 
 
-def leftover_census(workspace: Workspace) -> dict[str, int]:
+def leftover_census(
+    workspace: Workspace, *, progress: Callable[[str, int], None] | None = None
+) -> dict[str, int]:
     """gc's dry-run count of always-safe leftovers (``total``, ``removed_jobs``, ``tmp_entries``,
     ``retired_requests``, ``placement_directories``), reported for information only; writes nothing."""
-    return always_safe_census(workspace)
+    return always_safe_census(workspace, progress=progress)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,10 +181,18 @@ class FsckReport:
         }
 
 
-def check(workspace: Workspace) -> FsckReport:
-    """Check every marker of every state kind (see the module docstring); writes nothing."""
+CHECKING = "checking markers"
+"""What :func:`check` reports progress as: the entries of the state tree checked so far."""
+
+
+def check(workspace: Workspace, *, progress: Callable[[str, int], None] | None = None) -> FsckReport:
+    """Check every marker of every state kind (see the module docstring); writes nothing.
+
+    ``progress`` is called after each entry with :data:`CHECKING` and the entries checked so far.
+    """
     checker = _Checker(workspace)
     checker.unknown_kinds()
+    checked = 0
     for kind in Kind:
         checker.report.markers[kind.value] = 0
         for item in walk_markers(workspace, kind):
@@ -192,6 +200,9 @@ def check(workspace: Workspace) -> FsckReport:
                 checker.anomaly(kind, item)
             else:
                 checker.marker(item)
+            if progress is not None:
+                checked += 1
+                progress(CHECKING, checked)
     checker.settle_late()
     checker.settle_duplicates()
     return checker.report

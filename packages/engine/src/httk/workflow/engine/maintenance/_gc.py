@@ -46,6 +46,8 @@ from ._gc_tree import DAY_SECONDS, CategoryCount, PayloadGates, Sweep, sweep_sta
 log = logging.getLogger("httk.workflow.manager")
 
 GC_FORMAT = "httk-workflow-gc"
+PHASES = ("walking the state tree", "collecting scratch", "collecting the journal", "collecting managers")
+"""What a collection reports progress as, in its order."""
 CENSUS_KEYS = ("total", "removed_jobs", "tmp_entries", "retired_requests", "placement_directories")
 
 
@@ -107,7 +109,7 @@ class GcReport:
         }
 
 
-def collect(
+def collect_garbage(
     workspace: Workspace,
     *,
     dry_run: bool = False,
@@ -115,6 +117,7 @@ def collect(
     always_safe_only: bool = False,
     heartbeat: Callable[[], None] | None = None,
     protect_writers: Collection[str] = (),
+    progress: Callable[[str, int], None] | None = None,
 ) -> GcReport:
     """Collect what the workspace's retention policy and the always-safe rules allow.
 
@@ -122,20 +125,26 @@ def collect(
     candidates and removes nothing (a read-only attachment suffices). ``always_safe_only`` ignores the
     retention limits. ``heartbeat`` is called every few hundred entries (a manager's lease);
     ``protect_writers`` are journal writers of the calling process, kept whatever their managers say.
+    ``progress(what, done)`` is called for every entry visited, with the phase (:data:`PHASES`) and the
+    entries visited so far.
     """
     if not dry_run:
         workspace.require_writable()
     moment = workspace.clock.now() if now is None else now
-    sweep = Sweep(workspace, dry_run, moment, heartbeat)
+    sweep = Sweep(workspace, dry_run, moment, heartbeat, progress=progress)
     limits = _limits(workspace, always_safe_only)
     skipped = {name: _kept_because(name, always_safe_only) for name in limits if limits[name] is None}
+    sweep.phase = PHASES[0]
     findings = sweep_state(sweep, PayloadGates(limits["attempt_control"], limits["transaction_trash"]))
+    sweep.phase = PHASES[1]
     sweep_scratch(sweep)
+    sweep.phase = PHASES[2]
     retained, journal_skipped = sweep_journal(sweep, findings, limits["journal_segment"], protect_writers)
     if journal_skipped is not None:
         skipped["journal_segment"] = journal_skipped
     manager_limit = limits["manager_directory"]
     if manager_limit is not None:
+        sweep.phase = PHASES[3]
         sweep_manager_dirs(sweep, manager_limit, retained)
     report = GcReport(
         workspace_id=workspace.workspace_id,
@@ -176,12 +185,14 @@ def _limits(workspace: Workspace, always_safe_only: bool) -> dict[str, float | N
     return limits
 
 
-def always_safe_census(workspace: Workspace) -> dict[str, int]:
+def always_safe_census(
+    workspace: Workspace, *, progress: Callable[[str, int], None] | None = None
+) -> dict[str, int]:
     """What the always-safe categories would remove now (a dry run; writes nothing).
 
     ``retired_requests`` counts stale claimed requests too: both are requests that are only evidence.
     """
-    counts = collect(workspace, dry_run=True, always_safe_only=True).categories
+    counts = collect_garbage(workspace, dry_run=True, always_safe_only=True, progress=progress).categories
     census = {
         "removed_jobs": counts["removed_jobs"].candidates,
         "tmp_entries": counts["tmp_entries"].candidates,
@@ -215,7 +226,7 @@ class PeriodicCollection:
         """Collect now (the caller asked :meth:`due`); ``None`` when the collection failed (logged)."""
         self._last = self._clock.monotonic()
         try:
-            report = collect(workspace, heartbeat=heartbeat, protect_writers=(writer_id,))
+            report = collect_garbage(workspace, heartbeat=heartbeat, protect_writers=(writer_id,))
         except Exception:  # a collection must never take scheduling down with it
             self.failures += 1
             log.exception("garbage collection failed; scheduling goes on")

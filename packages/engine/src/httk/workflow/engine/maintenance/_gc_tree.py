@@ -58,6 +58,7 @@ from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._states import DISPOSABLE_KINDS, QUIESCENT_KINDS, TERMINAL_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, is_marker_name, marker_stem
 from httk.workflow.engine.publish._outcome import OUTCOME_DIR, TRANSACTION_DIR
+from httk.workflow.engine.publish._submit import walk_tree
 from httk.workflow.engine.publish._transaction_manifest import TRASH_DIR
 from httk.workflow.protocol import INIT_REF, InvalidDocumentError, MarkerName, WorkflowError, encode_base36
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
@@ -105,6 +106,8 @@ class Sweep:
     counts: dict[str, CategoryCount] = field(default_factory=lambda: {c: CategoryCount() for c in CATEGORIES})
     errors: list[str] = field(default_factory=list)
     error_count: int = 0
+    progress: Callable[[str, int], None] | None = None
+    phase: str = ""  # what ``progress`` is told is being done
     _visited: int = 0
 
     @property
@@ -121,6 +124,8 @@ class Sweep:
         self._visited += 1
         if self.heartbeat is not None and self._visited % HEARTBEAT_EVERY == 0:
             self.heartbeat()
+        if self.progress is not None:
+            self.progress(self.phase, self._visited)
 
     def age(self, mtime: float) -> float:
         return self.now.timestamp() - mtime
@@ -256,7 +261,7 @@ def tree_bytes(path: Path | str) -> int:
         total += os.lstat(path).st_size if not os.path.isdir(path) or os.path.islink(path) else 0
     except OSError:
         return 0
-    for directory, _dirs, files in os.walk(path):
+    for directory, _dirs, files in walk_tree(path):
         for name in files:
             try:
                 total += os.lstat(os.path.join(directory, name)).st_size

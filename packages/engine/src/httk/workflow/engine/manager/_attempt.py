@@ -125,15 +125,17 @@ def prepare_attempt(
     runner_search_path: Sequence[Path] = (),
     pkg_modules: frozenset[str] = DEFAULT_PKG_MODULES,
     python: str = sys.executable,
-    bash_api: Path | None = None,
+    bash_apis: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> PreparedAttempt:
     """Create the attempt's control directory and workdir, resolve its runner, write context.json.
 
     ``environ`` is the manager's environment (default ``os.environ``); a setting whose variable it
-    already holds is not exported. Raises :class:`RunnerFailure` for a job whose runner or workdir cannot
-    be used, ``ValueError`` for a backend other than ``path`` (the manager must leave those unclaimed),
-    and ``FileExistsError`` when the attempt's control directory already exists.
+    already holds is not exported. ``bash_apis`` maps each Bash library's variable
+    (``HTTK_WORKFLOW_BASH_API``, an add-on's ``HTTK_WORKFLOW_<NAME>_BASH_API``) to its path. Raises
+    :class:`RunnerFailure` for a job whose runner or workdir cannot be used, ``ValueError`` for a backend
+    other than ``path`` (the manager must leave those unclaimed), and ``FileExistsError`` when the
+    attempt's control directory already exists.
     """
     runner = plan.job["runner"]
     backend = runner.get("backend", "path")
@@ -156,7 +158,8 @@ def prepare_attempt(
     context = _context(plan, job_dir, control, workdir, reused)
     _fsops.write_file_atomic(control / CONTEXT_FILE, dump_pretty(context), durable=durable)
     env = settings_environment(plan.settings, os.environ if environ is None else environ)
-    env.update(_protocol_environment(context, python, bash_api))
+    env.update(_protocol_environment(context, python))
+    env.update({name: os.path.abspath(path) for name, path in (bash_apis or {}).items()})
     return PreparedAttempt(
         control_dir=control,
         workdir=workdir,
@@ -269,7 +272,7 @@ def _context(plan: AttemptPlan, job_dir: Path, control: Path, workdir: Path, reu
     }
 
 
-def _protocol_environment(context: Mapping[str, Any], python: str, bash_api: Path | None) -> dict[str, str]:
+def _protocol_environment(context: Mapping[str, Any], python: str) -> dict[str, str]:
     env = {
         "HTTK_WORKFLOW_CONTEXT": str(Path(context["control_dir"]) / CONTEXT_FILE),
         "HTTK_WORKFLOW_CONTROL_DIR": context["control_dir"],
@@ -283,8 +286,6 @@ def _protocol_environment(context: Mapping[str, Any], python: str, bash_api: Pat
         "HTTK_WORKFLOW_STEP": context["step"],
         "HTTK_WORKFLOW_PYTHON": python,
     }
-    if bash_api is not None:
-        env["HTTK_WORKFLOW_BASH_API"] = os.path.abspath(bash_api)
     if context["data_dir"] is not None:
         env["HTTK_WORKFLOW_DATA_DIR"] = context["data_dir"]
     return env

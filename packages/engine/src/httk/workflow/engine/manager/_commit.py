@@ -17,6 +17,7 @@ An exit without an outcome is ``protocol_error`` for status 0 (success is ambigu
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -356,27 +357,112 @@ def retire_attempt_control(live: LiveAttempt) -> None:
     """D5: keep what the attempt printed in logs/stdio.log, then remove its control directory.
 
     Only the manager that reaped the process does this; a manager inheriting a commit leaves the
-    control directory to collection.
+    control directory to collection. Both the captured streams and the job log are the runner's to
+    replace: a stream that is a link, a special file or larger than :data:`MAX_KEPT_OUTPUT`, or a job log
+    that is not one private regular file, makes the output stay where it is, with the control directory,
+    for an operator and for collection — the manager never reads through a link, blocks on a FIFO, or
+    writes outside the payload.
     """
     frame = live.frame
     ordinal, step, attempt_id = frame.get("attempt_ordinal"), frame.step, frame["attempt_id"]
     header = f"== attempt {ordinal} of step {step!r} ({attempt_id}) ==\n"
     prepared = live.prepared
+    streams: list[tuple[int, int, bytes]] = []
     try:
+        for path, label in ((prepared.stdout_path, b""), (prepared.stderr_path, b"-- stderr --\n")):
+            opened = _open_output(path)
+            if opened is not None:
+                streams.append((*opened, label))
         log_fd = _open_job_log(live.job.payload_dir / "logs")
     except OSError as exc:
-        # A job log the runner replaced by a link or made unwritable: the output stays where it is,
-        # and so does the control directory, for an operator and for collection.
+        for fd, _size, _label in streams:
+            os.close(fd)
         log.warning("attempt %s: output not kept in %s/logs: %s", attempt_id, live.job.payload_dir, exc)
         return
     # Evidence for an operator, not protocol state: appended without synchronization (spec table).
     try:
         _fsops.write_all(log_fd, header.encode())
-        _append_output(log_fd, prepared.stdout_path, b"")
-        _append_output(log_fd, prepared.stderr_path, b"-- stderr --\n")
+        for fd, size, label in streams:
+            _append_output(log_fd, fd, size, label)
     finally:
         os.close(log_fd)
+        for fd, _size, _label in streams:
+            os.close(fd)
     _fsops.remove_tree(prepared.control_dir, expected=RETIRED_ENTRIES)
+
+
+MAX_KEPT_OUTPUT = 64 << 20
+"""The most of one captured stream a job log keeps; a larger stream stays in its control directory."""
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_JOB_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_LOGS_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_output(path: Path) -> tuple[int, int] | None:
+    """A captured stream opened for copying, with its size; ``None`` when there is none or it is empty.
+
+    Raises ``OSError`` naming why a stream the runner replaced cannot be kept.
+    """
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise OSError(f"{path.name} is {_unkept(exc)}") from None
+    info = os.fstat(fd)
+    problem = _private_file_problem(info)
+    if problem is None and info.st_size > MAX_KEPT_OUTPUT:
+        problem = f"{info.st_size} bytes, over the {MAX_KEPT_OUTPUT} a job log keeps per stream"
+    if problem is not None:
+        os.close(fd)
+        raise OSError(f"{path.name} is {problem}")
+    if info.st_size == 0:
+        os.close(fd)
+        return None
+    return fd, info.st_size
+
+
+def _open_job_log(logs: Path) -> int:
+    """Open ``logs/stdio.log`` for appending, creating ``logs/`` on the job's first retirement; both must
+    be the payload's own (no link followed) and the log one private regular file."""
+    try:
+        logs_fd = os.open(logs, _LOGS_FLAGS)
+    except FileNotFoundError:
+        with suppress(FileExistsError):
+            logs.mkdir()
+        logs_fd = os.open(logs, _LOGS_FLAGS)
+    except OSError as exc:
+        raise OSError(f"logs/ is {_unkept(exc)}") from None
+    try:
+        fd = os.open(STDIO_LOG, _JOB_LOG_FLAGS, 0o644, dir_fd=logs_fd)
+    except OSError as exc:
+        raise OSError(f"logs/{STDIO_LOG} is {_unkept(exc)}") from None
+    finally:
+        os.close(logs_fd)
+    problem = _private_file_problem(os.fstat(fd))
+    if problem is not None:
+        os.close(fd)
+        raise OSError(f"logs/{STDIO_LOG} is {problem}")
+    return fd
+
+
+def _private_file_problem(info: os.stat_result) -> str | None:
+    if not stat.S_ISREG(info.st_mode):
+        return f"{'a directory' if stat.S_ISDIR(info.st_mode) else 'a special file'}, not a regular file"
+    if info.st_nlink != 1:
+        return f"a file with {info.st_nlink} hard links, not one private file"
+    return None
+
+
+def _unkept(exc: OSError) -> str:
+    """What an ``open`` refused with no follow and no blocking says about the entry."""
+    return {
+        errno.ELOOP: "a symbolic link",
+        errno.ENOTDIR: "not a directory (or a symbolic link)",
+        errno.EISDIR: "a directory",
+        errno.ENXIO: "a FIFO or socket nobody reads",
+    }.get(exc.errno or 0, exc.strerror or str(exc))
 
 
 RETIRED_ENTRIES = (
@@ -390,35 +476,18 @@ RETIRED_ENTRIES = (
 )
 """What a control directory of a plainly finished attempt holds, children first (``remove_tree``)."""
 
-_JOB_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
+def _append_output(log_fd: int, source: int, size: int, label: bytes) -> None:
+    """Copy ``size`` bytes of one captured stream after ``label``, ending it with a newline.
 
-def _open_job_log(logs: Path) -> int:
-    """Open ``logs/stdio.log`` for appending, creating ``logs/`` on the job's first retirement."""
-    try:
-        return os.open(logs / STDIO_LOG, _JOB_LOG_FLAGS, 0o644)
-    except FileNotFoundError:
-        with suppress(FileExistsError):
-            logs.mkdir()
-        return os.open(logs / STDIO_LOG, _JOB_LOG_FLAGS, 0o644)
-
-
-def _append_output(log_fd: int, path: Path, label: bytes) -> None:
-    """Copy one captured stream after ``label``, ending it with a newline; nothing for an empty one.
-
-    Streamed in bounded chunks: a runner decides how much it prints, and the manager serving every other
-    job must not hold that in memory.
+    Streamed in bounded chunks, and no further than the size it had when opened: a runner decides how
+    much it prints (an orphan may still be printing), and the manager serving every other job must not
+    hold that in memory nor copy without end.
     """
-    try:
-        source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return  # absent, or a link planted in its place: nothing of it is copied
     last = b""
-    try:
-        while chunk := os.read(source, _COPY_CHUNK):
-            _fsops.write_all(log_fd, label + chunk if not last else chunk)
-            last = chunk[-1:]
-    finally:
-        os.close(source)
+    while size > 0 and (chunk := os.read(source, min(_COPY_CHUNK, size))):
+        _fsops.write_all(log_fd, label + chunk if not last else chunk)
+        last = chunk[-1:]
+        size -= len(chunk)
     if last and last != b"\n":
         _fsops.write_all(log_fd, b"\n")

@@ -15,13 +15,13 @@ and capacities, the claim path costs two emptiness checks more than it did befor
 from __future__ import annotations
 
 import enum
-import functools
-import importlib.util
 import logging
+import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._frames import (
@@ -46,6 +46,9 @@ from ._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
 from ._gate import GatedProcess, spawn_gated
 from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, reserved, unmet
 from ._state import LiveAttempt, ManagerState
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -251,7 +254,7 @@ def _start(state: ManagerState, claimed: MarkerLocation, chosen: Chosen) -> _Sta
             plan(state, claimed, frame, chosen.job, chosen.allocation),
             runner_search_path=state.config.runner_search_path,
             pkg_modules=frozenset(state.config.runner_modules),
-            bash_api=state.config.bash_api or shipped_bash_api(),
+            bash_apis=bash_apis(state),
         )
         process = spawn_gated(prepared)
     except RunnerFailure as exc:
@@ -270,15 +273,73 @@ def _start(state: ManagerState, claimed: MarkerLocation, chosen: Chosen) -> _Sta
     return _Started(claimed, chosen, launched(frame, identity, str(prepared.workdir)), prepared, process)
 
 
-@functools.cache
-def shipped_bash_api() -> Path | None:
-    """The Bash API shipped in the SDK distribution, exported to runners as HTTK_WORKFLOW_BASH_API."""
-    spec = importlib.util.find_spec("httk.workflow.sdk")
-    for location in (spec.submodule_search_locations or []) if spec is not None else []:
-        candidate = Path(location) / "bash" / "httk-workflow.sh"
-        if candidate.is_file():
-            return candidate.resolve()
-    return None
+# -- the Bash libraries runners source ------------------------------------------------------------
+BASH_API_GROUP = "httk.workflow.bash_apis"
+SDK_DISTRIBUTION = "httk-workflow-sdk"
+BASH_API_VARIABLE = re.compile(r"HTTK_WORKFLOW_(?:[A-Z0-9]+_)*BASH_API\Z")
+"""The names a library may be exported as: ``HTTK_WORKFLOW_BASH_API``, ``HTTK_WORKFLOW_VASP_BASH_API``, ..."""
+
+
+def bash_apis(state: ManagerState) -> Mapping[str, str]:
+    """The Bash libraries every attempt of this manager gets, by variable: found once, at its first launch.
+
+    Not at start: reading the installed distributions' metadata (``importlib.metadata`` included) costs
+    tens of milliseconds, which would delay a fresh manager's first claim. ``ManagerConfig.bash_api``
+    replaces the library the group names ``HTTK_WORKFLOW_BASH_API``.
+    """
+    if state.bash_apis is None:
+        found, problems = installed_bash_apis()
+        if state.config.bash_api is not None:
+            found["HTTK_WORKFLOW_BASH_API"] = os.path.abspath(state.config.bash_api)
+        for problem in problems:
+            log.warning("%s; its variable is not exported to runners", problem)
+        log.info("Bash libraries: %s", ", ".join(f"{k}={v}" for k, v in sorted(found.items())) or "none")
+        state.bash_apis = found
+    return state.bash_apis
+
+
+def installed_bash_apis() -> tuple[dict[str, str], list[str]]:
+    """What the entry point group ``httk.workflow.bash_apis`` exports, and why an entry point was skipped.
+
+    An entry point's name is the variable, its value a callable without arguments returning the library's
+    path. One that does not load, returns no file, is named like no library variable, or repeats a name
+    another distribution exports (the SDK's own wins, then by distribution name), is skipped with a
+    problem naming it.
+    """
+    from importlib.metadata import entry_points  # deferred: a manager reads the metadata once, not every CLI
+
+    found: dict[str, str] = {}
+    problems: list[str] = []
+    for entry in sorted(entry_points(group=BASH_API_GROUP), key=_precedence):
+        where = f"entry point {entry.name} = {entry.value} (group {BASH_API_GROUP}{_distribution(entry)})"
+        if not BASH_API_VARIABLE.match(entry.name):
+            problems.append(f"{where}: the name must be a variable such as HTTK_WORKFLOW_<NAME>_BASH_API")
+        elif entry.name in found:
+            problems.append(f"{where}: {entry.name} is exported by another distribution already")
+        else:
+            try:
+                path = Path(entry.load()()).resolve()
+            except Exception as exc:  # an add-on's bug must not stop the manager: it is reported instead
+                problems.append(f"{where} cannot be used: {type(exc).__name__}: {exc}")
+                continue
+            if path.is_file():
+                found[entry.name] = str(path)
+            else:
+                problems.append(f"{where} names {path}, which is not a file")
+    return found, problems
+
+
+def _precedence(entry: EntryPoint) -> tuple[str, bool, str]:
+    """Which of two entry points exporting one variable wins: the SDK's own, then by distribution name.
+
+    Discovery order follows ``sys.path`` and so differs between installations; this order does not.
+    """
+    distribution = "" if entry.dist is None else entry.dist.name
+    return entry.name, distribution != SDK_DISTRIBUTION, distribution
+
+
+def _distribution(entry: EntryPoint) -> str:
+    return "" if entry.dist is None else f", from {entry.dist.name} {entry.dist.version}"
 
 
 def plan(

@@ -51,6 +51,9 @@ from ._state import Census, LiveAttempt, ManagerConfig, ManagerState, take_censu
 
 SOFTWARE_VERSION = "0.1.0"
 
+REPORTED_ANOMALIES = 100
+"""How many entries that are not markers a manager names in its log, each once."""
+
 
 @dataclass(frozen=True, slots=True)
 class ManagerIdentity:
@@ -197,7 +200,8 @@ class Manager:
         self._window_at = float("-inf")
         self._last_join_pass = float("-inf")
         self._quiet: set[Kind] = set()
-        self._reported: set[Path] = set()
+        self._reported: set[Path] = set()  # Invariant: at most REPORTED_ANOMALIES paths
+        self._reported_enough = False
         self.gc = PeriodicCollection(config.gc_interval, clock)
         self.allocation = AllocationWatch.of(config.drain_before_end, os.environ, clock)
         self.record: ManagerRecord | None = None
@@ -482,14 +486,26 @@ class Manager:
         return acted
 
     def _report(self, anomalies: Sequence[Anomaly]) -> None:
+        """Log each entry that is not a marker once, the first :data:`REPORTED_ANOMALIES` by name: a
+        directory of 100,000 stray files must not become 100,000 log lines (fsck lists them all)."""
         for anomaly in anomalies:
-            if anomaly.path not in self._reported:
-                self._reported.add(anomaly.path)
-                log.error(
-                    "not a job marker, never scheduled (workspace fsck quarantines it): %s (%s)",
-                    anomaly.path,
-                    anomaly.reason,
-                )
+            if anomaly.path in self._reported:
+                continue
+            if len(self._reported) >= REPORTED_ANOMALIES:
+                if not self._reported_enough:
+                    self._reported_enough = True
+                    log.error(
+                        "more than %d entries of the state tree are not job markers; they are never "
+                        "scheduled, and no more are named here (workspace fsck lists them all)",
+                        REPORTED_ANOMALIES,
+                    )
+                return
+            self._reported.add(anomaly.path)
+            log.error(
+                "not a job marker, never scheduled (workspace fsck quarantines it): %s (%s)",
+                anomaly.path,
+                anomaly.reason,
+            )
 
     # -- heartbeat -------------------------------------------------------------------------------
     def heartbeat_opportunity(self) -> None:

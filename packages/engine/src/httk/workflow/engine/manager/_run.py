@@ -217,11 +217,17 @@ PROGRAM = (sys.executable, "-m", "httk.workflow.cli")
 
 @dataclass(frozen=True)
 class RunPlan:
+    """How ``manager run`` runs: one manager in this process, or ``count`` through ``bundle_name``."""
+
     root: Path  # the workspace root, absolute
     inline: bool
     count: int
     settings: Mapping[str, Any]
     bundle_name: str = BUILT_IN
+
+    def workers(self, given: int | None) -> int:
+        """Attempts each manager runs at once: ``given`` (``--workers``), else manager.workers, else 1."""
+        return given or positive_setting(self.settings, "manager.workers") or 1
 
 
 def positive_setting(settings: Mapping[str, Any], name: str) -> int | None:
@@ -251,7 +257,7 @@ def plan_run(root: Path, *, count: int | None, detach: bool, inline: bool) -> Ru
     return RunPlan(root, False, wanted, settings, bundle.name)
 
 
-def launch(plan: RunPlan, arguments: Sequence[str]) -> LaunchReport:
+def launch_managers(plan: RunPlan, arguments: Sequence[str]) -> LaunchReport:
     """Start ``plan.count`` managers through the selected launcher."""
     root = plan.root
     bundle = selected_bundle(plan.settings, root)

@@ -87,7 +87,7 @@ class ManagerConfig:
     drain_timeout: float = 60.0
     label: str | None = None
     durable: bool | None = None
-    bash_api: Path | None = None
+    bash_api: Path | None = None  # instead of the installed HTTK_WORKFLOW_BASH_API (tests, development)
     discovery_budget: int = 4096
     maximum_pass_markers: int = 256
     poll_interval: float = DEFAULT_POLL_INTERVAL
@@ -158,6 +158,9 @@ class ManagerState:
         # key -> (failures so far, monotonic time of the next try). While this manager heartbeats no
         # other one may finish them, so it retries them itself, backing off.
         self.deferred_commits: dict[str, tuple[int, float]] = {}
+        # The Bash libraries every attempt gets (HTTK_WORKFLOW_BASH_API, add-ons' ...): _launch.bash_apis
+        # resolves them from the installed packages once, when the first attempt launches.
+        self.bash_apis: dict[str, str] | None = None
 
     @property
     def writer_id(self) -> str:

@@ -72,7 +72,7 @@ from httk.workflow.protocol import (
 )
 from httk.workflow.protocol._jsonio import read_json_object
 
-"""Kinds a manager may move at any instant: cancelled by a verified transition before anything is removed."""
+from ._select import select_each
 
 REASON = "operator_delete"
 
@@ -81,12 +81,44 @@ class DeleteError(WorkflowError):
     """A job the delete refuses, or one whose marker moved while it was being deleted."""
 
 
+class DeleteRefusedError(DeleteError):
+    """Selected jobs the delete refuses, so that it deleted none; ``refusals`` holds each, in order."""
+
+    def __init__(self, refusals: Sequence[DeleteError], selected: int) -> None:
+        super().__init__(str(refusals[-1]))
+        self.refusals = tuple(refusals)
+        self.add_note(f"{len(refusals)} of {selected} jobs refused; nothing was deleted")
+
+
 @dataclass(frozen=True, slots=True)
 class DeletePlan:
     """A job checked for deletion: the marker observed and its payload directory."""
 
     marker: MarkerLocation
     payload: Path
+
+    @property
+    def fenced(self) -> bool:
+        """Whether the job is cancelled first and its marker removed only :func:`linger_seconds` later."""
+        return self.marker.kind in QUEUED_KINDS
+
+
+def plan_deletion(workspace: Workspace, selectors: Sequence[str], *, force: bool = False) -> list[DeletePlan]:
+    """Check every job the selectors name (each once, in the order first named): all, or none.
+
+    Raises :class:`DeleteRefusedError` naming every refused job when one is refused; nothing is written.
+    """
+    markers = select_each(workspace, selectors)
+    plans: list[DeletePlan] = []
+    refusals: list[DeleteError] = []
+    for marker in markers:
+        try:
+            plans.append(plan_delete(workspace, marker, force=force))
+        except DeleteError as exc:
+            refusals.append(exc)
+    if refusals:
+        raise DeleteRefusedError(refusals, len(markers))
+    return plans
 
 
 def plan_delete(workspace: Workspace, marker: MarkerLocation, *, force: bool = False) -> DeletePlan:
@@ -144,7 +176,7 @@ def delete_jobs(workspace: Workspace, plans: Sequence[DeletePlan], *, operator: 
     for plan in plans:
         try:
             marker = plan.marker
-            if marker.kind in QUEUED_KINDS:
+            if plan.fenced:
                 marker = _fence(workspace, marker, operator)
                 fenced_at = clock.monotonic()
             _remove_payload(plan.payload, durable=workspace.durable)
@@ -257,16 +289,25 @@ def _nested_job(workspace: Workspace, payload: Path) -> MarkerLocation | None:
 
 
 def _directories_below(root: Path) -> Iterator[Path]:
-    """Every directory below ``root`` (not following symlinks); nothing for an absent ``root``."""
-    try:
-        listing = os.scandir(root)
-    except FileNotFoundError:
-        return
-    with listing:
-        directories = [Path(entry.path) for entry in listing if entry.is_dir(follow_symlinks=False)]
-    for directory in directories:
+    """Every directory below ``root`` (not following symlinks), depth first, each before those below it;
+    nothing for an absent ``root``. An explicit stack: a workdir may be deeper than the recursion limit."""
+    stack = [iter(_subdirectories(root))]
+    while stack:
+        directory = next(stack[-1], None)
+        if directory is None:
+            stack.pop()
+            continue
         yield directory
-        yield from _directories_below(directory)
+        stack.append(iter(_subdirectories(directory)))
+
+
+def _subdirectories(directory: Path) -> list[Path]:
+    try:
+        listing = os.scandir(directory)
+    except FileNotFoundError:
+        return []
+    with listing:
+        return [Path(entry.path) for entry in listing if entry.is_dir(follow_symlinks=False)]
 
 
 def _remove_payload(payload: Path, *, durable: bool) -> None:
@@ -279,16 +320,28 @@ def _remove_payload(payload: Path, *, durable: bool) -> None:
 
 
 def _remove_contents(directory: Path, *, keep: str | None = None) -> None:
-    with os.scandir(directory) as listing:
-        entries = [(Path(entry.path), entry.is_dir(follow_symlinks=False)) for entry in listing]
-    for path, is_directory in entries:
-        if path.name == keep:
+    """Remove everything below ``directory`` but its entry ``keep``, children before their parents,
+    never following a symlink; an explicit stack, for a workdir deeper than the recursion limit."""
+    stack = [(directory, _entries(directory, keep))]
+    while stack:
+        current, entries = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            if stack:  # ``directory`` itself is its caller's to remove
+                _remove_directory(current, durable=False)
             continue
+        path, is_directory = entry
         if is_directory:
-            _remove_contents(path)
-            _remove_directory(path, durable=False)
+            stack.append((path, _entries(path, None)))
         else:
             _fsops.unlink(path, durable=False, missing_ok=True)
+
+
+def _entries(directory: Path, keep: str | None) -> Iterator[tuple[Path, bool]]:
+    with os.scandir(directory) as listing:
+        found = [(Path(e.path), e.is_dir(follow_symlinks=False)) for e in listing if e.name != keep]
+    return iter(found)
 
 
 def _remove_directory(path: Path, *, durable: bool) -> None:

@@ -1,9 +1,10 @@
 """Workspace-wide inspection: ``workspace status`` counts and ``job list`` pages. Read-only.
 
 What it guarantees. Both open nothing for writing, create no journal writer and no directory, and work
-on a workspace attached read-only (an unsupported profile or extension included). :func:`status` counts
-every marker of every core kind by one exhaustive walk — exact at no single instant, since managers
-keep moving markers meanwhile, but every marker that stays put is counted exactly once. :func:`list_jobs`
+on a workspace attached read-only (an unsupported profile or extension included).
+:func:`workspace_status` counts every marker of every core kind by one exhaustive walk — exact at no
+single instant, since managers keep moving markers meanwhile, but every marker that stays put is
+counted exactly once. :func:`list_jobs`
 returns one page of the **listing order** of ``_inspect_walk`` and a ``next_after`` cursor that continues
 it; ``--placement`` is pruned before descent, ``--tag-contains`` filters names before they are parsed.
 
@@ -74,7 +75,7 @@ class StatusReport:
         return report
 
 
-def status(workspace: Workspace, *, by_placement: int | None = None) -> StatusReport:
+def workspace_status(workspace: Workspace, *, by_placement: int | None = None) -> StatusReport:
     """Count every job by state kind, and by placement prefix of ``by_placement`` components on request."""
     if by_placement is not None and by_placement < 1:
         raise InvalidNameError("placement depth", by_placement, "must be at least 1")

@@ -319,6 +319,17 @@ def select_jobs(workspace: Workspace, selector: str, *, cwd: Path | str | None =
     return selection
 
 
+def select_each(
+    workspace: Workspace, selectors: Sequence[str], *, cwd: Path | str | None = None
+) -> list[MarkerLocation]:
+    """Every job the selectors name, each once (by placement and job key), in the order first named."""
+    found: dict[tuple[str, str], MarkerLocation] = {}
+    for selector in selectors:
+        for marker in select_jobs(workspace, selector, cwd=cwd).markers:
+            found.setdefault((marker.placement, marker.job_key), marker)
+    return list(found.values())
+
+
 def select_job(workspace: Workspace, selector: str, *, cwd: Path | str | None = None) -> MarkerLocation:
     """The one job ``selector`` names; a selector naming several is refused with the jobs it matched."""
     selection = select_jobs(workspace, selector, cwd=cwd)

@@ -6,11 +6,18 @@ A job is its authoritative marker, the journal frame that marker names and the i
 :func:`show_job` reports all three side by side and keeps going when one of them cannot be read: a
 damaged frame becomes ``frame_problem`` (with the reader's problem code), a broken job.json becomes
 ``job_problem``, and whatever else is readable is still shown. Unlike a manager, inspection does not
-refuse a job.json owned by another account: reading it is not running it. :func:`job_output` finds the
+refuse a job.json owned by another account: reading it is not running it. Each workflow declaration is
+reported by name with the document job.json declares beside the one the job observed
+(``.httk-job/declarations/<name>.json``), never merged (``spec/01``); an observed document that cannot be
+read is absent, with ``observed_problem`` saying why. :func:`job_output` finds the
 attempt-control directories a payload still holds and what they captured. The frame chain (``job log``)
 is walked as below.
 
-Cost: ``show`` one probe, one frame, one job.json and at most one heartbeat.
+It ends with the last events the job's runner reported (``_events``: the generic record any runner
+may keep in ``.httk-job/``, ``docs/runner-events.md``).
+
+Cost: ``show`` one probe, one frame, one job.json, at most one heartbeat, one listing of the observed
+declarations and one read per declaration, and the events' two windows.
 
 **The log** (``job log``, ``job log --follow``): a job's frame chain, walked backwards from its marker.
 
@@ -54,15 +61,20 @@ from httk.workflow.protocol import (
     JournalDamageError,
     JournalError,
     TransitionError,
+    validate_declaration_name,
     validate_placement,
 )
 from httk.workflow.protocol._digest import job_digest
+from httk.workflow.protocol._events import DEFAULT_LIMIT
 from httk.workflow.protocol._job_rules import validate_job
 from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes, read_json_object
 
+from ._events import job_events
 from ._inspect import marker_identity
 
 ATTEMPT_PREFIX = ".httk-attempt."
+OBSERVED_DECLARATIONS = (".httk-job", "declarations")
+MAX_DECLARATION_BYTES = 262144  # job.json's allowance for all its declarations
 
 FRAME_SUMMARY = (
     "step",
@@ -124,8 +136,13 @@ def read_marker_frame(workspace: Workspace, marker: MarkerLocation) -> FrameRead
     return FrameRead(frame, None)
 
 
-def show_job(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
-    """Everything ``job show`` reports about one job, as one JSON-ready object."""
+def show_job(
+    workspace: Workspace, marker: MarkerLocation, *, events: int | None = DEFAULT_LIMIT
+) -> dict[str, Any]:
+    """Everything ``job show`` reports about one job, as one JSON-ready object.
+
+    ``events`` is how many of the runner's last reported events to include (all with ``None``).
+    """
     read = read_marker_frame(workspace, marker)
     frame = read.frame or {}
     payload = workspace.payload_path(marker.placement, marker.job_key)
@@ -145,6 +162,7 @@ def show_job(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
     report["budgets"] = _budgets(job, frame, marker)
     report["workdir_path"] = _workdir(payload, job, frame)
     report["data_path"] = str(payload / "data") if _data_mode(job) == "transactional" else None
+    report["declarations"] = declarations(payload, job)
     for member in DETAILS:
         if member in frame:
             report[member] = frame[member]
@@ -152,6 +170,7 @@ def show_job(workspace: Workspace, marker: MarkerLocation) -> dict[str, Any]:
         report["owner"] = _owner(workspace, frame)
     if isinstance(frame.get("join"), Mapping):
         report["join_children"] = _join_children(workspace, frame["join"])
+    report["events"] = job_events(workspace, marker, events).as_dict()
     return report
 
 
@@ -172,6 +191,39 @@ def _join_children(workspace: Workspace, join: Mapping[str, Any]) -> list[dict[s
                 kind = None
         found.append({"job_key": key, "placement": placement, "label": child.get("label"), "kind": kind})
     return found
+
+
+def declarations(payload: Path, job: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Each declaration by name: job.json's (``declared``) beside the job's own (``observed``), unmerged."""
+    declared = (job or {}).get("declarations")
+    declared = declared if isinstance(declared, Mapping) else {}
+    observed: dict[str, Any] = {}
+    problems: dict[str, str] = {}
+    folder = payload.joinpath(*OBSERVED_DECLARATIONS)
+    try:
+        entries = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        entries = []
+    for entry in entries:
+        if entry.startswith(".") or not entry.endswith(".json"):
+            continue  # a writer's temporary name, or nothing the protocol names
+        name = entry.removesuffix(".json")
+        try:
+            validate_declaration_name(name)
+            observed[name] = read_json_object(
+                folder / entry, document="observed declaration", max_bytes=MAX_DECLARATION_BYTES
+            )
+        except (InvalidNameError, InvalidDocumentError) as exc:
+            problems[name] = str(exc)
+    return [
+        {
+            "name": name,
+            "declared": declared.get(name),
+            "observed": observed.get(name),
+            "observed_problem": problems.get(name),
+        }
+        for name in sorted({*declared, *observed, *problems})
+    ]
 
 
 def read_job(payload: Path) -> tuple[dict[str, Any] | None, str | None, str | None]:

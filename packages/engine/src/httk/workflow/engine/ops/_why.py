@@ -22,7 +22,9 @@ cancelled
 ==============  ===============================================================================
 
 Ready, running and failed jobs also get the attempt-history line and, under an unlimited retry budget,
-the flapping flag (``_why_history``); every kind gets its pending requests and the latest retired one.
+the flapping flag (``_why_history``); every kind gets its pending requests and the latest retired one,
+and the last :data:`~._events.WHY_LIMIT` events its runner reported (``_events``), which say in the
+runner's words what it last found and did (the VASP workflows' errors and remedies).
 
 The job side of every precondition comes from job.json; the manager side from the manifests of managers
 that are live now, read once per :class:`WhyContext` however many jobs it diagnoses. Nothing here
@@ -65,6 +67,7 @@ from httk.workflow.engine.publish._runners import RunnerReach
 from httk.workflow.protocol import InvalidDocumentError
 from httk.workflow.protocol._jsonio import read_json_object
 
+from ._events import WHY_LIMIT, job_events
 from ._precheck import budget_usage, claim_findings, closest, fits
 from ._show import read_job, read_marker_frame
 from ._why_owned import OWNED, in_scope, names
@@ -136,6 +139,7 @@ def diagnose(workspace: Workspace, marker: MarkerLocation, context: WhyContext |
             )
             answer.next_steps.append("read its failures (httk job log) and pause or cancel it")
     findings = [*answer.findings, *context.requests.findings(marker.job_id)]
+    events = job_events(workspace, marker, WHY_LIMIT)
     return Diagnosis(
         job_id=marker.job_id,
         job_key=marker.job_key,
@@ -147,6 +151,7 @@ def diagnose(workspace: Workspace, marker: MarkerLocation, context: WhyContext |
         findings=tuple(findings),
         history=history,
         next_steps=tuple(answer.next_steps),
+        events=events if events.events or events.problem else None,
     )
 
 

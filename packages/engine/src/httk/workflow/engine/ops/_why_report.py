@@ -38,8 +38,10 @@ from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.publish._runners import Reach
 from httk.workflow.engine.requests._documents import MAX_REQUEST_BYTES, REQUEST_SUFFIX
 from httk.workflow.protocol import InvalidDocumentError
+from httk.workflow.protocol._events import RunnerEvents
 from httk.workflow.protocol._jsonio import read_json_object
 
+from ._events import event_lines
 from ._show import job_history
 
 OK = "ok"
@@ -132,6 +134,7 @@ class Diagnosis:
     findings: tuple[Finding, ...] = ()
     history: AttemptHistory | None = None
     next_steps: tuple[str, ...] = ()
+    events: RunnerEvents | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -144,6 +147,7 @@ class Diagnosis:
             "blocked": self.blocked,
             "findings": [finding.as_dict() for finding in self.findings],
             "history": None if self.history is None else self.history.as_dict(),
+            "events": None if self.events is None else self.events.as_dict(),
             "next_steps": list(self.next_steps),
         }
 
@@ -160,6 +164,10 @@ class Diagnosis:
             lines.append(f"history: {self.history.line()}")
             if self.history.flapping:
                 lines.append("history: FLAPPING under an unlimited retry budget, not progressing")
+        if self.events is not None:
+            more = f"older: httk job show --events N {self.job_key}"
+            heading, *shown = event_lines(self.events.as_dict(), more=more)
+            lines += [f"events: {heading}", *shown]
         lines.extend(f"next: {step}" for step in self.next_steps)
         return lines
 

@@ -91,14 +91,17 @@ class UnusableOutcomeError(Exception):
 def read_outcome(control_dir: Path) -> dict[str, Any] | None:
     """The published outcome of an attempt, ``None`` when nothing was published.
 
-    Raises :class:`UnusableOutcomeError` when ``outcome.ready/`` exists but its outcome.json cannot be read.
+    Raises :class:`UnusableOutcomeError` when ``outcome.ready`` exists but is no directory, or its
+    outcome.json cannot be read.
     """
     ready = control_dir / OUTCOME_DIR
     try:
-        if not stat.S_ISDIR(os.lstat(ready).st_mode):
-            return None  # a file or a link where the directory belongs is no publication
+        mode = os.lstat(ready).st_mode
     except OSError:
         return None
+    if not stat.S_ISDIR(mode):  # never a step of a correct publication, which renames a directory
+        what = "a symbolic link" if stat.S_ISLNK(mode) else "not a directory"
+        raise UnusableOutcomeError(f"{OUTCOME_DIR} is {what}; an outcome is published as a directory")
     try:
         return read_json_object(ready / OUTCOME_FILE, document="outcome.json", max_bytes=MAX_OUTCOME_BYTES)
     except InvalidDocumentError as exc:

@@ -39,7 +39,7 @@ import re
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,23 +134,58 @@ def _payload_runner(job_dir: Path, relative: str) -> Path:
     return job_dir / relative
 
 
+def module_allowed(module: str, allowlist: Iterable[str]) -> bool:
+    """Whether a ``pkg:`` runner's module is on a runner module allowlist: an entry or a subpackage of one.
+
+    An entry admits its subpackages because it already reaches their files: ``pkg:httk.workflow/vasp/x``
+    resolves below ``httk/workflow/`` exactly as ``pkg:httk.workflow.vasp/x`` does. So the default,
+    ``httk.workflow``, admits every packaged workflow of the namespace (``httk.workflow.vasp``,
+    ``httk.workflow.v1``) and nothing outside it. The test is by whole components: ``httk.workflowx``
+    is not below ``httk.workflow``.
+    """
+    return any(module == allowed or module.startswith(allowed + ".") for allowed in allowlist)
+
+
 def _package_roots(relative: str, pkg_modules: frozenset[str]) -> list[tuple[Path, str]]:
-    """The directories of an allowed package; ``find_spec`` imports its parents, never the package itself."""
+    """The directories of an allowed package, found without importing it or any package above it."""
     module, _, resource = relative[len(PKG_PREFIX) :].partition("/")
-    if module not in pkg_modules:
+    if not module_allowed(module, pkg_modules):
         raise _unavailable(
             f"pkg: module {module!r} is not in this manager's runner module allowlist "
             f"({', '.join(sorted(pkg_modules)) or 'empty'})",
             relative,
         )
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        spec = None
-    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    locations = package_locations(module)
     if not locations:
         raise _unavailable(f"pkg: module {module!r} is not an installed package directory", relative)
     return [(Path(location), resource) for location in locations]
+
+
+def package_locations(module: str) -> list[str]:
+    """Where an installed package's files are, found without running any package's ``__init__``.
+
+    The top-level package comes from its spec (finding one imports nothing); each subpackage is then
+    looked for in its parent's directories as the import system would: the first regular package (a
+    directory with ``__init__.py``) wins, else every directory of that name is a namespace portion.
+    ``importlib.util.find_spec`` would import every parent instead. Empty when not installed.
+    """
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return []
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    for part in rest:
+        portions: list[str] = []
+        for location in locations:
+            candidate = os.path.join(location, part)
+            if os.path.isfile(os.path.join(candidate, "__init__.py")):
+                portions = [candidate]
+                break
+            if os.path.isdir(candidate):
+                portions.append(candidate)
+        locations = portions
+    return locations
 
 
 def _open_first(roots: Sequence[tuple[Path, str]], source: str, relative: str) -> tuple[int, str]:
@@ -228,13 +263,48 @@ def _stage(fd: int, target: Path, where: str) -> tuple[Path, str | None]:
 
 
 def _copy_tree(dir_fd: int, target: Path, where: str, *, top: bool) -> None:
+    """Copy the opened directory to ``target``, depth first from an explicit stack: a runner tree may be
+    deeper than the interpreter's recursion limit. One descriptor is open per level below ``dir_fd``
+    (which stays the caller's), each entry opened relative to its opened parent without following."""
+    stack = [(dir_fd, target, where, _copy_files(dir_fd, target, where, top=top))]
+    try:
+        while stack:
+            parent, parent_target, parent_where, subdirectories = stack[-1]
+            name = next(subdirectories, None)
+            if name is None:
+                stack.pop()
+                if parent != dir_fd:
+                    os.close(parent)
+                continue
+            child_where = f"{parent_where}/{name}"
+            child = _open_entry(parent, name, child_where)
+            if not stat.S_ISDIR(os.fstat(child).st_mode):  # replaced since it was listed
+                os.close(child)
+                raise _unavailable(f"the runner tree changed while being copied at {child_where}", where)
+            _fsops.make_dir(parent_target / name, durable=False)
+            stack.append(
+                (
+                    child,
+                    parent_target / name,
+                    child_where,
+                    _copy_files(child, parent_target / name, child_where),
+                )
+            )
+    finally:
+        for fd, _target, _where, _subdirectories in stack:
+            if fd != dir_fd:
+                os.close(fd)
+
+
+def _copy_files(dir_fd: int, target: Path, where: str, *, top: bool = False) -> Iterator[str]:
+    """Copy the regular files of one opened directory; the names of its subdirectories, sorted."""
+    subdirectories: list[str] = []
     for name in sorted(_names(dir_fd)):
         fd = _open_entry(dir_fd, name, f"{where}/{name}")
         try:
             mode = os.fstat(fd).st_mode
             if stat.S_ISDIR(mode):
-                _fsops.make_dir(target / name, durable=False)
-                _copy_tree(fd, target / name, f"{where}/{name}", top=False)
+                subdirectories.append(name)
             elif stat.S_ISREG(mode):
                 file_mode = _ENTRY_MODE if top and name == TREE_ENTRY else stat.S_IMODE(mode) & 0o755
                 _fsops.create_file(target / name, _read_all(fd), durable=False, mode=file_mode)
@@ -242,6 +312,7 @@ def _copy_tree(dir_fd: int, target: Path, where: str, *, top: bool) -> None:
                 raise _unavailable(f"the runner tree holds a special file at {where}/{name}", where)
         finally:
             os.close(fd)
+    return iter(subdirectories)
 
 
 def _names(dir_fd: int) -> Iterator[str]:
@@ -306,26 +377,22 @@ def runner_digest(path: Path) -> str:
 
 
 def publish_runner(
-    workspace: Workspace, name: str, source: Path, *, replace: bool = False
+    workspace: Workspace,
+    name: str,
+    source: Path,
+    *,
+    replace: bool = False,
+    expected_sha256: str | None = None,
 ) -> PublishedRunner:
-    """Store ``source`` (a file or a directory) under ``name`` in the workspace runner store."""
+    """Store ``source`` (a file or a directory) under ``name`` in the workspace runner store.
+
+    With ``expected_sha256`` a copy of other content is refused before it is stored (the source changed
+    since its digest was taken).
+    """
     workspace.require_writable()
-    if not _NAME_RE.match(name):
-        raise RunnerStoreError(
-            f"invalid runner name {name!r}: use 1-128 letters, digits, '.', '_' and '-', "
-            "not starting with '.' or '-'"
-        )
     source = Path(source)
-    mode = os.lstat(source).st_mode if os.path.lexists(source) else 0
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise RunnerStoreError(f"{source}: a runner must be a regular file or a directory (not a symlink)")
-    kind = "tree" if stat.S_ISDIR(mode) else "file"
-    if kind == "tree":
-        refuse_unsafe_tree(source)
-        if not (source / "run").is_file():
-            raise RunnerStoreError(
-                f"{source}: a runner tree is entered at its top-level 'run' file, which is missing"
-            )
+    kind = check_runner_source(name, source)
+    mode = os.lstat(source).st_mode
     durable = workspace.durable
     _fsops.make_dirs(workspace.runners_dir, durable=durable)
     staged = workspace.tmp_dir / f"runner.{uuid.uuid4().hex}"
@@ -336,6 +403,11 @@ def publish_runner(
         else:
             _fsops.create_file(staged, source.read_bytes(), durable=durable, mode=stat.S_IMODE(mode) | 0o500)
         digest = runner_digest(staged)
+        if expected_sha256 is not None and digest != expected_sha256:
+            raise RunnerStoreError(
+                f"{source}: the runner changed while it was being published (digest {digest}, expected "
+                f"{expected_sha256}); nothing was stored"
+            )
         target = workspace.runners_dir / name
         if os.path.lexists(target):
             existing = runner_digest(target)
@@ -356,6 +428,34 @@ def publish_runner(
                 shutil.rmtree(staged, ignore_errors=True)
             else:
                 os.unlink(staged)
+
+
+def check_runner_source(name: str, source: Path) -> str:
+    """Refuse a store name or a runner source :func:`publish_runner` would refuse; ``file`` or ``tree``."""
+    if not _NAME_RE.match(name):
+        raise RunnerStoreError(
+            f"invalid runner name {name!r}: use 1-128 letters, digits, '.', '_' and '-', "
+            "not starting with '.' or '-'"
+        )
+    if not os.path.lexists(source):
+        raise RunnerStoreError(f"{source}: no such runner file or directory")
+    mode = os.lstat(source).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise RunnerStoreError(f"{source}: a runner must be a regular file or a directory (not a symlink)")
+    if stat.S_ISREG(mode):
+        return "file"
+    refuse_unsafe_tree(source)
+    if not (source / TREE_ENTRY).is_file():
+        raise RunnerStoreError(
+            f"{source}: a runner tree is entered at its top-level 'run' file, which is missing"
+        )
+    return "tree"
+
+
+def stored_digest(workspace: Workspace, name: str) -> str | None:
+    """The digest of the runner stored under ``name``, or ``None`` when the store has none."""
+    target = workspace.runners_dir / name
+    return runner_digest(target) if os.path.lexists(target) else None
 
 
 def _retire(workspace: Workspace, target: Path) -> None:
@@ -462,7 +562,7 @@ def manager_refusal(runner: Mapping[str, Any], manifest: Mapping[str, Any]) -> s
     if path.startswith(PKG_PREFIX):
         allowed = [str(module) for module in manifest.get("runner_modules") or ()]
         module = _pkg_module(path)
-        if module in allowed:
+        if module_allowed(module, allowed):
             return None
         listed = ", ".join(sorted(allowed)) or "empty"
         return f"runner module {module!r} is not in its runner module allowlist ({listed})"

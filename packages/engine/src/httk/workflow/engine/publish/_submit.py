@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -290,8 +290,36 @@ def _priority_of(job: Mapping[str, Any]) -> int:
     return int(job.get("priority", 500))
 
 
+def walk_tree(root: Path | str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """What ``os.walk(root)`` yields, from an explicit stack: Python 3.11's ``os.walk`` recurses, and a
+    tree a runner built may be deeper than the interpreter's recursion limit. Top-down, links never
+    followed (a link to a directory is listed among the directories, as ``os.walk`` lists it), an
+    unreadable or vanished directory skipped."""
+    stack = [os.fspath(root)]
+    while stack:
+        top = stack.pop()
+        try:
+            with os.scandir(top) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        dirnames: list[str] = []
+        filenames: list[str] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirnames if is_dir else filenames).append(entry.name)
+        yield top, dirnames, filenames
+        for name in reversed(dirnames):  # reversed: the first is walked first, as os.walk walks it
+            path = os.path.join(top, name)
+            if not os.path.islink(path):
+                stack.append(path)
+
+
 def refuse_unsafe_tree(root: Path) -> None:
-    for directory, dirnames, filenames in os.walk(root):
+    for directory, dirnames, filenames in walk_tree(root):
         for name in (*dirnames, *filenames):
             path = Path(directory) / name
             mode = os.lstat(path).st_mode
@@ -307,7 +335,7 @@ def refuse_unsafe_tree(root: Path) -> None:
 
 def copy_checked_tree(source: Path, target: Path, *, durable: bool, skip_top: str | None = None) -> None:
     """Copy a checked payload tree into the existing directory ``target``, preserving file modes."""
-    for directory, dirnames, filenames in os.walk(source):
+    for directory, dirnames, filenames in walk_tree(source):
         relative = Path(directory).relative_to(source)
         for name in dirnames:
             _fsops.make_dir(target / relative / name, durable=False)
@@ -318,7 +346,7 @@ def copy_checked_tree(source: Path, target: Path, *, durable: bool, skip_top: st
             mode = stat.S_IMODE(os.lstat(src).st_mode)
             _fsops.create_file(target / relative / name, src.read_bytes(), durable=durable, mode=mode)
     if durable:
-        for directory, _dirs, _files in os.walk(target, topdown=False):
+        for directory, _dirs, _files in walk_tree(target):
             _fsops.fsync_dir(directory)
 
 

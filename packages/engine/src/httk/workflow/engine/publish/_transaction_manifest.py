@@ -103,7 +103,8 @@ class TransactionError(WorkflowError):
         if member:
             parts.append(f"member {member!r}")
         where = f" ({self.path})" if self.path else ""
-        super().__init__(f"{' '.join(parts)}: {rule}{where}")
+        head = " ".join(parts) if len(parts) > 1 else parts[0].rstrip(":")  # never "invalid transaction::"
+        super().__init__(f"{head}: {rule}{where}")
 
     def _prefix(self) -> str:
         return "invalid transaction:"

@@ -482,7 +482,7 @@ def quarantine(holder: RequestHolder, claimed: Path, reason: str) -> None:
         "format_version": 1,
         "entry": entry,
         "original_path": f".httk-workflow/requests/ready/{_printable(name)}",
-        "reason": reason,
+        "reason": _printable(reason),  # it may quote the name
         "manager_id": holder.manager_id,
         "quarantined_at": utc_timestamp(holder.clock.now()),
     }
@@ -490,7 +490,7 @@ def quarantine(holder: RequestHolder, claimed: Path, reason: str) -> None:
     _fsops.write_file_atomic(directory / f"{entry}.quarantine", dump_pretty(record), durable=durable)
     with contextlib.suppress(FileNotFoundError):
         _fsops.rename(claimed, directory / entry, durable=durable)
-    log.error("quarantined request %s as malformed input: %s", _printable(name), reason)
+    log.error("quarantined request %s as malformed input: %s", _printable(name), _printable(reason))
 
 
 def _printable(name: str) -> str:

@@ -1637,6 +1637,78 @@ httk_workflow_declare() { # <name> <json object>
     "$1.json" "$2"
 }
 
+# Append one runner-reported event to the job's record (.httk-job/events.jsonl, docs/runner-events.md):
+# {"format":"httk-workflow-runner-event","format_version":1,"time":T,"step":S,"attempt_id":A,
+# "attempt_ordinal":N,"kind":KIND,"message":MESSAGE[,"details":JSON_OBJECT]} on one line, the bytes
+# Python's Attempt.record_event writes (the time aside). KIND is 1-128 letters, digits, '.', '_', ':'
+# and '-', starting with a letter or digit; JSON_OBJECT is compact one-line JSON, inserted verbatim. The
+# line holds at most 8192 bytes. Before an append that would make the file larger than 65536 bytes it
+# is renamed over events.1.jsonl. Not synchronized, even when durable: an event is diagnostics.
+# Returns 0; 1 (context or filesystem); 2 (invalid argument, or an event too long).
+httk_workflow_record_event() { # <kind> <message> [--details JSON_OBJECT]
+  local -x LC_ALL=C _hw_job _hw_message _hw_details='' _hw_step _hw_attempt _hw_ordinal _hw_now _hw_time
+  local _hw_line _hw_file _hw_text=''
+  if (($# != 2 && $# != 4)) || { (($# == 4)) && [[ $3 != --details ]]; }; then
+    _httk_workflow_error httk_workflow_record_event \
+      "usage: httk_workflow_record_event KIND MESSAGE [--details JSON_OBJECT]"
+    return 2
+  fi
+  if [[ $1 != [A-Za-z0-9]* || $1 == *[!A-Za-z0-9._:-]* || ${#1} -gt 128 ]]; then
+    _httk_workflow_error httk_workflow_record_event "KIND '$1' must be 1-128 letters, digits, '.', '_', ':'" \
+      "or '-', starting with a letter or digit (such as vasp.remedy)"
+    return 2
+  fi
+  _httk_workflow_text_arg _hw_message httk_workflow_record_event MESSAGE "$2" || return 2
+  if (($# == 4)); then
+    _httk_workflow_check_object httk_workflow_record_event JSON_OBJECT "$4" || return 2
+    _hw_details=,\"details\":$4
+  fi
+  _httk_workflow_load_context httk_workflow_record_event || return 1
+  if ! { _httk_workflow_lookup _hw_step context step && _httk_workflow_lookup _hw_attempt context attempt_id &&
+    _httk_workflow_lookup _hw_ordinal context attempt_ordinal; }; then
+    _httk_workflow_error httk_workflow_record_event "$HTTK_WORKFLOW_CONTEXT lacks step, attempt_id or attempt_ordinal"
+    return 1
+  fi
+  if [[ -n ${EPOCHREALTIME-} ]]; then
+    _hw_now=$EPOCHREALTIME
+    TZ=UTC0 printf -v _hw_time '%(%Y-%m-%dT%H:%M:%S)T' "${_hw_now%.*}"
+    _hw_time+=.${_hw_now#*.}Z
+  elif ! _hw_time=$(command date -u +%Y-%m-%dT%H:%M:%S.%6NZ); then
+    _httk_workflow_error httk_workflow_record_event "cannot read the clock"
+    return 1
+  fi
+  _hw_line="{\"format\":\"httk-workflow-runner-event\",\"format_version\":1,\"time\":\"$_hw_time\","
+  _hw_line+="\"step\":$_hw_step,\"attempt_id\":$_hw_attempt,\"attempt_ordinal\":$_hw_ordinal,"
+  _hw_line+="\"kind\":\"$1\",\"message\":$_hw_message$_hw_details}"$'\n'
+  if ((${#_hw_line} > 8192)); then
+    _httk_workflow_error httk_workflow_record_event \
+      "the event is ${#_hw_line} bytes; an event line holds at most 8192 (shorten the message or the details)"
+    return 2
+  fi
+  _httk_workflow_path _hw_job httk_workflow_record_event HTTK_WORKFLOW_JOB_DIR job_dir || return 1
+  _hw_file=$_hw_job/.httk-job/events.jsonl
+  if ! command mkdir -p -- "$_hw_job/.httk-job"; then
+    _httk_workflow_error httk_workflow_record_event "cannot create $_hw_job/.httk-job"
+    return 1
+  fi
+  if [[ -f $_hw_file ]]; then
+    IFS= read -r -d '' _hw_text <"$_hw_file" || : # read reports end of file as status 1
+  fi
+  if ((${#_hw_text} > 0 && ${#_hw_text} + ${#_hw_line} > 65536)); then
+    if ! command mv -f -T -- "$_hw_file" "$_hw_job/.httk-job/events.1.jsonl"; then
+      _httk_workflow_error httk_workflow_record_event "cannot rotate $_hw_file"
+      return 1
+    fi
+    _hw_text=''
+  fi
+  # A write cut short leaves a line without its newline: start this event on a line of its own.
+  [[ -z $_hw_text || ${_hw_text: -1} == $'\n' ]] || _hw_line=$'\n'$_hw_line
+  if ! printf '%s' "$_hw_line" >>"$_hw_file"; then
+    _httk_workflow_error httk_workflow_record_event "cannot append to $_hw_file"
+    return 1
+  fi
+}
+
 # ====================================================================================================
 # The step dispatcher
 # ====================================================================================================
