@@ -11,7 +11,9 @@ Prints, for this machine:
    prepared exactly as a manager prepares them, run back to back from one shell); the machine's limit,
    cores / (runner + gate CPU); the fraction of it reached; and the goals of the issue as ratios, each
    the median over ``--repeat`` interleaved rounds of a ratio taken within one round. Then one
-   ``httk workflow run WS --workers 2`` for comparison (``--no-cli`` skips it);
+   ``httk workflow run WS --workers 2`` for comparison (``--no-cli`` skips it). The runners are
+   confined (Landlock, where the kernel has it) as by default; the mode ``unconfined`` (non-durable,
+   ``ManagerConfig(confine=False)``, interleaved in each round) gives confinement's cost as a ratio;
 2. with ``--ready`` ready jobs in one flat placement: the time a fresh manager needs from ``start()`` to
    its first claimed marker, and the time of one scheduling pass (``MarkerStream.next_pass`` on ready);
 3. the on-disk bytes of an active (ready) marker: its directory entry, its blocks, and the journal frame
@@ -75,6 +77,7 @@ from httk.workflow.engine.core._transition import TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.manager._attempt import PreparedAttempt, prepare_attempt
 from httk.workflow.engine.manager._gate import GATE_SCRIPT
+from httk.workflow.engine.manager._landlock import landlock
 from httk.workflow.engine.manager._launch import claim_frame, plan, register
 from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.manager._state import ManagerConfig, ManagerState
@@ -214,11 +217,18 @@ class EndToEnd:
 
 
 def bench_library(
-    base: Path, runner_file: Path, jobs: int, *, durable: bool, profiler: cProfile.Profile | None = None
+    base: Path,
+    runner_file: Path,
+    jobs: int,
+    *,
+    durable: bool,
+    confine: bool = True,
+    profiler: cProfile.Profile | None = None,
 ) -> EndToEnd:
-    label = "durable" if durable else "non-durable"
+    label = ("durable" if durable else "non-durable") + ("" if confine else ", unconfined")
     progress(f"end to end, library, {label}: submitting {jobs:,} jobs")
-    ws = new_workspace(base / f"e2e-{label}-{uuid.uuid4().hex[:8]}", runner_file, jobs, durable=durable)
+    name = label.replace(", ", "-")
+    ws = new_workspace(base / f"e2e-{name}-{uuid.uuid4().hex[:8]}", runner_file, jobs, durable=durable)
     root = ws.root
     ws.close()
     progress(f"end to end, library, {label}: running the manager")
@@ -226,7 +236,7 @@ def bench_library(
     start = time.perf_counter()
     if profiler is not None:
         profiler.enable()
-    summary: RunSummary = Manager(root, ManagerConfig(workers=WORKERS)).run()
+    summary: RunSummary = Manager(root, ManagerConfig(workers=WORKERS, confine=confine)).run()
     if profiler is not None:
         profiler.disable()
     seconds = time.perf_counter() - start
@@ -539,13 +549,14 @@ PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("      claim_ready (claim and launch)", "_launch.py", "claim_ready", ""),
     ("        launch", "_launch.py", "launch", ""),
     ("          prepare_attempt", "_attempt.py", "prepare_attempt", ""),
+    ("          confine (the Landlock ruleset)", "_confine.py", "confine", ""),
     ("          spawn_gated", "_gate.py", "spawn_gated", ""),
     ("            posix_spawn", "~", "<built-in method posix.posix_spawn>", ""),
     ("            process identity (/proc)", "_liveness.py", "identity_of", ""),
     ("          write_process_file", "_liveness.py", "write_process_file", ""),
     ("          release (gate byte)", "_gate.py", "release", ""),
     ("  polling sleeps (clock.sleep)", "_clock.py", "sleep", ""),
-    ("  census at exit", "_census.py", "take_census", ""),
+    ("  census at exit", "_state.py", "take_census", ""),
     ("transitions: move_marker", "_transition.py", "move_marker", ""),
     ("  journal append", "_journal.py", "append", ""),
     ("  marker rename (verified_rename)", "_transition.py", "verified_rename", ""),
@@ -645,8 +656,9 @@ class Round:
 def run_end_to_end(base: Path, runner_files: dict[str, Path], args: argparse.Namespace) -> None:
     """Every selected runner in every selected mode, ``--repeat`` interleaved rounds; medians of ratios
     taken within each round (machine load changes between rounds, not within one)."""
-    modes = [mode == "durable" for mode in args.modes]
+    modes = [mode == "durable" for mode in args.modes if mode != "unconfined"]
     rounds: dict[tuple[str, bool], list[Round]] = {}
+    unconfined: dict[str, list[EndToEnd]] = {}  # the non-durable run without runner confinement
     for index in range(max(args.repeat, 1)):
         for name, runner_file in runner_files.items():
             for durable in modes:
@@ -655,6 +667,11 @@ def run_end_to_end(base: Path, runner_files: dict[str, Path], args: argparse.Nam
                 run = bench_library(base, runner_file, jobs, durable=durable)
                 alone = time_alone(base, runner_file, durable=durable, count=args.alone)
                 rounds.setdefault((name, durable), []).append(Round(run, alone))
+            if "unconfined" in args.modes:
+                progress(f"round {index + 1}: {name} runner, non-durable, unconfined")
+                jobs = args.jobs if name != "python" else max(args.jobs // 4, 1)
+                run = bench_library(base, runner_file, jobs, durable=False, confine=False)
+                unconfined.setdefault(name, []).append(run)
     print(
         f"\n1. end to end: one-step jobs, {WORKERS} workers, start to idle exit, {cores()} cores; "
         f"medians of {max(args.repeat, 1)} rounds"
@@ -675,6 +692,15 @@ def run_end_to_end(base: Path, runner_files: dict[str, Path], args: argparse.Nam
             f"{median(r.fraction for r in done):>8.2f} "
             f"{median(r.run.succeeded / r.run.jobs for r in done):>4.0%}"
         )
+    for name, runs in unconfined.items():
+        confined = [r.run for r in rounds.get((name, False), [])]
+        if confined:
+            ratio = statistics.median(c.rate / u.rate for c, u in zip(confined, runs, strict=True))
+            print(
+                f"runner confinement ({confinement_state()}), {name} runner, non-durable: confined / "
+                f"unconfined jobs/s {ratio:.2f}; launch {_launch_ms(confined[-1])} ms vs "
+                f"{_launch_ms(runs[-1])} ms median (claimed -> running, last round)"
+            )
     print(
         "(manager, runner, +gate: CPU ms per job; runner and +gate measured alone in the same round, the\n"
         " runner bare and behind the launch gate; limit: cores / runner+gate; fraction: jobs/s / limit;\n"
@@ -716,6 +742,15 @@ def print_goals(rounds: dict[tuple[str, bool], list[Round]]) -> None:
                 f"goal 3, {name} runner durable / non-durable >= {GOAL_DURABLE_SHARE}: {share:.2f} "
                 f"({'met' if share >= GOAL_DURABLE_SHARE else 'missed'})"
             )
+
+
+def confinement_state() -> str:
+    kernel = landlock()
+    return f"Landlock ABI {kernel.abi}" if kernel.abi is not None else f"unavailable: {kernel.reason}"
+
+
+def _launch_ms(row: EndToEnd) -> str:
+    return "-" if row.timeline is None else f"{row.timeline.launch:.2f}"
 
 
 def run_ready(base: Path, runner_file: Path, sizes: list[int]) -> Workspace | None:
@@ -784,9 +819,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--modes",
-        type=lambda text: [part for part in text.split(",") if part in ("non-durable", "durable")],
-        default=["non-durable", "durable"],
-        help="comma-separated modes of part 1 (default non-durable,durable)",
+        type=lambda text: [
+            part for part in text.split(",") if part in ("non-durable", "durable", "unconfined")
+        ],
+        default=["non-durable", "durable", "unconfined"],
+        help="comma-separated modes of part 1 (default non-durable,durable,unconfined)",
     )
     parser.add_argument("--alone", type=int, default=100, help="attempts timed alone per runner and round")
     args = parser.parse_args()
@@ -818,7 +855,7 @@ def main() -> None:
 
 
 def profile_runs(base: Path, runner_file: Path, jobs: int, modes: list[str]) -> None:
-    for durable in (mode == "durable" for mode in modes):
+    for durable in (mode == "durable" for mode in modes if mode != "unconfined"):
         profiler = cProfile.Profile()
         row = bench_library(base / "profiled", runner_file, jobs, durable=durable, profiler=profiler)
         print_profile(profiler, row)

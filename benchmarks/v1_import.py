@@ -168,17 +168,18 @@ def bash_api() -> Path:
 
 
 def v1_attempt(root: Path) -> tuple[dict[str, str], Path, Callable[[], None]]:
-    """A v1 job's attempt as the manager prepares it; returns its environment, workdir and reset."""
+    """A v1 job's attempt as the manager prepares it; returns its environment, the task's run directory
+    (where ``ht_steps`` runs) and the reset between runs."""
     workspace = root / "ws"
     payload = workspace / "v1" / "t--0d3b6a6e-7b9e-4c7b-9c52-1c1e3f6b2a10"
     control = payload / ".httk-attempt.a6c2c973-29e1-44e2-9649-ae419e340ac4"
-    workdir = payload / "ht.run.current"
-    for directory in (control, workdir, workspace / ".httk-workflow"):
+    workdir = payload / "task"  # the job's workdir holds the task directory, named as its status view
+    view = workdir / "ht.task.any.t.start.0.unclaimed.3.waitstart"
+    run_dir = view / "ht.run.current"
+    for directory in (control, run_dir, workspace / ".httk-workflow"):
         directory.mkdir(parents=True)
-    (payload / "ht_steps").write_text(STEPS)
-    (payload / "ht_steps").chmod(0o755)
-    view = workspace / "v1" / "ht.task.any.t.start.0.unclaimed.3.waitstart"
-    view.symlink_to(payload.name)
+    (view / "ht_steps").write_text(STEPS)
+    (view / "ht_steps").chmod(0o755)
     shutil.copytree(runner_root(), control / "runner")
     context = {
         "format": "httk-workflow-attempt-context",
@@ -223,7 +224,7 @@ def v1_attempt(root: Path) -> tuple[dict[str, str], Path, Callable[[], None]]:
         "HTTK_WORKFLOW_STEP": "start",
         "HTTK_WORKFLOW_PYTHON": sys.executable,
         "HTTK_WORKFLOW_BASH_API": str(bash_api()),
-        "HT_TASK_CURRENT_DIR": str(workdir),
+        "HT_TASK_CURRENT_DIR": str(run_dir),
     }
 
     def reset() -> None:
@@ -231,14 +232,15 @@ def v1_attempt(root: Path) -> tuple[dict[str, str], Path, Callable[[], None]]:
         if json.loads(outcome.read_text())["next_step"] != "second":
             raise SystemExit(f"the runner published an unexpected outcome: {outcome.read_text()}")
         shutil.rmtree(control / "outcome.ready")
-        (workdir / "ht.nextstep").unlink()
-        (workspace / "v1" / "ht.task.any.t.second.0.unclaimed.3.waitstep").rename(view)
+        advanced = workdir / "ht.task.any.t.second.0.unclaimed.3.waitstep"
+        (advanced / "ht.run.current" / "ht.nextstep").unlink()
+        advanced.rename(view)
 
-    return env, workdir, reset
+    return env, run_dir, reset
 
 
 def runner_cases(root: Path) -> list[Case]:
-    env, workdir, reset = v1_attempt(root)
+    env, run_dir, reset = v1_attempt(root)
     python_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     python_env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     run = Path(env["HTTK_WORKFLOW_CONTROL_DIR"]) / "runner" / "run"
@@ -249,7 +251,7 @@ def runner_cases(root: Path) -> list[Case]:
     floor.chmod(0o755)
 
     def bare_reset() -> None:
-        (workdir / "ht.nextstep").unlink()
+        (run_dir / "ht.nextstep").unlink()
 
     def floor_reset() -> None:
         shutil.rmtree(control / "outcome.ready")
@@ -257,9 +259,9 @@ def runner_cases(root: Path) -> list[Case]:
 
     return [
         Case("python -c pass", [sys.executable, "-c", "pass"], root, python_env, lambda: None),
-        Case("bare ../ht_steps start", ["../ht_steps", "start"], workdir, env, bare_reset, status=2),
-        Case("Bash SDK floor", [str(floor)], workdir, env, floor_reset),
-        Case("v1 runner, one step", [str(run)], workdir, env, reset),
+        Case("bare ../ht_steps start", ["../ht_steps", "start"], run_dir, env, bare_reset, status=2),
+        Case("Bash SDK floor", [str(floor)], run_dir, env, floor_reset),
+        Case("v1 runner, one step", [str(run)], Path(env["HTTK_WORKFLOW_WORKDIR"]), env, reset),
     ]
 
 

@@ -88,9 +88,9 @@ fi
 step "Run the v1 tasks to the end: one ht_steps step per activation, subtasks as child jobs"
 httk workflow run "$ws" --pool any
 
-step "Which job each v1 task became, and the v1 picture next to the payloads"
+step "Which job each v1 task became, and the v1 picture in the payloads (a task's name is its status)"
 httk workflow v1 status "$v1tree" --workspace "$ws" | sed -n '/^jobs in /,$p'
-(cd "$ws/v1" && find . -maxdepth 1 -name 'ht.task.*' -printf '%f -> %l\n' | sort)
+(cd "$ws/v1" && find . -mindepth 3 -maxdepth 3 -path './*/task/ht.task.*' -printf '%P\n' | sort)
 
 step "A job names its v1 origin; a broken task's ht.reason is its failure"
 httk workflow job show "$ws" txn

@@ -8,11 +8,16 @@ stopped (``os._exit``) right after mutation k. A test enumerates every k from 1 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from httk.workflow.engine.core._fsops import CRASH_EXIT_STATUS
+
+T = TypeVar("T")
 
 
 def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -34,3 +39,28 @@ def run_crashing(code: str, after: int) -> None:
     """Run ``code`` and assert that it was stopped right after mutation ``after``."""
     result = _run(code, {"HTTK_WORKFLOW_CRASH_AFTER": str(after)})
     assert result.returncode == CRASH_EXIT_STATUS, (after, result.returncode, result.stderr)
+
+
+def crash_at_every_point(
+    template: Path, base: Path, code: str, recover: Callable[[Path], object], outcome: Callable[[Path], T]
+) -> tuple[T, list[str]]:
+    """Run ``code`` (with ``{root}``) on a copy of ``template`` to learn the outcome and its mutations;
+    then, for every k, on a fresh copy stopped after mutation k, ``recover`` it and compare ``outcome``.
+
+    Returns the reference outcome and one line per crash point whose recovered outcome differs.
+    """
+    reference = base / "reference"
+    shutil.copytree(template, reference)
+    trace = count_mutations(code.format(root=str(reference)), base / "trace")
+    assert trace, "the code performed no mutation"
+    expected = outcome(reference)
+    failures = []
+    for k in range(1, len(trace) + 1):
+        root = base / f"crash-{k}"
+        shutil.copytree(template, root)
+        run_crashing(code.format(root=str(root)), k)
+        recover(root)
+        got = outcome(root)
+        if got != expected:
+            failures.append(f"crash after mutation {k} ({trace[k - 1]}): {got} != {expected}")
+    return expected, failures

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._workspace import attach, init
+from httk.workflow.engine.manager._landlock import landlock
 
 from tests.cli.conftest import Invoke
 from tests.conftest import minimal_job
@@ -301,6 +302,13 @@ def test_follow_prints_each_transition_until_the_job_succeeds(
         shown = as_json(invoke("job", "show", root, job_key(job), "--json"))
         assert shown["kind"] == "running" and shown["owner"]["manager_live"] is True
         assert shown["owner"]["process"]["pid"] > 0
+        assert shown["owner"]["manager_process_gone"] is False
+        abi = landlock().abi
+        confinement = shown["confinement"]
+        assert confinement["enforced"] is (abi is not None) and confinement.get("abi") == abi
+        text = ok(invoke("job", "show", root, job_key(job)))
+        expected = "unavailable: " if abi is None else f"landlock ABI {abi}"
+        assert any(line.startswith("confinement") and expected in line for line in text.splitlines()), text
         assert "launched" in ok(invoke("job", "log", root, "followed"))
         flag.touch()
         out, err = follower.communicate(timeout=WAIT_SECONDS)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from httk.workflow.engine.core._liveness import process_alive
 from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.manager._landlock import landlock
 
 from tests.runners import (
     WAIT_SECONDS,
@@ -67,11 +68,17 @@ def banner_pattern(
     capabilities: str = "-",
     workers: int = 1,
     resources: str = HOST_RESOURCES,
+    *,
+    confinement: str | None = None,
 ) -> str:
     log = re.escape(str(root / ".httk-workflow" / "managers")) + r"/(?P=id)/log"
+    if confinement is None:
+        abi = landlock().abi
+        confinement = "unavailable" if abi is None else f"landlock ABI {abi}"
     return (
         rf"httk manager (?P<id>{UUID}) serving {re.escape(str(root))} \(log {log}; pools {pools}; "
-        rf"capabilities {capabilities}; executors path; resources {resources}; workers {workers}\)"
+        rf"capabilities {capabilities}; executors path; resources {resources}; workers {workers}; "
+        rf"confinement {confinement}\)"
     )
 
 
@@ -144,6 +151,22 @@ def test_httk_taskmanager_run_is_the_same_manager(ws: Workspace, runner: dict[st
     assert re.fullmatch(banner_pattern(ws.root), banner), banner
     assert summary.startswith("summary: 1 succeeded, 0 failed,")
     assert current_marker(ws, job).kind.value == "succeeded"
+
+
+def test_no_confine_runs_the_runners_unconfined_and_says_so(ws: Workspace, runner: dict[str, Any]) -> None:
+    job = scripted_job({"prepare": {}}, runner)
+    submit(ws, job)
+
+    result = httk("workflow", "run", ws.root, "--no-confine")
+
+    assert result.returncode == 0, result.stderr
+    banner = result.stdout.splitlines()[0]
+    assert re.fullmatch(banner_pattern(ws.root, confinement="off"), banner), banner
+    [running] = [frame for frame in frame_chain(ws, current_marker(ws, job)) if frame["kind"] == "running"]
+    assert running["confinement"] == {"enforced": False, "reason": "manager", "detail": "--no-confine"}
+    logged = httk("workflow", "job", "log", ws.root, job_key(job))
+    assert logged.returncode == 0, logged.stderr
+    assert "confinement=(off: --no-confine)" in logged.stdout, logged.stdout
 
 
 def test_the_log_file_holds_the_info_record(ws: Workspace, runner: dict[str, Any]) -> None:

@@ -85,7 +85,7 @@ def test_inline_refuses_several_managers_and_manager_workers_is_the_default(
     result = httk("workflow", "run", ws.root, "--inline")
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[0].endswith("workers 3)")
+    assert "; workers 3; confinement " in result.stdout.splitlines()[0]
 
 
 def test_manager_count_setting_launches_that_many_and_a_bad_count_is_refused(ws: Workspace) -> None:

@@ -155,12 +155,18 @@ def test_a_workspace_without_the_extension_is_refused_with_the_command_that_enab
         ),
         (["--input", "structure=absent"], "error: input 'structure': cannot read absent: No such file"),
         (["--input", "structure=."], "error: input 'structure': cannot read .: Is a directory"),
-        (["--input", "structure=INCAR"], "error: input 'structure': POSCAR"),
+        (
+            ["--input", "structure=INCAR"],
+            "error: input 'structure': INCAR: ends at line 1; line 2 is missing",
+        ),
         (
             ["--input", "structure=POSCAR", "--input", "kpoint_density=dense"],
             "error: input 'kpoint_density': must be a number, not 'dense'",
         ),
-        (["--input", "structure=POSCAR", "--input", "incar=POSCAR"], "error: input 'incar': "),
+        (
+            ["--input", "structure=POSCAR", "--input", "incar=POSCAR"],
+            "error: input 'incar': POSCAR, line 1: ",
+        ),
         (["--input", "structure=POSCAR", "--tag", "Not A Tag"], "error: invalid tag 'Not A Tag': "),
         (
             ["--input", "structure=POSCAR", "--placement", "../escape"],

@@ -113,7 +113,7 @@ _MANAGER_CODE = """
 import json, os, sys, time
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.manager._state import ManagerConfig
-manager = Manager({root!r}, ManagerConfig(workers={workers}, lease_seconds={lease!r}))
+manager = Manager({root!r}, ManagerConfig(workers={workers}, lease_seconds={lease!r}, confine={confine!r}))
 barrier = {barrier!r}
 if barrier is not None:
     manager.start()
@@ -135,12 +135,15 @@ def manager_code(
     lease: float = LEASE_SECONDS,
     barrier: Path | None = None,
     ready: Path | None = None,
+    confine: bool = True,
 ) -> str:
-    """A manager program for ``python -c``; with ``barrier`` it starts, creates ``ready``, then waits."""
+    """A manager program for ``python -c``; with ``barrier`` it starts, creates ``ready``, then waits;
+    ``confine=False`` runs its runners without a Landlock ruleset (``--no-confine``)."""
     return _MANAGER_CODE.format(
         root=str(root),
         workers=workers,
         lease=lease,
+        confine=confine,
         barrier=None if barrier is None else str(barrier),
         ready=None if ready is None else str(ready),
     )

@@ -49,6 +49,7 @@ from tests.crash._scenarios import (
 
 JOBS = 1000
 PLACEMENTS = 10
+RACE_SECONDS = 900
 
 
 def submit_race(base: Path, jobs: int = JOBS, plan: str = "succeed") -> tuple[Path, Path, set[str]]:
@@ -84,7 +85,8 @@ def run_together(root: Path, base: Path, managers: int) -> list[dict[str, object
 
         wait_for(all_ready, "every manager to attach and wait at the barrier")
         barrier.touch()
-        outputs = [process.communicate(timeout=120) for process in processes]
+        # A bound that only catches a hang: on a loaded two-core machine 1,000 jobs take two minutes.
+        outputs = [process.communicate(timeout=RACE_SECONDS) for process in processes]
     finally:
         for process in processes:
             if process.poll() is None:

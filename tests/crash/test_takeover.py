@@ -7,6 +7,9 @@ has been silent for the takeover grace (``heartbeat_silent``), otherwise only wi
 ``unsafe_isolated_takeover``. "Another host" is made honestly: the recovering process's
 ``socket.gethostname`` answers a different name, so the recorded identity cannot be checked from here.
 The evidence must be in the new attempt's claimed frame.
+
+A manager known dead is dead now (DECISIONS D17): without any heartbeat aged, a manager restarted on the
+dead one's host resumes its jobs in its first pass, the evidence saying so (``manager_process_gone``).
 """
 
 from __future__ import annotations
@@ -102,6 +105,14 @@ def _left_alone(abandoned: Abandoned, config: ManagerConfig) -> None:
 def _taken_over(abandoned: Abandoned, config: ManagerConfig, rule: str) -> dict[str, Any]:
     """Recover to success; check the evidence in the retry frame and the new attempt's claimed frame."""
     recover_until_settled(abandoned.case.root, abandoned.case.job_key, config)
+    evidence = _evidence(abandoned, rule)
+    assert evidence["heartbeat_age_seconds"] > abandoned.frame["lease_seconds"]
+    assert evidence["manager_process_gone"] is False
+    return evidence
+
+
+def _evidence(abandoned: Abandoned, rule: str) -> dict[str, Any]:
+    """The takeover evidence of a job that succeeded after a takeover under ``rule``, checked."""
     workspace = attach(abandoned.case.root)
     marker = single_marker(workspace, abandoned.case.job_key)
     assert marker.kind is Kind.SUCCEEDED
@@ -116,8 +127,9 @@ def _taken_over(abandoned: Abandoned, config: ManagerConfig, rule: str) -> dict[
     assert claimed["attempt_reason"] == "lease_lost" and claimed["unclean_restart"] is True
     assert evidence["rule"] == rule
     assert evidence["previous_manager_id"] == abandoned.frame["manager_id"]
-    assert evidence["heartbeat_age_seconds"] > abandoned.frame["lease_seconds"]
     assert evidence.get("unsafe", False) is rule.startswith("unsafe_")
+    running = [f for f in frames[retry + 1 :] if f["kind"] == "running"]
+    assert running and running[0]["takeover"] == evidence  # in the new attempt's running frame too
     return evidence
 
 
@@ -184,3 +196,44 @@ def test_leaving_an_isolated_attempt_inside_the_grace_is_logged(
     caplog.set_level(logging.INFO, logger="httk.workflow.manager")
     _left_alone(abandoned, RECOVERY)
     assert any(abandoned.frame["attempt_id"] in r.getMessage() for r in caplog.records), caplog.text
+
+
+# -- a manager known dead is dead now (D17) ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("mode", "runner"),
+    [("persistent", "exited"), ("persistent", "still-running"), ("isolated", "exited")],
+)
+def test_a_restarted_manager_resumes_a_dead_manager_s_jobs_at_once(
+    abandon: Abandon, mode: str, runner: str
+) -> None:
+    abandoned = abandon(mode)
+    if runner == "exited":
+        kill_group(abandoned.pgid)
+    # No heartbeat is aged: the dead manager's last one is seconds old and its lease is 600 s.
+    summary = Manager(attach(abandoned.case.root), RECOVERY).run()
+    assert summary.census.kinds["succeeded"] == 1, summary.census  # in one manager's run, its first pass
+    evidence = _evidence(abandoned, "process_gone")
+    assert evidence["manager_process_gone"] is True
+    assert evidence["heartbeat_age_seconds"] < abandoned.frame["lease_seconds"]
+    assert evidence.get("killed_orphan", False) is (runner == "still-running")
+    assert not group_alive(abandoned.pgid)
+    executions = read_executions(abandoned.case.exec_log)
+    assert executions.total == 2 and len(executions.relaunches) == 1
+
+
+def test_a_stopped_manager_is_alive_and_keeps_its_attempt(tmp_path: Path) -> None:
+    """A manager whose process exists (here stopped by SIGSTOP) is not known dead: its lease holds."""
+    case = new_case(tmp_path / "stopped", "block")
+    manager = start_manager_process(case.root)
+    try:
+        wait_for(lambda: read_executions(case.exec_log).total == 1, "the first attempt to execute")
+        os.kill(manager.pid, signal.SIGSTOP)
+        marker = single_marker(attach(case.root), case.job_key)
+        Manager(attach(case.root), replace(RECOVERY, idle=True, idle_timeout=0.5)).run()
+        assert single_marker(attach(case.root), case.job_key) == marker
+        assert read_executions(case.exec_log).total == 1
+    finally:
+        os.kill(manager.pid, signal.SIGKILL)
+        manager.communicate()
+        frame = attach(case.root).reader.read(str(single_marker(attach(case.root), case.job_key).name.ref))
+        kill_group(int(frame["process"]["pgid"]))

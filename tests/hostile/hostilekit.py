@@ -182,7 +182,10 @@ def run_manager(
     says it has planted (it waits for the test to have looked before it goes on).
     """
     process = subprocess.Popen(
-        [sys.executable, "-c", manager_code(found.root, workers=2)],
+        # Unconfined: these rows test the manager's own defences, which must hold where the kernel has no
+        # Landlock; a confined runner could not plant several of them (a hard link to outside/) nor say
+        # so in the scene directory outside its payload.
+        [sys.executable, "-c", manager_code(found.root, workers=2, confine=False)],
         env=manager_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -13,6 +13,7 @@ from httk.workflow.protocol import _base36, _errors, _hwref, _markers, _names
 EXPECTED = [
     "DEFAULT_POOL",
     "FRAME_OVERHEAD",
+    "ForeignOwnerError",
     "GENERATION_BITS",
     "INIT_REF",
     "InvalidDocumentError",
@@ -104,7 +105,7 @@ def test_every_public_name_of_the_modules_is_exported_as_itself() -> None:
 def test_every_error_class_is_a_workflow_error() -> None:
     errors = [value for value in vars(_errors).values() if isinstance(value, type)]
     errors = [cls for cls in errors if issubclass(cls, Exception)]
-    assert len(errors) == 15
+    assert len(errors) == 16
     for cls in errors:
         assert issubclass(cls, protocol.WorkflowError)
         assert cls.__name__ in protocol.__all__

@@ -109,12 +109,17 @@ def test_bad_inputs_are_refused_naming_the_input_and_nothing_is_written(
 
 
 def test_the_workflows_check_runs_before_anything_is_written(tmp_path: Path) -> None:
-    def refuse(inputs: Any) -> None:
-        raise WorkflowInputError("structure", "is not a crystal")
+    seen: list[tuple[Any, Any]] = []
 
-    (tmp_path / "POSCAR").write_text("x\n")
-    with pytest.raises(WorkflowInputError, match="is not a crystal"):
-        build_payload(workflow(check=refuse), {"structure": str(tmp_path / "POSCAR")}, tmp_path / "p")
+    def refuse(inputs: Any, sources: Any) -> None:
+        seen.append((dict(inputs), dict(sources)))
+        raise WorkflowInputError("structure", f"{sources['structure']}: is not a crystal")
+
+    (tmp_path / "si.vasp").write_text("x\n")
+    given = {"structure": str(tmp_path / "si.vasp"), "density": 10}
+    with pytest.raises(WorkflowInputError, match=re.escape(f"{tmp_path / 'si.vasp'}: is not a crystal")):
+        build_payload(workflow(check=refuse), given, tmp_path / "p")
+    assert seen == [({"structure": b"x\n", "density": 10}, {"structure": tmp_path / "si.vasp"})]
     assert not (tmp_path / "p").exists()
 
 

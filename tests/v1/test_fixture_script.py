@@ -28,9 +28,11 @@ def listing(root: Path) -> list[str]:
     return sorted(f"{p.relative_to(root)}{'/' * p.is_dir()}" for p in root.rglob("*") if p.name != ".keep")
 
 
-def payload(v1ws: V1Workspace, task: str) -> Path:
+def task_dir(v1ws: V1Workspace, task: str) -> Path:
+    """The task directory of the top-level task ``task``: ``task/<its v1 name>`` in its job's payload."""
     (found,) = [p for p in (v1ws.path / "v1").glob(f"{task}--*") if not p.name.endswith(".children")]
-    return found
+    (directory,) = (found / "task").glob("ht.task.*")
+    return directory
 
 
 def test_the_script_builds_the_tree_the_tests_builder_makes(tmp_path: Path) -> None:
@@ -54,16 +56,16 @@ def test_the_scripts_tree_is_imported_and_runs_to_the_end_as_v1_ran_it(
         ["twostep", "between", "parent", "sub1", "spawner", "s1", "s2", "txn"], "succeeded"
     )
     for task in ("twostep", "between", "parent", "spawner", "txn"):
-        (archive,) = payload(v1ws, task).glob("ht.run.2*")  # v1's archive of a finished task, with its log
+        (archive,) = task_dir(v1ws, task).glob("ht.run.2*")  # v1's archive of a finished task, with its log
         assert (archive / "ht.nextstep").read_text() == "ht_finished\n"
         bz2.decompress((archive / "ht.taskmgr.stdout.bz2").read_bytes())
-    (archive,) = payload(v1ws, "parent").glob("ht.run.2*")
+    (archive,) = task_dir(v1ws, "parent").glob("ht.run.2*")
     subtasks = sorted(p.name for p in archive.glob("ht.task.*"))
     assert subtasks == [
         "ht.task.any.sub1.second.0.unclaimed.2.finished",  # v1 renamed it unclaimed too
         "ht.task.any.sub2.start.0.unclaimed.2.finished",
     ]
-    assert (payload(v1ws, "txn") / "fixture.trace").read_text().count(
+    assert (task_dir(v1ws, "txn") / "fixture.trace").read_text().count(
         "ran step=step3"
     ) == 1  # the replayed decision, once
     assert (root / f"ht.task.any.live.relax.0.{LIVE_OWNER}.3.running").is_dir()  # never touched

@@ -60,7 +60,9 @@ def state(workspace: Path, root: Path) -> dict[str, object]:
     )
     tree = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     # the engine's own scratch (a marker staged before its rename) is for `workspace gc`; ours must go
-    staging = sorted(name for name in os.listdir(control / "tmp") if name.startswith("v1-import."))
+    staging = sorted(
+        name for name in os.listdir(control / "tmp") if name.startswith(("v1-import.", "v1-move."))
+    )
     return {"markers": markers, "payloads": payloads, "staging": staging, "tree": tree}
 
 

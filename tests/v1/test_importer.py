@@ -29,6 +29,14 @@ def snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
     return found
 
 
+def placed(task: Path, payload: Path) -> dict[str, tuple[int, int, str]]:
+    """What ``payload`` must hold for ``task``: job.json, and the task's copy as ``task/<its name>``."""
+    inside = {f"task/{task.name}/{relative}": entry for relative, entry in snapshot(task).items()}
+    found = snapshot(payload)
+    names = ("job.json", "task", f"task/{task.name}")
+    return {**{name: found[name] for name in names if name in found}, **inside}
+
+
 def actions(report: object) -> dict[str, str]:
     return {entry.relpath.split(".")[3]: entry.action.value for entry in report.entries}  # type: ignore[attr-defined]
 
@@ -60,7 +68,8 @@ def test_the_reference_tree_imports_its_runnable_tasks_and_nothing_else(
     parent = next(e for e in report.entries if "parent" in e.relpath)
     assert parent.subtasks == 2
     payload = v1ws.path / "v1" / str(parent.job_key)
-    assert snapshot(payload) == {**snapshot(made["parent"]), "job.json": snapshot(payload)["job.json"]}
+    assert snapshot(payload) == placed(made["parent"], payload)
+    assert sorted(snapshot(payload))[:3] == ["job.json", "task", f"task/{made['parent'].name}"]
     assert sorted(v1ws.views()) == sorted(
         e.relpath for e in report.entries if e.action is ImportAction.IMPORTED
     )
@@ -88,7 +97,7 @@ def test_each_job_says_what_the_task_was(tmp_path: Path, v1ws: V1Workspace) -> N
             "sha256": runner_sha256(),
             "arguments": [],
         },
-        "workdir": {"mode": "persistent", "path": "ht.run.current"},
+        "workdir": {"mode": "persistent", "path": "task"},
         "data": {"mode": "none"},
         "initial_step": "relax2",
         "priority": 300,
@@ -169,8 +178,10 @@ def test_move_renames_the_tasks_into_the_workspace(tmp_path: Path, v1ws: V1Works
     for entry in moved:
         assert not (tmp_path / "Runs" / entry.relpath).exists()
     parent = next(e for e in moved if "parent" in e.relpath)
-    payload = snapshot(v1ws.path / "v1" / str(parent.job_key))
-    assert payload == {**parent_files, "job.json": payload["job.json"]}
+    payload = v1ws.path / "v1" / str(parent.job_key)
+    inside = {f"task/{made['parent'].name}/{relative}": entry for relative, entry in parent_files.items()}
+    assert snapshot(payload) == {**placed(made["parent"], payload), **inside}
+    assert not list((v1ws.path / ".httk-workflow" / "tmp").iterdir())  # no move left recorded
     assert made["done"].exists()  # a terminal task stays where it was
     again = import_tree(v1ws.path, tmp_path / "Runs", ImportOptions(move=True))
     assert ImportAction.IMPORTED not in {e.action for e in again.entries}
@@ -193,7 +204,6 @@ def test_a_dry_run_writes_nothing(tmp_path: Path, v1ws: V1Workspace) -> None:
         ("ht.task.any.a.start.0.unclaimed.3.waitstart", "not executable", "is not executable"),
         ("ht.task.any.a.relax+2.0.unclaimed.3.waitstep", "", "is not a step name"),
         ("ht.task._hpc.a.start.0.unclaimed.3.waitstart", "", "cannot be a claim pool"),
-        ("ht.task.any.a.start.0.unclaimed.3.waitstart", "job.json", "holds job.json"),
         ("ht.task.any.a.start.0.unclaimed.3.waitstart", "symlink", "symlinks are refused"),
     ],
 )
@@ -203,8 +213,6 @@ def test_a_task_that_cannot_be_a_job_is_refused_with_why(
     task = make_task(tmp_path / "Runs", name, script=None if setup == "no program" else "#!/bin/sh\n")
     if setup == "not executable":
         (task / "ht_steps").chmod(0o644)
-    elif setup == "job.json":
-        (task / "job.json").write_text("{}")
     elif setup == "symlink":
         (task / "ht.run.current").mkdir()
         (task / "ht.run.current" / "POTCAR").symlink_to("/nowhere")

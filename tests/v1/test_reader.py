@@ -294,14 +294,11 @@ def test_what_no_payload_may_hold_is_found_anywhere_below_a_task(tmp_path: Path)
     parent = make_task(tmp_path, "ht.task.any.parent.start.0.unclaimed.3.waitsubtasks")
     inner = make_task(parent / "ht.run.current", "ht.task.any.inner.start.0.none.3.waitstart")
     (inner / "view").symlink_to(".")
-    reserved = make_task(tmp_path, "ht.task.any.res.start.0.unclaimed.3.waitstart", files={"job.json": "{}"})
-    (reserved / ".httk-job").mkdir()
     tasks = by_id(read_tree(tmp_path))
-    assert tasks["clean"].unsafe is None and tasks["clean"].reserved == ()
+    assert tasks["clean"].unsafe is None
     assert tasks["link"].unsafe == f"{linked.name}/ht.run.current/POTCAR"
     assert tasks["fifo"].unsafe == f"{fifo.name}/pipe"
     assert tasks["txn"].unsafe == f"{staged.name}/ht.atomic.0/b"
     assert (
         tasks["parent"].unsafe == tasks["inner"].unsafe == f"{parent.name}/ht.run.current/{inner.name}/view"
     )
-    assert tasks["res"].reserved == (".httk-job", "job.json") and tasks["res"].unsafe is None

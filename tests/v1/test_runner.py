@@ -5,6 +5,7 @@ exit codes: test_runner_exits.py)."""
 from __future__ import annotations
 
 import bz2
+import shutil
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,13 +25,13 @@ def test_a_two_step_task_runs_to_finished_and_archives_its_run_directory(
     job = v1ws.submit(task)
     v1ws.run()
     assert v1ws.kind(job) == "succeeded"
-    payload = v1ws.payload(job)
+    payload = v1ws.task(job)
     assert trace(payload) == ["start", "second"]
     (archive,) = payload.glob("ht.run.*")
     assert archive.name != "ht.run.current" and not (payload / "ht.taskmgr.stdout").exists()
     assert bz2.decompress((archive / "ht.taskmgr.stdout.bz2").read_bytes()) == b"(an earlier log)\n"
     assert v1ws.views() == ["ht.task.any.two.second.0.unclaimed.3.finished"]
-    assert (v1ws.path / "v1" / v1ws.views()[0]).resolve() == payload.resolve()
+    assert payload == v1ws.payload(job) / "task" / v1ws.views()[0]  # the task directory is its view
     show = v1ws.show(job)
     assert show["state"]["activation_ordinal"] == 2 and show["state"]["reason"] == "succeed"
     assert "httk v1 any.two: next step second" in v1ws.log(job)
@@ -63,7 +64,7 @@ esac
     job = v1ws.submit(task)
     v1ws.run()
     assert v1ws.kind(job) == "succeeded"
-    payload = v1ws.payload(job)
+    payload = v1ws.task(job)
     (archive,) = payload.glob("ht.run.*")
     assert (archive / "collected").read_text().split() == [
         "ht.task.any.a.collect.0.unclaimed.2.finished",
@@ -99,11 +100,11 @@ def test_the_program_gets_v1s_environment_and_its_output_appends_to_the_log(
     job = v1ws.submit(task)
     v1ws.run("--pool", "hpc.main", env={"HT_TASKMGR_TIMEOUT": "600"})
     assert v1ws.kind(job) == "succeeded"
-    payload = v1ws.payload(job).resolve()
-    (archive,) = payload.glob("ht.run.*")
+    (archive,) = v1ws.task(job).glob("ht.run.*")
     dump = dict(line.split("=", 1) for line in (archive / "env.dump").read_text().splitlines())
-    assert dump["HT_TASK_TOP_DIR"] == str(payload)
-    assert dump["HT_TASK_CURRENT_DIR"] == dump["cwd"] == str(payload / "ht.run.current")
+    ran_in = (v1ws.payload(job) / "task" / task.name).resolve()  # named as it was when the step ran
+    assert dump["HT_TASK_TOP_DIR"] == str(ran_in)
+    assert dump["HT_TASK_CURRENT_DIR"] == dump["cwd"] == str(ran_in / "ht.run.current")
     assert (dump["HT_TASK_STEP"], dump["args"], dump["zero"]) == ("relax", "relax", "../ht_steps")
     assert dump["HT_TASK_RUN_NAME"] == "ht.run.current" and dump["stdin"] == "eof"
     assert (dump["HT_TASKMGR_TIMEOUT"], dump["HT_TASKMGR_SET"], dump["HT_TASKMGR_ATTEMPTS"]) == (
@@ -124,10 +125,11 @@ def test_an_ht_run_task_runs_in_its_directory_and_0_means_finished(tmp_path: Pat
     job = v1ws.submit(task)
     v1ws.run()
     assert v1ws.kind(job) == "succeeded"
-    payload = v1ws.payload(job)
-    assert (payload / "ran").read_text() == f"{payload.resolve()} start .\n"
-    names = sorted(p.name for p in payload.iterdir())
-    assert names == [".httk-job", "ht.taskmgr.stdout", "ht_run", "job.json", "logs", "ran"]
+    task_dir = v1ws.task(job)
+    ran_in = task_dir.with_name(task.name).resolve()  # named as it was when the step ran
+    assert (task_dir / "ran").read_text() == f"{ran_in} start .\n"
+    assert sorted(p.name for p in task_dir.iterdir()) == ["ht.taskmgr.stdout", "ht_run", "ran"]
+    assert sorted(p.name for p in v1ws.payload(job).iterdir()) == [".httk-job", "job.json", "logs", "task"]
 
 
 def test_the_watchdog_times_a_step_out_then_the_freeze_hook_runs(tmp_path: Path, v1ws: V1Workspace) -> None:
@@ -144,8 +146,8 @@ sleep 1000 & wait
     show = v1ws.show(job)
     assert show["kind"] == "failed" and show["failure"]["code"] == "timeout"
     assert show["failure"]["details"]["timeout_seconds"] == 1
-    assert trace(v1ws.payload(job)) == ["relax", "terminated", "freeze"]
-    assert (v1ws.payload(job) / "ht.reason").read_text() == "Task timed out.\n"
+    assert trace(v1ws.task(job)) == ["relax", "terminated", "freeze"]
+    assert (v1ws.task(job) / "ht.reason").read_text() == "Task timed out.\n"
     assert v1ws.views() == ["ht.task.any.slow.relax.0.unclaimed.3.timeout"]
 
 
@@ -165,7 +167,7 @@ while :; do sleep 0.1; done
     v1ws.run(env={"HTTK_V1_TIMEOUT": "1"})
     show = v1ws.show(job)
     assert show["kind"] == "failed" and show["failure"]["code"] == "timeout"
-    payload = v1ws.payload(job)
+    payload = v1ws.task(job)
     assert trace(payload) == ["relax", "ignored", "freeze"]
     assert not Path("/proc", (payload / "pid").read_text().strip()).exists()
     log = v1ws.log(job)
@@ -178,7 +180,7 @@ def test_transactions_are_replayed_before_the_program_as_v1_did(tmp_path: Path, 
     job = v1ws.submit(made["txn"], root=tmp_path / "tree")
     v1ws.run()
     assert v1ws.kind(job) == "succeeded"
-    payload = v1ws.payload(job)
+    payload = v1ws.task(job)
     (archive,) = payload.glob("ht.run.*")
     assert sorted(p.name for p in archive.iterdir()) == [
         "ht.nextstep",
@@ -211,7 +213,7 @@ esac
     show = v1ws.show(job)
     # killed by a signal: stopped (137) as v1 did, but with the committed transaction applied
     assert show["kind"] == "failed" and show["failure"]["details"]["exit_status"] == 137
-    run_dir = v1ws.payload(job) / "ht.run.current"
+    run_dir = v1ws.task(job) / "ht.run.current"
     assert sorted(p.name for p in run_dir.iterdir()) == ["ht.nextstep", "result"]
 
 
@@ -229,7 +231,7 @@ def test_a_decision_already_in_ht_nextstep_is_completed_without_running(
     v1ws.run()
     show = v1ws.show(job)
     assert show["kind"] == kind
-    payload = v1ws.payload(job)
+    payload = v1ws.task(job)
     if kind == "failed":
         assert show["failure"]["code"] == "declared_failure"
         assert trace(payload) == ["freeze"]
@@ -247,7 +249,7 @@ def test_an_imported_waitsubtasks_parent_spawns_only_its_active_subtasks(
     assert v1ws.kind(job) == "succeeded"
     tags = sorted(j["tag"] for j in v1ws.list_jobs())
     assert tags == ["parent", "sub1"]
-    payload = v1ws.payload(job)
+    payload = v1ws.task(job)
     (archive,) = payload.glob("ht.run.*")
     assert sorted(p.name for p in archive.glob("ht.task.*")) == [
         "ht.task.any.sub1.second.0.unclaimed.2.finished",
@@ -256,7 +258,9 @@ def test_an_imported_waitsubtasks_parent_spawns_only_its_active_subtasks(
     assert (payload / "fixture.trace").read_text().count("ran step=collect") == 1
     (child,) = [j for j in v1ws.list_jobs() if j["tag"] == "sub1"]
     child_payload = v1ws.path / child["placement"] / child["job_key"]
-    assert sorted(p.name for p in child_payload.iterdir()) == [".httk-job", "job.json", "logs"]
+    # The child's own workdir stays empty: its task works where its parent made it.
+    assert sorted(p.name for p in child_payload.iterdir()) == [".httk-job", "job.json", "logs", "task"]
+    assert list((child_payload / "task").iterdir()) == []
 
 
 def test_too_many_restarts_stops_a_task_and_freezes_it(tmp_path: Path, v1ws: V1Workspace) -> None:
@@ -269,7 +273,7 @@ def test_too_many_restarts_stops_a_task_and_freezes_it(tmp_path: Path, v1ws: V1W
     show = v1ws.show(job)
     assert show["kind"] == "failed" and show["failure"]["message"] == "Too many restarts!"
     assert show["failure"]["details"] == {"v1_status": "stopped", "restarts": 11, "attempts": 10}
-    assert trace(v1ws.payload(job)) == ["freeze"]
+    assert trace(v1ws.task(job)) == ["freeze"]
     assert v1ws.views() == ["ht.task.any.x.relax.11.unclaimed.3.stopped"]
 
 
@@ -306,12 +310,12 @@ def test_a_terminal_task_imported_ends_at_once_as_it_ended_in_v1(
     job = v1ws.submit(task)
     v1ws.run()
     show = v1ws.show(job)
-    assert show["kind"] == kind and trace(v1ws.payload(job)) == []
+    assert show["kind"] == kind and trace(v1ws.task(job)) == []
     if code is None:
-        assert sorted(p.name for p in v1ws.payload(job).glob("ht.run.*")) == ["ht.run.2024-01-01_12.00.00"]
+        assert sorted(p.name for p in v1ws.task(job).glob("ht.run.*")) == ["ht.run.2024-01-01_12.00.00"]
     else:
         assert show["failure"]["code"] == code and show["failure"]["message"] == reason
-        assert (v1ws.payload(job) / "ht.reason").read_text() == f"{reason}\n"
+        assert (v1ws.task(job) / "ht.reason").read_text() == f"{reason}\n"
     assert v1ws.views() == [f"ht.task.any.t.relax.0.unclaimed.3.{status}"]
 
 
@@ -332,7 +336,7 @@ def test_ht_run_resume_becomes_the_run_directory_and_the_old_one_is_archived(
     job = v1ws.submit(task)
     v1ws.run()
     assert v1ws.kind(job) == "succeeded"
-    payload = v1ws.payload(job)
+    payload = v1ws.task(job)
     archives = sorted(payload.glob("ht.run.*"))
     assert len(archives) == 2
     assert sorted(p.name for p in archives[0].iterdir()) == ["ht.nextstep", "old"]
@@ -361,21 +365,23 @@ def test_a_status_view_is_never_read_back(tmp_path: Path, v1ws: V1Workspace) -> 
         tmp_path, "ht.task.any.v.start.0.unclaimed.3.waitstart", {"start": "2 second", "second": "10"}
     )
     job = v1ws.submit(task)
-    (view,) = (v1ws.path / "v1").glob("ht.task.*")
+    view = v1ws.task(job)
     view.rename(view.with_name("ht.task.any.v.start.0.unclaimed.3.finished"))  # a lie
     v1ws.run()
-    assert v1ws.kind(job) == "succeeded" and trace(v1ws.payload(job)) == ["start", "second"]
+    assert v1ws.kind(job) == "succeeded" and trace(v1ws.task(job)) == ["start", "second"]
     assert v1ws.views() == ["ht.task.any.v.second.0.unclaimed.3.finished"]
 
 
-def test_a_missing_view_is_made_again(tmp_path: Path, v1ws: V1Workspace) -> None:
+def test_a_task_directory_gone_from_its_payload_fails_the_job_naming_it(
+    tmp_path: Path, v1ws: V1Workspace
+) -> None:
     task = scripted(tmp_path, "ht.task.any.v.start.0.unclaimed.3.waitstart", {"start": "10"})
     job = v1ws.submit(task)
-    for view in (v1ws.path / "v1").glob("ht.task.*"):
-        view.unlink()
+    shutil.rmtree(v1ws.task(job))
     v1ws.run()
-    assert v1ws.kind(job) == "succeeded"
-    assert v1ws.views() == ["ht.task.any.v.start.0.unclaimed.3.finished"]
+    failure = v1ws.show(job)["failure"]
+    assert failure["code"] == "v1.task_missing"
+    assert "0 task directories match ht.task.any.v.* in" in failure["message"], failure
 
 
 def request(v1ws: V1Workspace, job: object, *args: str) -> None:
@@ -391,11 +397,11 @@ def test_an_operator_continue_reruns_a_broken_task_from_its_ht_nextstep(
     job = v1ws.submit(task)
     v1ws.run()
     assert v1ws.kind(job) == "failed"
-    (v1ws.payload(job) / "plan.relax").write_text("10\n")  # the operator repaired the inputs
+    (v1ws.task(job) / "plan.relax").write_text("10\n")  # the operator repaired the inputs
     request(v1ws, job, "continue", "--force")
     v1ws.run()
     assert v1ws.kind(job) == "succeeded"
-    assert trace(v1ws.payload(job)) == ["relax", "freeze", "relax"]
+    assert trace(v1ws.task(job)) == ["relax", "freeze", "relax"]
 
 
 def test_override_step_runs_the_operators_step_even_against_ht_nextstep(
@@ -405,11 +411,11 @@ def test_override_step_runs_the_operators_step_even_against_ht_nextstep(
     job = v1ws.submit(task)
     v1ws.run()
     assert v1ws.kind(job) == "failed"
-    (v1ws.payload(job) / "ht.run.current" / "ht.nextstep").write_text("relax\n")
+    (v1ws.task(job) / "ht.run.current" / "ht.nextstep").write_text("relax\n")
     request(v1ws, job, "override_step", "--step", "fix", "--force")
     v1ws.run()
     assert v1ws.kind(job) == "succeeded"
-    assert trace(v1ws.payload(job)) == ["relax", "fix"]
+    assert trace(v1ws.task(job)) == ["relax", "fix"]
 
 
 def test_cancelling_a_running_step_stops_the_program_too(tmp_path: Path, v1ws: V1Workspace) -> None:
@@ -427,7 +433,7 @@ sleep 1000 & wait
     job = v1ws.submit(task)
     manager = subprocess.Popen([HTTK, "workflow", "run", str(v1ws.path), "--pool", "any"])
     try:
-        pid_file = v1ws.payload(job) / "program.pid"
+        pid_file = v1ws.task(job) / "program.pid"
         deadline = time.monotonic() + 60
         while not pid_file.exists() or not pid_file.read_text().strip():
             assert time.monotonic() < deadline, "the program never started"

@@ -45,7 +45,7 @@ def test_every_exit_code_maps_as_v1_mapped_it(tmp_path: Path, v1ws: V1Workspace,
     v1ws.run()
     show = v1ws.show(job)
     assert show["kind"] == kind
-    payload = v1ws.payload(job)
+    payload = v1ws.task(job)
     lines = (payload / "ht.reason").read_text().splitlines()
     if failure is None:
         assert lines == ["an earlier reason"]
@@ -69,7 +69,7 @@ def test_exits_2_and_3_continue_at_ht_nextstep_or_at_v1s_unknown(
     v1ws.run()
     show = v1ws.show(job)
     assert show["kind"] == "succeeded" and show["state"]["activation_ordinal"] == 2
-    assert trace(v1ws.payload(job)) == ["start", next_step or "unknown"]  # 3 without subtasks goes on at once
+    assert trace(v1ws.task(job)) == ["start", next_step or "unknown"]  # 3 without subtasks goes on at once
     assert v1ws.views() == [f"ht.task.any.t.{next_step or 'unknown'}.0.unclaimed.3.finished"]
     assert v1ws.list_jobs()[0]["tag"] == "t" and len(v1ws.list_jobs()) == 1
 
@@ -82,7 +82,7 @@ def test_a_program_that_cannot_be_executed_stops_with_the_shells_code(
 ) -> None:
     task = scripted(tmp_path, "ht.task.any.t.relax.0.unclaimed.3.waitstep", {"relax": "10"})
     job = v1ws.submit(task)
-    program = v1ws.payload(job) / "ht_steps"
+    program = v1ws.task(job) / "ht_steps"
     if damage == "chmod":
         program.chmod(0o644)  # lost its execute bit after the import
     else:
@@ -92,6 +92,6 @@ def test_a_program_that_cannot_be_executed_stops_with_the_shells_code(
     assert show["kind"] == "failed" and show["failure"]["code"] == "v1.stopped"
     assert show["failure"]["message"].startswith(f"{STOPPED} ({status}).")
     assert show["failure"]["details"]["exit_status"] == status
-    log = (v1ws.payload(job) / "ht.taskmgr.stdout").read_text()
+    log = (v1ws.task(job) / "ht.taskmgr.stdout").read_text()
     assert "ht_steps" in log  # the shell's complaint, where v1 put the program's output
     assert v1ws.views() == ["ht.task.any.t.relax.0.unclaimed.3.stopped"]

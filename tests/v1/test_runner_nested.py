@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from httk.workflow.v1._importer import import_tree
+from httk.workflow.v1._jobdoc import WORKDIR
 
 from tests.v1.v1jobs import V1Workspace
 from tests.v1.v1trees import DEAD_OWNER, make_task
@@ -53,7 +54,7 @@ def test_a_waiting_tree_two_levels_deep_runs_its_leaves_first_then_each_parent_o
     v1ws.run()
     kinds = {job["tag"]: job["kind"] for job in v1ws.list_jobs()}
     assert kinds == dict.fromkeys(["top", "mid", "leaf", "stale"], "succeeded")  # not the finished one
-    payload = v1ws.path / "v1" / str(entry.job_key)
+    (payload,) = (v1ws.path / "v1" / str(entry.job_key) / WORKDIR).glob("ht.task.*")  # its task directory
     (archive,) = payload.glob("ht.run.2*")
     assert (archive / "collected").read_text().split() == [
         "ht.task.any.done.start.0.none.2.finished",

@@ -101,7 +101,10 @@ def test_with_a_workspace_each_task_names_its_job_and_its_state(tmp_path: Path, 
     )
     parent = next(job for job in status.jobs if ".parent." in job.relpath)
     (sub1,) = [job["job_key"] for job in v1ws.list_jobs() if job.get("tag") == "sub1"]
-    subtask = f"{parent.placement}/{parent.job_key}/ht.run.current/ht.task.any.sub1.start.0.none.2.waitstart"
+    subtask = (
+        f"{parent.placement}/{parent.job_key}/task/ht.task.any.parent.collect.0.unclaimed.3.waitsubtasks/"
+        "ht.run.current/ht.task.any.sub1.start.0.none.2.waitstart"
+    )  # where the subtask was when it was spawned
     assert re.search(rf"^name +httk v1 subtask {re.escape(subtask)}$", v1ws.show_text(sub1), re.M)
 
 

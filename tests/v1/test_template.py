@@ -53,7 +53,9 @@ def test_a_template_becomes_a_job_that_runs(tmp_path: Path, v1ws: V1Workspace, p
     made = new_task(v1ws.path, source, poscar, variables={"ENCUT": "520"})
     assert (made.created, made.instantiated, made.placement) == (True, False, "v1")
     assert made.view == "ht.task.any.Si.start.0.unclaimed.3.waitstart"
-    payload = v1ws.path / "v1" / made.job_key
+    placed = v1ws.path / "v1" / made.job_key
+    assert sorted(p.name for p in placed.iterdir()) == ["job.json", "task"]
+    payload = placed / "task" / made.view  # the task directory
     names = sorted(str(p.relative_to(payload)) for p in payload.rglob("*"))
     assert names == [
         "INCAR",
@@ -61,14 +63,13 @@ def test_a_template_becomes_a_job_that_runs(tmp_path: Path, v1ws: V1Workspace, p
         "POSCAR",
         "ht_instantiate.py",
         "ht_steps",
-        "job.json",
         "sub",
         "sub/notes",
     ]
     assert (payload / "INCAR").read_text() == "SYSTEM = Si\nENCUT = 520\nCOST = $5\n"
     assert (payload / "sub/notes").read_text() == "task Si in set any at priority 3\n"
     assert (payload / "POSCAR").read_text() == POSCAR
-    inputs = json.loads((payload / "job.json").read_text())["inputs"]
+    inputs = json.loads((placed / "job.json").read_text())["inputs"]
     assert inputs["v1.template"] == inputs["v1.origin"] == str(source)
     assert inputs["v1.structure"] == str(poscar) and "v1.root" not in inputs
     name = f"httk v1 task {made.view} from the template {source}"
@@ -77,7 +78,8 @@ def test_a_template_becomes_a_job_that_runs(tmp_path: Path, v1ws: V1Workspace, p
     assert not list((v1ws.path / ".httk-workflow" / "tmp").iterdir())
     v1ws.run()
     assert v1ws.kind(made.job_key) == "succeeded"
-    (archive,) = payload.glob("ht.run.*")
+    (finished,) = (placed / "task").iterdir()
+    (archive,) = finished.glob("ht.run.*")
     assert (archive / "relaxed").read_text() == "Si2 [a tag]\n"
 
 
@@ -166,7 +168,7 @@ def test_ht_instantiate_py_runs_with_the_structure_as_v1_ran_it(
     made = new_task(v1ws.path, source, poscar, variables={"ENCUT": "520"}, run_instantiate=True,
                     python=sys.executable)  # fmt: skip
     assert made.instantiated
-    payload = v1ws.path / "v1" / made.job_key
+    payload = v1ws.path / "v1" / made.job_key / "task" / made.view
     assert (payload / "instantiated").read_text() == "structure from Si2 [a tag] / Si / 520"
     assert not (payload / "ht.instantiate.py").exists()
 

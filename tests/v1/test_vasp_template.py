@@ -27,8 +27,8 @@ def test_the_v1_relaxation_template_runs_to_finished_with_a_zpotrf_remedied(
     v1ws.run(env=env)
     shown = v1ws.show(made.job_key)
     assert shown["kind"] == "succeeded", shown
-    payload = v1ws.path / made.placement / made.job_key
-    (archive,) = payload.glob("ht.run.2*")
+    (task_dir,) = (v1ws.path / made.placement / made.job_key / "task").glob("ht.task.*")
+    (archive,) = task_dir.glob("ht.run.2*")
     log = bz2.decompress((archive / "ht.taskmgr.stdout.bz2").read_bytes()).decode()
     assert "VASP_INPUTS_FIX_ERROR: zpotrf: no_symmetry (rung 1 of 4)" in log
     runs = [line for line in log.splitlines() if line.startswith("VASP_RUN_CONTROLLED:")]

@@ -1,7 +1,7 @@
 """A workspace for v1 tests: submit a v1 task the way the importer does, run the real manager, look.
 
-:meth:`V1Workspace.submit` places one task as its job (a copy of the task directory with its job.json
-from :func:`plan_job`, and its status view beside it) through the engine's public :class:`Submitter`;
+:meth:`V1Workspace.submit` places one task as its job (a copy of the task directory in ``task/`` of a
+payload with its job.json from :func:`plan_job`) through the engine's public :class:`Submitter`;
 :meth:`V1Workspace.run` runs ``httk workflow run WS --pool any`` as a real process until it is idle;
 :meth:`V1Workspace.show` is ``httk workflow job show --json`` (in this process: only the manager needs to be
 a process of its own, and every ``httk`` started from source pays its imports again).
@@ -21,7 +21,7 @@ from typing import Any
 
 from httk.workflow.cli._app import app
 from httk.workflow.engine import Submitter, Workspace
-from httk.workflow.v1._jobdoc import JobPlan, plan_job
+from httk.workflow.v1._jobdoc import WORKDIR, JobPlan, plan_job
 from httk.workflow.v1._reader import read_tree
 from typer.testing import CliRunner
 
@@ -46,11 +46,8 @@ class V1Workspace:
         (found,) = [t for t in read_tree(root).tasks if t.path == task]
         plan = plan_job(found, root=root, prefix="v1", attempts=attempts)
         staged = self.workspace.tmp_dir / f"test.{plan.job_id}"
-        shutil.copytree(task, staged, symlinks=True)
+        shutil.copytree(task, staged / WORKDIR / task.name, symlinks=True)
         (staged / "job.json").write_bytes(plan.data)
-        placement_dir = self.path / plan.placement
-        placement_dir.mkdir(parents=True, exist_ok=True)
-        os.symlink(str(plan.key), placement_dir / plan.view)
         Submitter(self.workspace).submit_payload(staged, plan.placement, move=True)
         return plan
 
@@ -91,9 +88,19 @@ class V1Workspace:
     def payload(self, job: JobPlan) -> Path:
         return self.path / job.placement / str(job.key)
 
+    def task(self, job: JobPlan) -> Path:
+        """The task directory of a top-level task's job: ``task/<its v1 name now>`` in the payload."""
+        (found,) = (self.payload(job) / WORKDIR).glob("ht.task.*")
+        return found
+
     def views(self, placement: str = "v1") -> list[str]:
-        """The names of the status views (symbolic links) in a placement directory."""
-        return sorted(p.name for p in (self.path / placement).iterdir() if p.is_symlink())
+        """The status views of the top-level tasks of a placement: their task directories' names."""
+        return sorted(
+            view.name
+            for payload in (self.path / placement).iterdir()
+            if payload.is_dir() and not payload.is_symlink()
+            for view in (payload / WORKDIR).glob("ht.task.*")
+        )
 
     def log(self, job: JobPlan) -> str:
         """What the job's attempts printed: ``logs/stdio.log``, then the stdout of retained attempts (a

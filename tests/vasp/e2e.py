@@ -69,6 +69,18 @@ class Job:
 
         return read_events(self.payload)
 
+    def confinements(self) -> list[dict[str, Any]]:
+        """What confinement each attempt ran under: the ``confinement`` of every running frame."""
+        from httk.workflow.engine import attach
+        from httk.workflow.engine.core._workspace import probe_marker
+
+        from tests.runners import frame_chain
+
+        attached = attach(self.workspace, writable=False)
+        marker = probe_marker(attached, self.placement, self.key)
+        assert marker is not None
+        return [f["confinement"] for f in frame_chain(attached, marker) if f["kind"] == "running"]
+
 
 def environment(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HTTK_VASP", "HTTK_MOCK_VASP"))}

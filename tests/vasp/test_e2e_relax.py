@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from httk.workflow import models
+from httk.workflow.engine.manager._landlock import landlock
 from httk.workflow.vasp import VASP_RELAX, VASP_RELAX_STATIC, VASP_STATIC
 
 from tests.vasp.e2e import HTTK, Job, environment, httk, run_manager, submit, workspace
@@ -38,6 +39,9 @@ def test_vasp_relax_repeats_until_consecutive_runs_agree_and_stores_results(tmp_
     assert not (job.run / "WAVECAR").exists() and (job.run / "runs" / "01-relax" / "OUTCAR.gz").exists()
     kinds = [e["kind"] for e in job.events()]
     assert kinds[0] == "vasp.prepared" and kinds[-1] == "vasp.succeeded" and "vasp.repeat" in kinds
+    # every attempt ran confined (the manager's default) wherever the kernel has Landlock
+    confinements = job.confinements()
+    assert confinements and all(c["enforced"] is (landlock().abi is not None) for c in confinements)
 
 
 def test_vasp_static_is_one_run(tmp_path: Path) -> None:

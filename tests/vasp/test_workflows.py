@@ -51,7 +51,7 @@ def test_the_bash_api_is_a_registered_entry_point() -> None:
 def _files(tmp_path: Path, **texts: str) -> dict[str, str]:
     paths = {}
     for name, text in texts.items():
-        path = tmp_path / name
+        path = tmp_path / f"user-{name}"
         path.write_text(text)
         paths[name] = str(path)
     return paths
@@ -121,6 +121,8 @@ def test_bad_inputs_are_refused_naming_the_input_before_anything_is_written(
     with pytest.raises(WorkflowInputError, match=re.escape(fragment)) as raised:
         build_payload(VASP_RELAX, {**_files(tmp_path, **texts), **values}, tmp_path / "payload")
     assert raised.value.name == name
+    if name in texts:  # a file's refusal names the user's own file, not the payload's copy
+        assert raised.value.message.startswith(f"{tmp_path / f'user-{name}'}"), raised.value.message
     assert not (tmp_path / "payload").exists()
 
 

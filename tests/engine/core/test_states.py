@@ -48,6 +48,13 @@ SPEC_ROWS = {
 # fsck repair, which re-points a marker at the next generation without changing its kind.
 RECOVERY_ROWS = {(K.CLAIMED, K.CLAIMED), (K.RUNNING, K.CLAIMED)}
 REPAIR_ROWS = {(k, k) for k in CORE_KINDS}
+# Issue 15: workspace fsck --rebuild-lost gives a job whose whole history was lost one rebuilt frame.
+REBUILD_ROWS = {
+    (K.SUBMITTED, K.READY, Trigger.FSCK_REBUILD),
+    *((k, K.READY, Trigger.FSCK_REBUILD) for k in (K.READY, K.CLAIMED, K.RUNNING, K.COMMITTING)),
+    (K.CANCELLING, K.CANCELLED, Trigger.FSCK_REBUILD),
+    *((k, k, Trigger.FSCK_REBUILD) for k in (K.PAUSED, K.FAILED, K.CANCELLED, K.SUCCEEDED)),
+}
 # DECISIONS D7: a join persists the instant it first found a child unresolvable (and clears it) in the
 # waiting frame, a waiting -> waiting move of its own trigger; its pair is also the table's set_priority.
 JOIN_ROWS = {(K.WAITING, K.WAITING, Trigger.JOIN_OBSERVATION)}
@@ -55,7 +62,8 @@ JOIN_ROWS = {(K.WAITING, K.WAITING, Trigger.JOIN_OBSERVATION)}
 
 def test_table_is_exactly_the_specification() -> None:
     pairs = {(source, destination) for source, destination, _ in TRANSITIONS}
-    assert pairs == SPEC_ROWS | RECOVERY_ROWS | REPAIR_ROWS
+    assert pairs == SPEC_ROWS | RECOVERY_ROWS | REPAIR_ROWS | {(s, d) for s, d, _ in REBUILD_ROWS}
+    assert {row for row in TRANSITIONS if row[2] is Trigger.FSCK_REBUILD} == REBUILD_ROWS
     assert {(s, d) for s, d, _ in JOIN_ROWS} <= SPEC_ROWS
 
 
@@ -66,10 +74,10 @@ def test_a_join_observation_moves_a_waiting_marker_and_nothing_else() -> None:
         check_transition(K.READY, K.READY, Trigger.JOIN_OBSERVATION)
 
 
-def test_nothing_leaves_a_permanent_kind_except_by_repair() -> None:
+def test_nothing_leaves_a_permanent_kind_except_by_fsck_which_keeps_it() -> None:
     for source, destination, trigger in TRANSITIONS:
         if source in (K.SUCCEEDED, K.CANCELLED):
-            assert (destination, trigger) == (source, Trigger.FSCK_REPAIR)
+            assert destination == source and trigger in (Trigger.FSCK_REPAIR, Trigger.FSCK_REBUILD)
 
 
 def test_failed_is_terminal_but_revivable() -> None:
@@ -131,6 +139,7 @@ def test_the_core_kinds_are_every_kind_but_the_reserved_extensions_in_the_table_
     assert {k for row in TRANSITIONS for k in row[:2]} == set(CORE_KINDS)
 
 
-def test_every_trigger_is_a_manager_s_an_operator_s_or_the_repair() -> None:
-    assert _states.MANAGER_TRIGGERS | _states.OPERATOR_TRIGGERS | {Trigger.FSCK_REPAIR} == set(Trigger)
+def test_every_trigger_is_a_manager_s_an_operator_s_or_fsck_s() -> None:
+    fsck = {Trigger.FSCK_REPAIR, Trigger.FSCK_REBUILD}
+    assert _states.MANAGER_TRIGGERS | _states.OPERATOR_TRIGGERS | fsck == set(Trigger)
     assert _states.MANAGER_TRIGGERS.isdisjoint(_states.OPERATOR_TRIGGERS)

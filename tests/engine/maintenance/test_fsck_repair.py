@@ -9,7 +9,6 @@ aged into the past (``tests/runners.py``), so no test sleeps.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,10 @@ from httk.workflow.engine.maintenance._fsck import adopt, fsck, repair_problems
 from httk.workflow.engine.maintenance._fsck_check import FsckReport, check
 from httk.workflow.engine.manager._manager import ManagerIdentity, ManagerRecord
 from httk.workflow.engine.manager._recovery import release_stale_claim
-from httk.workflow.engine.manager._state import ManagerState
+from httk.workflow.engine.manager._state import ManagerState, Owner
 from httk.workflow.protocol import RecordRef
 
-from tests.crashkit import count_mutations, run_crashing
+from tests.crashkit import crash_at_every_point
 from tests.engine.maintenance.test_fsck import files, flip_checksum
 from tests.inspectkit import snapshot
 from tests.jobkinds import chain, frame_of, job_in, new_state
@@ -107,7 +106,7 @@ def test_a_repaired_claim_does_not_name_the_live_manager_that_only_queued_it(tmp
     init(root, durable=False)
     registrar = new_state(root)
     stale = job_in(registrar, Kind.CLAIMED)
-    release_stale_claim(registrar, stale, frame_of(registrar, stale), None)
+    release_stale_claim(registrar, stale, frame_of(registrar, stale), Owner(False, None))
     ready = now_at(root, stale)
     assert frame_of(registrar, ready)["manager_id"] == registrar.manager_id
     heartbeat(registrar)
@@ -273,20 +272,14 @@ def test_every_crash_point_of_a_repair_converges_when_it_runs_again(tmp_path: Pa
 
     template = tmp_path / "template"
     marker = make(template)
-    reference = tmp_path / "reference"
-    shutil.copytree(template, reference)
-    trace = count_mutations(REPAIR_CODE.format(root=str(reference)), tmp_path / "trace")
-    expected = outcome(reference, marker)
-    assert expected["clean"] and trace
-    failures = []
-    for k in range(1, len(trace) + 1):
-        root = tmp_path / f"crash-{k}"
-        shutil.copytree(template, root)
-        run_crashing(REPAIR_CODE.format(root=str(root)), k)
-        repair(root, quarantine=True)
-        got = outcome(root, marker)
-        if got != expected:
-            failures.append(f"crash after mutation {k} ({trace[k - 1]}): {got} != {expected}")
+    expected, failures = crash_at_every_point(
+        template,
+        tmp_path,
+        REPAIR_CODE,
+        lambda root: repair(root, quarantine=True),
+        lambda root: outcome(root, marker),
+    )
+    assert expected["clean"]
     assert not failures, "\n".join(failures)
     if scenario == "repair":
         assert expected["chain"][0][1] == "fsck_repair" and expected["quarantined"] == 0

@@ -13,7 +13,7 @@ import pytest
 from httk.workflow.engine.core._frames import Frame, attempt_evidence, carried
 from httk.workflow.engine.core._segments import segment_name
 from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.engine.maintenance._gc import collect_garbage
 from httk.workflow.engine.manager._state import ManagerState
 from httk.workflow.engine.ops._show import job_history
@@ -233,13 +233,6 @@ def test_an_unreadable_chain_stops_journal_collection(ws: Workspace, state: Mana
     report = collect_garbage(ws)
     assert "run workspace fsck" in report.skipped["journal_segment"]
     assert segment_keys(ws, state.writer_id) == before
-
-
-def test_a_workspace_with_detached_transfers_keeps_its_journal(tmp_path: Path) -> None:
-    workspace = init(tmp_path / "ws", durable=False, extensions=("detached-transfer-v1",))
-    set_retention(workspace, journal_days=0)
-    report = collect_garbage(workspace)
-    assert "detached-transfer-v1" in report.skipped["journal_segment"]
 
 
 # -- manager directories -------------------------------------------------------------------------------

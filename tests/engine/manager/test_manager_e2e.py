@@ -24,6 +24,7 @@ import pytest
 from httk.workflow.engine.core._liveness import process_alive
 from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
 from httk.workflow.engine.manager import _launch
+from httk.workflow.engine.manager._landlock import landlock
 from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.ops._why import WhyContext, diagnose
@@ -555,7 +556,11 @@ def test_committed_attempts_leave_their_output_in_stdio_log(ws: Workspace, runne
     )
 
 
-def test_a_failed_attempt_keeps_its_control_directory(ws: Workspace, runner: dict[str, Any]) -> None:
+def test_a_failed_attempt_keeps_its_control_directory(
+    ws: Workspace, runner: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TMPDIR holds the workspace, so the confined attempt's TMPDIR is tmp/ in its control directory.
+    monkeypatch.setenv("TMPDIR", str(ws.root.parent))
     failure = {"code": "app.broken", "message": "broken inputs"}
     job = scripted_job({"prepare": {"action": "fail", "failure": failure, "stdout": "evidence\n"}}, runner)
     submit(ws, job)
@@ -573,9 +578,10 @@ def test_a_failed_attempt_keeps_its_control_directory(ws: Workspace, runner: dic
         "runner",
         "stderr.log",
         "stdout.log",
+        *(["tmp"] if landlock().abi is not None else []),
     ]
     assert (control / "stdout.log").read_text() == "evidence\n"
-    assert not (job_dir / "logs").exists()
+    assert not (job_dir / "logs" / "stdio.log").exists()  # logs/ itself is made for a confined runner
 
 
 # -- recovery of what a dead manager left ------------------------------------------------------------

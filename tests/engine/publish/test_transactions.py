@@ -425,7 +425,22 @@ def test_load_manifest_reads_untrusted_json(tmp_path: Path) -> None:
 # -- preconditions against data/ -------------------------------------------------------------------
 PRECONDITION_CASES = [
     pytest.param(
-        lambda b: b.file("f", "missing/x", b"1"), {}, "put never creates parents", id="put-no-parent"
+        lambda b: b.tree("t", "missing/t", {"a": b"a"}, op="replace-tree"),
+        {},
+        "replace-tree replaces a tree in place",
+        id="replace-tree-no-parent",
+    ),
+    pytest.param(
+        lambda b: b.file("f", "x/y/z", b"1"),
+        {"x": b"0"},
+        "ancestor 'x' in data/ is not",
+        id="put-parent-file",
+    ),
+    pytest.param(
+        lambda b: b.tree("t", "x/t", {"a": b"a"}),
+        {"x": None, "x/t": b"0"},
+        "not an empty",
+        id="put-tree-file",
     ),
     pytest.param(lambda b: b.make_dir("m", "a/b"), {}, "declare parents", id="make-dir-no-parent"),
     pytest.param(lambda b: b.make_dir("m", "f"), {"f": b"1"}, "not a directory", id="make-dir-over-file"),
@@ -735,8 +750,9 @@ def _corrupt_source_digest(data: Path, bundle: Bundle) -> None:
     (bundle.dir / "payload/old.txt").write_bytes(b"changed after validation")
 
 
-def _corrupt_missing_parent(data: Path, bundle: Bundle) -> None:
+def _corrupt_parent_a_file(data: Path, bundle: Bundle) -> None:
     bundle.ops[0] = {"id": "mk", "op": "make-dir", "path": "unrelated"}
+    write_tree(data, {"results": b"not a directory"})
 
 
 def _corrupt_replace_expected(data: Path, bundle: Bundle) -> None:
@@ -751,7 +767,7 @@ CORRUPTIONS = [
     pytest.param(_corrupt_replace_tree_all_present, "swap", "again", id="replace-tree-all-present"),
     pytest.param(_corrupt_make_dir_file, "mk", "regular file", id="make-dir-over-file"),
     pytest.param(_corrupt_source_digest, "replace", "digests to", id="source-digest"),
-    pytest.param(_corrupt_missing_parent, "energy", "never creates parents", id="parent-missing"),
+    pytest.param(_corrupt_parent_a_file, "energy", "ancestor", id="parent-a-file"),
     pytest.param(_corrupt_replace_expected, "swap", "expected_sha256", id="old-tree-changed"),
 ]
 
@@ -917,25 +933,33 @@ def test_the_all_or_none_oracle_rejects_a_state_out_of_order(tmp_path: Path) -> 
     assert _prefix_applied(initial, snapshot(finished), bundle.ops)
 
 
+def replay_mutations(template: Path, work: Path, durable: bool) -> list[str]:
+    """Replay a copy of ``template`` (``data/`` and ``bundle/``) at ``work``; its mutation trace."""
+    shutil.copytree(template, work, symlinks=True)
+    code = REPLAY_CODE.format(bundle=str(work / "bundle"), data=str(work / "data"), durable=durable)
+    return count_mutations(code, work.parent / f"{work.name}.trace")
+
+
+def replay_crashed(template: Path, case: Path, durable: bool, after: int) -> Path:
+    """A copy of ``template`` at ``case`` whose replay was stopped right after mutation ``after``."""
+    shutil.copytree(template, case, symlinks=True)
+    run_crashing(
+        REPLAY_CODE.format(bundle=str(case / "bundle"), data=str(case / "data"), durable=durable), after
+    )
+    return case
+
+
 @pytest.mark.parametrize("durable", [False, True])
 def test_a_crash_after_every_mutation_resumes_to_the_uncrashed_result(tmp_path: Path, durable: bool) -> None:
     template = tmp_path / "template"
     _, bundle = full_scenario(template)
     initial = snapshot(template / "data")
-    trace = tmp_path / "trace"
-    work = tmp_path / "count"
-    shutil.copytree(template, work, symlinks=True)
-    code = REPLAY_CODE.format(bundle=str(work / "bundle"), data=str(work / "data"), durable=durable)
-    mutations = count_mutations(code, trace)
+    mutations = replay_mutations(template, tmp_path / "count", durable)
     # make-dir 2, three puts 3, replace-tree 4 (trash/, trash/swap/, two renames), removes 2 x 2
     assert len(mutations) == 13
-    assert snapshot(work / "data") == EXPECTED_DATA
+    assert snapshot(tmp_path / "count/data") == EXPECTED_DATA
     for k in range(1, len(mutations) + 1):
-        case = tmp_path / f"crash-{k}"
-        shutil.copytree(template, case, symlinks=True)
-        run_crashing(
-            REPLAY_CODE.format(bundle=str(case / "bundle"), data=str(case / "data"), durable=durable), k
-        )
+        case = replay_crashed(template, tmp_path / f"crash-{k}", durable, k)
         assert _prefix_applied(initial, snapshot(case / "data"), bundle.ops), k
         run_replay(case / "data", Bundle.of(case / "bundle", bundle.ops))
         assert snapshot(case / "data") == EXPECTED_DATA, k
@@ -957,9 +981,8 @@ print(result.performed, result.changed)
 """
 
 
-@pytest.mark.parametrize("round_", range(3))
-def test_three_replayers_of_one_abandoned_bundle_converge(tmp_path: Path, round_: int) -> None:
-    data, bundle = full_scenario(tmp_path)
+def replay_concurrently(data: Path, bundle: Bundle, count: int = 3) -> list[tuple[int, bool]]:
+    """``count`` replayer processes released at one instant; each one's (performed, changed)."""
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
     code = BARRIER_CODE.format(bundle=str(bundle.dir), data=str(data), ready=ready_w, go=go_r)
@@ -970,24 +993,30 @@ def test_three_replayers_of_one_abandoned_bundle_converge(tmp_path: Path, round_
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        for _ in range(3)
+        for _ in range(count)
     ]
     os.close(ready_w)
     os.close(go_r)
     arrived = b""
-    while len(arrived) < 3:
-        chunk = os.read(ready_r, 3)
+    while len(arrived) < count:
+        chunk = os.read(ready_r, count)
         assert chunk, "a replayer died before the barrier"
         arrived += chunk
-    os.close(go_w)  # release all three at once
+    os.close(go_w)  # release them all at once
     os.close(ready_r)
     outputs = [process.communicate(timeout=60) for process in processes]
     for process, (_, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, err.decode()
-    performed = [int(out.split()[0]) for out, _ in outputs]
-    assert all(out.split()[1] == b"True" for out, _ in outputs)
+    return [(int(out.split()[0]), out.split()[1] == b"True") for out, _ in outputs]
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_three_replayers_of_one_abandoned_bundle_converge(tmp_path: Path, round_: int) -> None:
+    data, bundle = full_scenario(tmp_path)
+    results = replay_concurrently(data, bundle)
+    assert all(changed for _, changed in results)
     # Every step happened exactly once among them, whoever did it (a make-dir may be raced: exist_ok).
-    assert 8 <= sum(performed) <= 8 + 2
+    assert 8 <= sum(performed for performed, _ in results) <= 8 + 2
     assert snapshot(data) == EXPECTED_DATA
     assert snapshot(bundle.dir / "trash") == EXPECTED_TRASH
 

@@ -82,20 +82,39 @@ def rework(a: Attempt) -> None:
     a.succeed(message=json.dumps(sorted(p.name for p in data.iterdir())))
 
 
+@step
+def deep(a: Attempt) -> None:
+    # DECISIONS D15: no make_dir; the puts create their parents inside a data/ that does not exist yet.
+    assert a.data_dir is not None and not a.data_dir.exists()
+    tree = a.workdir / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "WAVECAR").write_bytes(b"waves\\n")
+    tx = a.transaction()
+    tx.put_file("results/relax/energy.json", b"-10.8\\n")
+    tx.put_tree("restart/run1", tree)
+    a.succeed()
+
+
 if __name__ == "__main__":
     raise SystemExit(dispatch())
 """
 
 
 def submit_transactional(
-    ws: Workspace, runner: str, placement: str, name: str, inputs: Mapping[str, Any]
+    ws: Workspace,
+    runner: str,
+    placement: str,
+    name: str,
+    inputs: Mapping[str, Any],
+    *,
+    initial_step: str = "write",
 ) -> dict[str, Any]:
     """Submit a transactional job tagged ``name`` whose payload carries ``runner`` as its runner script."""
     job = minimal_job(
         tag=name,
         runner={"backend": "path", "path": "runner", "arguments": []},
         data={"mode": "transactional"},
-        initial_step="write",
+        initial_step=initial_step,
         inputs=dict(inputs),
     )
     spec = JobSpec(job, placement, files={"runner": runner.encode()}, executables=frozenset({"runner"}))
@@ -153,6 +172,24 @@ def test_transactions_are_replayed_into_data_and_advance_the_generation(tmp_path
     assert frames[-2]["outcome"] is None
     data = ws.root / "tx" / f"stale--{stale['id']}" / "data"
     assert _tree(data) == {"results": None, "results/energy.json": b"-10.8\n", "tree": None}
+
+
+def test_puts_into_a_fresh_data_directory_create_their_parents(tmp_path: Path) -> None:
+    ws = init(tmp_path / "ws", durable=True, extensions=("transactional-data-v1",))
+    job = submit_transactional(ws, RUNNER, "tx", "deep", {}, initial_step="deep")
+    Manager(ws, ManagerConfig()).run()
+    frames = _frames(ws, job, "succeeded")
+    data = ws.root / "tx" / f"deep--{job['id']}" / "data"
+    assert _tree(data) == {
+        "restart": None,
+        "restart/run1": None,
+        "restart/run1/sub": None,
+        "restart/run1/sub/WAVECAR": b"waves\n",
+        "results": None,
+        "results/relax": None,
+        "results/relax/energy.json": b"-10.8\n",
+    }
+    assert frames[-1]["data_generation"] == 1
 
 
 def test_a_replay_interrupted_by_an_io_error_is_retried_by_its_own_manager(

@@ -2,8 +2,10 @@
 
 Without ``--repair`` the workspace is attached read-only and nothing is written, not even a journal
 writer directory, so the check also works on a workspace this version may not change. ``--repair``
-re-points each damaged marker at the last good frame of its job and ``--quarantine-unrepairable`` (only
-with ``--repair``) moves a marker that cannot be restored into ``.httk-workflow/quarantine/``
+re-points each damaged marker at the last good frame of its job, ``--rebuild-lost`` (only with
+``--repair``) rebuilds one frame from job.json for a job that has no readable frame at all (a
+``--no-durable`` workspace that lost journal segments), and ``--quarantine-unrepairable`` (only with
+``--repair``) moves a marker that cannot be restored into ``.httk-workflow/quarantine/``
 (:func:`httk.workflow.engine.fsck`).
 
 Exit status: 0 when the workspace is clean or everything found was repaired, 1 when something is left
@@ -36,6 +38,14 @@ QuarantineOpt = Annotated[
         help="With --repair, move markers that cannot be restored into .httk-workflow/quarantine/.",
     ),
 ]
+RebuildOpt = Annotated[
+    bool,
+    typer.Option(
+        "--rebuild-lost",
+        help="With --repair, give a job with no readable frame at all (history lost in a power cut of a "
+        "--no-durable workspace) one frame rebuilt from job.json; waiting jobs stay unrepairable.",
+    ),
+]
 HEADERS = ("code", "action", "kind", "gen", "job or entry", "detail")
 LEFTOVERS = ("removed_jobs", "tmp_entries", "retired_requests", "placement_directories")
 
@@ -46,12 +56,17 @@ def fsck(
     workspace_option: WorkspaceOpt = None,
     repair: RepairOpt = False,
     quarantine_unrepairable: QuarantineOpt = False,
+    rebuild_lost: RebuildOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Check that every marker resolves to its journal frame (exit 1 when something is left to do)."""
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
-    if quarantine_unrepairable and not repair:
-        raise UsageError("--quarantine-unrepairable needs --repair")
+    for given, option in (
+        (quarantine_unrepairable, "--quarantine-unrepairable"),
+        (rebuild_lost, "--rebuild-lost"),
+    ):
+        if given and not repair:
+            raise UsageError(f"{option} needs --repair")
     from httk.workflow.engine import attach
     from httk.workflow.engine import fsck as check_workspace
 
@@ -59,7 +74,11 @@ def fsck(
     try:
         with progress_bar("checking markers", enabled=wanted(as_json)) as bar:
             report = check_workspace(
-                attached, repair=repair, quarantine_unrepairable=quarantine_unrepairable, progress=bar.report
+                attached,
+                repair=repair,
+                quarantine_unrepairable=quarantine_unrepairable,
+                rebuild_lost=rebuild_lost,
+                progress=bar.report,
             )
     finally:
         attached.close()

@@ -136,6 +136,14 @@ def show_lines(report: Mapping[str, Any]) -> list[str]:
             lines.append((member, str(value.get("reason", value) if isinstance(value, Mapping) else value)))
     if "takeover" in report:
         lines.append(("takeover", _takeover(report["takeover"])))
+    if "confinement" in report:
+        lines.append(("confinement", confinement(report["confinement"])))
+        for path in report["confinement"].get("writable") or []:
+            lines.append(("writable", str(path)))
+        for refused in report["confinement"].get("refused") or []:
+            lines.append(
+                ("refused", f"{refused.get('path')} ({refused.get('origin')}): {refused.get('reason')}")
+            )
     if "join" in report:
         lines.append(("join", str(report["join"].get("condition", "-"))))
         for child in report.get("join_children", []):
@@ -245,6 +253,16 @@ def _takeover(takeover: Any) -> str:
     return text
 
 
+def confinement(record: Any) -> str:
+    """``landlock ABI 7`` or why the runner ran unconfined (``off: --no-confine``)."""
+    if not isinstance(record, Mapping):
+        return str(record)
+    if record.get("enforced"):
+        return f"{record.get('mechanism', 'landlock')} ABI {record.get('abi')}"
+    what = "unavailable" if record.get("reason") == "unavailable" else "off"
+    return f"{what}: {record.get('detail') or record.get('reason')}"
+
+
 # -- job log -----------------------------------------------------------------------------------------
 def log_line(entry: Mapping[str, Any]) -> str:
     generation = entry.get("generation")
@@ -271,6 +289,8 @@ def log_line(entry: Mapping[str, Any]) -> str:
         parts.append(f"after={_failure(entry['last_failure'])}")
     if entry.get("takeover"):
         parts.append(f"takeover=({_takeover(entry['takeover'])})")
+    if entry.get("confinement"):
+        parts.append(f"confinement=({confinement(entry['confinement'])})")
     if entry.get("operator"):
         said = f" ({entry['operator_reason']})" if entry.get("operator_reason") else ""
         parts.append(f"operator={entry['operator']}{said}")

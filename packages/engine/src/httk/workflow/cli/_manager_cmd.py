@@ -160,6 +160,14 @@ GcIntervalOpt = Annotated[
         help="Also run workspace gc at most once per SECONDS, at the end of a tick [default: never].",
     ),
 ]
+NoConfineOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-confine",
+        help="Run runners without their Landlock confinement (by default they may write only their "
+        "workdir, attempt control, .httk-job/, logs/, temporary space, home and declared paths).",
+    ),
+]
 LabelOpt = Annotated[
     str | None, typer.Option("--label", help="A stable administrative name for this manager.")
 ]
@@ -195,6 +203,7 @@ def run(
     json_logs: JsonLogsOpt = False,
     label: LabelOpt = None,
     gc_interval: GcIntervalOpt = None,
+    no_confine: NoConfineOpt = False,
     durable: DurableOpt = None,
     as_json: JsonOpt = False,
     manager_id: ManagerIdOpt = None,
@@ -233,6 +242,7 @@ def run(
         gc_interval=gc_interval,
         manager_id=manager_id,
         drain_before_end=drain_before_end,
+        confine=not no_confine,
     )
     run_manager(
         plan.root,

@@ -303,8 +303,13 @@ class MonitorApp(App[None]):
         table.clear()
         self._rows = {}
         for marker in page.jobs:
+            # A listing of a live workspace can meet a job twice, when its marker moves on between two
+            # kinds' directories during the walk: one row per job, its newest generation.
             key = f"{marker.placement}/{marker.job_key}"
-            self._rows[key] = marker
+            seen = self._rows.get(key)
+            if seen is None or marker.name.generation > seen.name.generation:
+                self._rows[key] = marker
+        for key, marker in self._rows.items():
             name = marker.name
             table.add_row(
                 marker.kind.value,

@@ -204,13 +204,14 @@ A stable administrative name, separate from the incarnation UUID.
 
 class Process(BaseModel):
     """
-    The manager process's start time in clock ticks and the kernel boot id, so that manager stop signals this process and never one that reused its pid.
+    The manager process's start time in clock ticks, the kernel boot id and the pid namespace, so that manager stop signals this process and never one that reused its pid, and a manager on the same host knows this one is gone once its process is (DECISIONS D17).
     """
 
     model_config = ConfigDict(
         extra="allow",
     )
     boot_id: StrictStr | None = None
+    pid_namespace: StrictStr | None = None
     start_ticks: Annotated[StrictInt | None, Field(ge=0)] = None
 
 
@@ -267,7 +268,7 @@ A collection age limit in days (a non-negative number); null or "keep" mean keep
 
 PreviousRecordRef = TypeAliasType("PreviousRecordRef", Annotated[StrictStr, Field(min_length=1)])
 """
-The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame.
+The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame, and in an fsck_rebuild frame, which follows a history that was lost.
 """
 
 
@@ -275,6 +276,87 @@ Signal = TypeAliasType("Signal", Annotated[StrictInt, Field(ge=1)])
 """
 The signal that ended the process, when known.
 """
+
+
+class RefusedItem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    origin: StrictStr
+    """
+    Who declared it: runner.writable_paths (job input or workspace setting), or a packaged runner.
+    """
+    path: StrictStr
+    """
+    The path as declared.
+    """
+    reason: StrictStr
+    """
+    Why it was refused.
+    """
+
+
+WritableItem = TypeAliasType("WritableItem", Annotated[StrictStr, Field(min_length=1)])
+
+
+class Confinement(BaseModel):
+    """
+    What confined the attempt's runner, in its running frame: a Landlock ruleset limiting where the runner and its children may write, or why there was none.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    abi: Annotated[StrictInt | None, Field(ge=1)] = None
+    """
+    The kernel's Landlock ABI version (when enforced).
+    """
+    detail: StrictStr | None = None
+    """
+    The reason in words.
+    """
+    enforced: StrictBool
+    """
+    Whether the runner ran inside the ruleset.
+    """
+    mechanism: Literal["landlock"] | None = None
+    """
+    What enforced it (when enforced).
+    """
+    reason: Literal["manager", "job", "unavailable"] | None = None
+    """
+    Why it was not enforced: the manager ran with --no-confine, the job (or the workspace) set runner.confine to false, or the kernel offers no Landlock.
+    """
+    refused: list[RefusedItem] | None = None
+    """
+    Declared writable paths that were not granted, and why.
+    """
+    tmpdir: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    The attempt's private TMPDIR (tmp/ in its attempt-control directory), given when the temporary directory the runner would use holds the workspace and so is granted only around it.
+    """
+    writable: list[WritableItem] | None = None
+    """
+    The paths the runner could write below, resolved; one that holds the workspace was granted only around it.
+    """
+
+
+class LostGenerations(BaseModel):
+    """
+    The generations whose frames were lost.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    first: Annotated[StrictInt, Field(ge=0, le=18446744073709551615, title="Generation")]
+    """
+    An unsigned 64-bit counter: a marker's state generation or a job's data generation.
+    """
+    last: Annotated[StrictInt, Field(ge=0, le=18446744073709551615, title="Generation")]
+    """
+    An unsigned 64-bit counter: a marker's state generation or a job's data generation.
+    """
 
 
 class FsckRepair(BaseModel):
@@ -1577,7 +1659,7 @@ class ManagerManifest(BaseModel):
     """
     process: Process | None = None
     """
-    The manager process's start time in clock ticks and the kernel boot id, so that manager stop signals this process and never one that reused its pid.
+    The manager process's start time in clock ticks, the kernel boot id and the pid namespace, so that manager stop signals this process and never one that reused its pid, and a manager on the same host knows this one is gone once its process is (DECISIONS D17).
     """
     resources: Annotated[
         dict[
@@ -2116,11 +2198,58 @@ class Cancellation(BaseModel):
             "no_launched_process",
             "no_live_attempt",
             "allocation_ended",
+            "history_lost",
         ]
         | None
     ) = None
     """
-    The evidence that nothing still runs: the launched process was reaped, its process group is gone on this host, no process identity was ever recorded, the job had no live attempt, or the batch system confirmed that the allocation ended.
+    The evidence that nothing still runs: the launched process was reaped, its process group is gone on this host, no process identity was ever recorded, the job had no live attempt, or the batch system confirmed that the allocation ended, or (history_lost) nothing: workspace fsck rebuilt a job whose history was lost, and no evidence survived.
+    """
+
+
+class FsckRebuild(BaseModel):
+    """
+    What was lost when workspace fsck --rebuild-lost rebuilt this frame from job.json and the marker's name; present in frames with reason fsck_rebuild, whose previous_record_ref is null.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    from_kind: Annotated[
+        Literal[
+            "submitted",
+            "ready",
+            "claimed",
+            "running",
+            "committing",
+            "cancelling",
+            "relocating",
+            "transferring",
+            "waiting",
+            "paused",
+            "succeeded",
+            "failed",
+            "cancelled",
+        ],
+        Field(title="State kind"),
+    ]
+    """
+    The kind the marker had before the rebuild.
+    """
+    lost_generations: LostGenerations
+    """
+    The generations whose frames were lost.
+    """
+    lost_record_ref: Annotated[StrictStr, Field(min_length=1)]
+    """
+    The record reference the marker named, whose frame (and every earlier one of the job) could not be read.
+    """
+    problem: Annotated[
+        StrictStr | None,
+        Field(max_length=128, min_length=1, pattern="^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$", title="Code"),
+    ] = None
+    """
+    The problem code the check reported for it, e.g. missing_segment.
     """
 
 
@@ -2211,6 +2340,10 @@ class ReleasedClaim(BaseModel):
     ]
     """
     The manager whose claim was released.
+    """
+    manager_process_gone: StrictBool = False
+    """
+    That manager's lease had not run out, but its recorded process was gone from this host, so the lease counted as expired at once (DECISIONS D17); false when the lease had run out.
     """
 
 
@@ -2359,6 +2492,10 @@ class Takeover(BaseModel):
     killed_orphan: StrictBool | None = None
     """
     The attempt's process was still running on this host and was killed before the takeover.
+    """
+    manager_process_gone: StrictBool = False
+    """
+    The previous manager's lease had not run out, but its recorded process was gone from this host, so the lease counted as expired at once (DECISIONS D17); false when the lease had run out.
     """
     previous_manager_id: Annotated[
         StrictStr,
@@ -3303,7 +3440,7 @@ class StateFrame(BaseModel):
         Field(max_length=128, min_length=1, pattern="^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$", title="Code"),
     ] = None
     """
-    Why the activation's next (or current) attempt runs, passed to the runner as HTTK_WORKFLOW_ATTEMPT_REASON: initial, advance, join, on_impossible, override_step, manual_continue, requested_retry, lease_lost, or the failure code of the attempt it retries.
+    Why the activation's next (or current) attempt runs, passed to the runner as HTTK_WORKFLOW_ATTEMPT_REASON: initial, advance, join, on_impossible, override_step, manual_continue, requested_retry, lease_lost, history_lost (workspace fsck rebuilt the job after its history was lost), or the failure code of the attempt it retries.
     """
     cancellation: Cancellation | None = None
     capabilities: list[Label] | None = None
@@ -3322,6 +3459,7 @@ class StateFrame(BaseModel):
     """
     The claim that created the current attempt.
     """
+    confinement: Confinement | None = None
     created_at: Annotated[
         StrictStr,
         Field(
@@ -3352,6 +3490,7 @@ class StateFrame(BaseModel):
     """
     Major format version.
     """
+    fsck_rebuild: FsckRebuild | None = None
     fsck_repair: FsckRepair | None = None
     job_digest: Annotated[
         StrictStr | None,
@@ -3485,7 +3624,7 @@ class StateFrame(BaseModel):
     """
     previous_record_ref: PreviousRecordRef | None
     """
-    The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame.
+    The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame, and in an fsck_rebuild frame, which follows a history that was lost.
     """
     priority: Annotated[StrictInt, Field(ge=0, le=999, title="Priority")]
     """
@@ -3494,7 +3633,7 @@ class StateFrame(BaseModel):
     process: Process1 | None = None
     reason: Annotated[StrictStr, Field(min_length=1)]
     """
-    Why the transition happened, as a code. This implementation writes registered, invalid_submission, claimed, launched, prepare_failure, outcome, unusable_outcome, advance, wait, succeed, pause, retry, failure, released_stale_claim, join_satisfied, join_impossible, join_unresolved, join_resolved, invalid_join, dependency_failure, operator_continue, operator_override_step, operator_pause, operator_set_priority, operator_cancel, cancel_verified, operator_delete and fsck_repair; a frame of another writer may carry another code.
+    Why the transition happened, as a code. This implementation writes registered, invalid_submission, claimed, launched, prepare_failure, outcome, unusable_outcome, advance, wait, succeed, pause, retry, failure, released_stale_claim, join_satisfied, join_impossible, join_unresolved, join_resolved, invalid_join, dependency_failure, operator_continue, operator_override_step, operator_pause, operator_set_priority, operator_cancel, cancel_verified, operator_delete, fsck_repair and fsck_rebuild; a frame of another writer may carry another code.
     """
     released_claim: ReleasedClaim | None = None
     request_id: Annotated[

@@ -28,6 +28,7 @@ from __future__ import annotations
 from ._base36 import decode as decode_base36
 from ._base36 import encode as encode_base36
 from ._errors import (
+    ForeignOwnerError,
     InvalidDocumentError,
     InvalidNameError,
     JournalDamageError,
@@ -85,6 +86,7 @@ from ._names import (
 __all__ = [
     "DEFAULT_POOL",
     "FRAME_OVERHEAD",
+    "ForeignOwnerError",
     "GENERATION_BITS",
     "INIT_REF",
     "InvalidDocumentError",

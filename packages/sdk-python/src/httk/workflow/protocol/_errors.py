@@ -11,6 +11,7 @@ meets them.
     ├── InvalidNameError            a tag, job key, placement, label, step or base-36 number is malformed
     ├── InvalidDocumentError        a protocol document breaks its schema or a rule beside it
     │   └── UnsafePathError         a path escapes its root, is a symlink or a forbidden file type
+    │       └── ForeignOwnerError   an entry a manager would act on belongs to another account
     ├── WorkspaceError              a workspace cannot be attached or changed
     │   ├── WorkspaceFormatError    format.json is missing, invalid, or names what we do not support
     │   └── PolicyError             a policy or settings change is refused
@@ -59,6 +60,14 @@ class InvalidDocumentError(WorkflowError, ValueError):
 
 class UnsafePathError(InvalidDocumentError):
     """A path is absolute, escapes its root, is a symlink, or is a forbidden file type."""
+
+
+class ForeignOwnerError(UnsafePathError):
+    """An entry a manager would act on (a marker, a payload, job.json) is owned by another account.
+
+    A manager runs only jobs its own account submitted: running another account's job.json would run
+    that account's choice of code with this account's rights.
+    """
 
 
 class WorkspaceError(WorkflowError):

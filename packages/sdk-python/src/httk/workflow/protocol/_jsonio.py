@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._errors import InvalidDocumentError, UnsafePathError
+from ._errors import ForeignOwnerError, InvalidDocumentError, UnsafePathError
 
 MAX_DOCUMENT_BYTES = 1 << 20
 """Default size limit of one protocol document (1 MiB)."""
@@ -96,8 +96,14 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_document_bytes(path: Path | str, document: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
-    """The bytes of a regular, non-symlink file of at most ``max_bytes`` (errors as in read_json_object)."""
+def read_document_bytes(
+    path: Path | str, document: str, max_bytes: int = MAX_DOCUMENT_BYTES, *, owner: int | None = None
+) -> bytes:
+    """The bytes of a regular, non-symlink file of at most ``max_bytes`` (errors as in read_json_object).
+
+    With ``owner`` (a uid) a file another account owns is refused with :class:`ForeignOwnerError`,
+    judged on the opened file itself, so no rename between a check and the read can slip one in.
+    """
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
@@ -110,6 +116,8 @@ def read_document_bytes(path: Path | str, document: str, max_bytes: int = MAX_DO
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise UnsafePathError(document, "", f"is {_kind(st.st_mode)}, not a regular file", path)
+        if owner is not None and st.st_uid != owner:
+            raise ForeignOwnerError(document, "", f"is owned by uid {st.st_uid}, not by this account", path)
         if st.st_size > max_bytes:
             raise InvalidDocumentError(
                 document, "", f"is {st.st_size} bytes, over the limit of {max_bytes} bytes", path

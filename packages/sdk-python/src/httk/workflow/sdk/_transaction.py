@@ -20,8 +20,9 @@ caller took), so the same calls always build the same manifest apart from its tr
 
 Decisions: sources are *copied* when the outcome is published, never linked -- a hard link into the
 workdir would let later writes there reach committed data. Bytes given to :meth:`Transaction.put_file`
-are held in memory until then; pass a path for large contents. A put never creates missing parent
-directories of its destination; add a ``make_dir`` (``parents=True`` for several levels) first. The
+are held in memory until then; pass a path for large contents. A put creates the missing parent
+directories of its destination when the manager replays it (DECISIONS D15); ``make_dir`` is for a
+directory wanted on its own. The
 transaction of an attempt (:meth:`Attempt.transaction <._attempt.Attempt.transaction>`) refuses every
 operation once the attempt's outcome is published: the bundle was staged (or discarded) then, so a later
 operation would be lost without a word.

@@ -15,7 +15,6 @@ Cost: one read and one write of every staged byte, one more read of a staged tre
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from ._files import fsync_path, write_new
+from ._sha256 import sha256_hex
 from ._transaction import PAYLOAD_DIR, TransactionError, _Pending
 
 TYPE_CHECKING = False
@@ -92,7 +92,7 @@ class Stager:
     def _copy_file(self, content: bytes | Path, target: Path, op_id: str, *, follow: bool = True) -> str:
         if isinstance(content, bytes):
             write_new(target, content, sync=self.durable)
-            return hashlib.sha256(content).hexdigest()
+            return sha256_hex(content)
         try:
             in_fd = os.open(content, _READ_FLAGS if follow else _READ_FLAGS | os.O_NOFOLLOW)
         except OSError as exc:
@@ -137,6 +137,8 @@ class Stager:
 
 
 def _copy_hashing(in_fd: int, target: Path, mode: int, *, sync: bool) -> str:
+    import hashlib  # a file of any size: OpenSSL's digest (see ._sha256)
+
     hasher = hashlib.sha256()
     out_fd = os.open(target, _CREATE, 0o600)
     try:

@@ -133,9 +133,10 @@ class WorkflowInput:
         }
 
 
-Check = Callable[[Mapping[str, Any]], None]
-"""A workflow's content check: receives the resolved inputs (a file input as its bytes), raises
-:class:`WorkflowInputError` naming the input to refuse them."""
+Check = Callable[[Mapping[str, Any], Mapping[str, Path]], None]
+"""A workflow's content check: receives the resolved inputs (a file input as its bytes) and the path
+each file input was read from, raises :class:`WorkflowInputError` naming the input (and, for a file,
+that path) to refuse them."""
 
 
 @dataclass(frozen=True)
@@ -234,10 +235,12 @@ def resolve_inputs(
     b'Si'
     """
     resolved: dict[str, Any] = {}
+    sources: dict[str, Path] = {}
     for name, value in given.items():
         declared = workflow.input(name)
         if declared.kind == "file":
-            resolved[name] = _read_file(name, value, base)
+            sources[name] = _file_path(name, value, base)
+            resolved[name] = _read_file(name, sources[name])
         else:
             resolved[name] = _typed(declared, value)
     for declared in workflow.inputs:
@@ -246,7 +249,7 @@ def resolve_inputs(
                 declared.name, f"is required by workflow {workflow.name!r}: {declared.meaning}"
             )
     if workflow.check is not None:
-        workflow.check(resolved)
+        workflow.check(resolved, sources)
     return resolved
 
 
@@ -399,12 +402,14 @@ def runner_file(runner: str) -> Path:
     raise SdkError(f"runner {runner!r}: module {module!r} has no resource {resource!r}")
 
 
-def _read_file(name: str, value: object, base: Path | None) -> bytes:
+def _file_path(name: str, value: object, base: Path | None) -> Path:
     if not isinstance(value, str | os.PathLike):
         raise WorkflowInputError(name, f"is a file input and needs a path, not {type(value).__name__}")
     path = Path(value)
-    if base is not None and not path.is_absolute():
-        path = base / path
+    return base / path if base is not None and not path.is_absolute() else path
+
+
+def _read_file(name: str, path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:

@@ -2,10 +2,10 @@
 
 Pure decisions over what the reader found; nothing is written. In order, a task is skipped when its
 status is a legacy one (singlejob, waiting, subruns), when a live v1 task manager may own it (unless
-``force``), when it is terminal (unless ``include_finished``); refused when it holds a name its payload
-:func:`plan_job` refuses it or it holds a name its payload reserves (its own job.json, left by a
-``move`` cut short, excepted); and refused together with every other task that would get the
-same job id (two tasks differing only in the fields v1 changes are one task to v1).
+``force``), when it is terminal (unless ``include_finished``); refused when :func:`plan_job` refuses
+it; and refused together with every other task that would get the same job id (two tasks differing
+only in the fields v1 changes are one task to v1). A task may hold any name: its directory goes into
+``task/`` of its payload, beside job.json, never in its place.
 """
 
 from __future__ import annotations
@@ -51,22 +51,8 @@ def classify(tree: Tree, options: ImportOptions, now: float) -> tuple[list[Impor
         except TaskRefusedError as exc:
             entries.append(entry(ImportAction.REFUSED, str(exc)))
             continue
-        refusal = _reserved(plan)
-        if refusal is not None:
-            entries.append(entry(ImportAction.REFUSED, refusal))
-            continue
         plans.append(plan)
     return entries, _without_duplicates(plans, entries)
-
-
-def _reserved(plan: JobPlan) -> str | None:
-    """A name the payload reserves, held by the task; its own job.json (a --move cut short) is not."""
-    for name in plan.task.reserved:
-        path = plan.task.path / name
-        if name == "job.json" and path.is_file() and not path.is_symlink() and path.read_bytes() == plan.data:
-            continue
-        return f"it holds {name}, a name the job's payload reserves"
-    return None
 
 
 def _without_duplicates(plans: list[JobPlan], entries: list[ImportEntry]) -> list[JobPlan]:

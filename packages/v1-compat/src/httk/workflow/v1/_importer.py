@@ -10,20 +10,21 @@ What :func:`import_tree` guarantees:
   so importing the same tree again finds every job placed with the same bytes and adds nothing. A
   placed job whose job.json differs is a conflict, reported and left alone.
 * **Crash-safe.** Per task: (1) the copy is made below the workspace's ``tmp/`` (batched ``cp -a
-  --parents``; a copy dies with the import), (2) job.json is written into it, (3) the status view is
-  created beside where the payload goes, (4) the engine renames the copy into place and publishes its
-  marker (the commit point). Interrupted before (4), the rerun copies again (a dead run's staging is
-  removed); between the payload rename and the marker, the payload is an orphan the rerun finds at its
-  placement and completes. With ``move`` the task directory itself is renamed at (4); an orphan of a
-  moved task is found by the sweep of the placements of the tree's directories (its job.json names the
-  tree as ``v1.root``).
+  --parents``; a copy dies with the import), (2) a payload is made beside it, job.json in it and the
+  copy moved into its ``task/`` (:class:`JobPlacer`), (3) the engine renames the payload into place and
+  publishes its marker (the commit point). Interrupted before (3), the rerun copies again (a dead run's
+  staging is removed); between the payload rename and the marker, the payload is an orphan the rerun
+  finds at its placement and completes. With ``move`` the task directory itself leaves the tree at (2),
+  by one rename into a payload below ``tmp/`` that a record names: the rerun submits it
+  (:meth:`JobPlacer.recover_moves`) before it reads the tree; an orphan of a moved task is found by the
+  sweep of the placements of the tree's directories (its job.json names the tree as ``v1.root``).
 * **Nothing else changes.** A refused task is reported with its path and why; what was staged for it
-  is removed; the tree is read, never written, except for job.json and the rename a ``move`` makes.
+  is removed; the tree is read, never written, except for the rename a ``move`` makes.
 
 Cost: the reader's walk; one ``cp -a`` process per batch of about a thousand tasks; per job one
-job.json, one status view, the engine's submission (payload rename, marker); per placement one listing
-of the placement and of each state kind there, so a second import of 10,000 tasks reads directories,
-not job files.
+directory, one job.json, one rename, the engine's submission (payload rename, marker); per placement one
+listing of the placement and of each state kind there, so a second import of 10,000 tasks reads
+directories, not job files.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ from ._errors import ImportRefusedError
 from ._import_plan import classify, entry_for
 from ._import_report import ImportAction, ImportEntry, ImportReport
 from ._jobdoc import DEFAULT_ATTEMPTS, JobPlan, placement_in
-from ._placements import Placement, imported_from
-from ._placing import JobPlacer
+from ._placements import ImportedJob, Placement, imported_from
+from ._placing import JobPlacer, alive
 from ._reader import STALE_SECONDS, Tree, read_tree
 
 STAGING_PREFIX = "v1-import."
@@ -92,11 +93,14 @@ def import_tree(
     attached = attach(workspace, writable=not options.dry_run, durable=options.durable)
     tree_root = Path(root).absolute()
     _check_layout(attached, tree_root, options)
+    placer = JobPlacer(attached, dry_run=options.dry_run)
+    recovered = [] if options.dry_run else placer.recover_moves()  # before the tree is read
     tree = read_tree(tree_root)
     entries, plans = classify(tree, options, time.time() if now is None else now)
-    run = _Run(attached, tree, options, prefix)
+    run = _Run(attached, tree, options, prefix, placer)
     entries.extend(run.settle(plans))
     entries.extend(run.sweep_orphans({plan.job_id for plan in plans}))
+    entries.extend(run.recovered(recovered))
     run.finish()
     return ImportReport.build(
         tree_root,
@@ -140,14 +144,16 @@ def _check_layout(workspace: Workspace, root: Path, options: ImportOptions) -> N
 
 
 class _Run:
-    """One import's writing half: staging, views, submissions, the orphan sweep."""
+    """One import's writing half: staging, submissions, the orphan sweep."""
 
-    def __init__(self, workspace: Workspace, tree: Tree, options: ImportOptions, prefix: str) -> None:
+    def __init__(
+        self, workspace: Workspace, tree: Tree, options: ImportOptions, prefix: str, placer: JobPlacer
+    ) -> None:
         self.workspace = workspace
         self.tree = tree
         self.options = options
         self.prefix = prefix
-        self.placer = JobPlacer(workspace, dry_run=options.dry_run)
+        self.placer = placer
         self._staging: Path | None = None
         self._batches = 0
         if not options.dry_run:
@@ -188,7 +194,6 @@ class _Run:
             return entry_for(plan, ImportAction.ALREADY_IMPORTED)
         if self.options.dry_run:
             return entry_for(plan, ImportAction.WOULD_IMPORT, "completes an interrupted import of it")
-        self.placer.ensure_view(plan)
         self.placer.complete(payload, plan.key, plan.document["priority"], plan.data, plan.placement)
         return entry_for(plan, ImportAction.COMPLETED, "an interrupted import of it is completed")
 
@@ -250,15 +255,16 @@ class _Run:
             )
         priority = int(job.document["priority"])
         self.placer.complete(placement.path / payload, job.key, priority, job.data, name)
-        return ImportEntry(
-            job.relpath,
-            job.status,
-            ImportAction.COMPLETED,
-            "an interrupted import of it is completed",
-            job_id=job.key.job_id,
-            job_key=payload,
-            placement=name,
-        )
+        return _completed(job, name, "an interrupted import of it is completed")
+
+    def recovered(self, moves: list[tuple[str, str]]) -> list[ImportEntry]:
+        """The moves an earlier import left that this one submitted (:meth:`JobPlacer.recover_moves`)."""
+        entries = []
+        for placement, key in moves:
+            job = imported_from(self.workspace.root / placement / key, self.tree.root)
+            if job is not None:
+                entries.append(_completed(job, placement, "an interrupted --move of it is completed"))
+        return entries
 
     # -- staging -------------------------------------------------------------------------------------
     def _batch_dir(self) -> Path:
@@ -282,12 +288,24 @@ class _Run:
             parts = name[len(STAGING_PREFIX) :].rsplit(".", 2)
             if not name.startswith(STAGING_PREFIX) or len(parts) != 3 or parts[0] != host:
                 continue
-            if parts[1].isdigit() and not _alive(int(parts[1])):
+            if parts[1].isdigit() and not alive(int(parts[1])):
                 mutations.remove_tree(self.workspace.tmp_dir / name)
 
     def finish(self) -> None:
         if self._staging is not None:
             mutations.remove_tree(self._staging)
+
+
+def _completed(job: ImportedJob, placement: str, why: str) -> ImportEntry:
+    return ImportEntry(
+        job.relpath,
+        job.status,
+        ImportAction.COMPLETED,
+        why,
+        job_id=job.key.job_id,
+        job_key=str(job.key),
+        placement=placement,
+    )
 
 
 def _batches(plans: Iterable[JobPlan]) -> Iterator[list[JobPlan]]:
@@ -325,13 +343,3 @@ def _conflict(placed: bytes, plan: JobPlan) -> str:
         f"job {plan.job_id} was imported before with another definition (differing: "
         f"{', '.join(differing) or 'formatting'}); a job id names one definition, so it is left as it is"
     )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

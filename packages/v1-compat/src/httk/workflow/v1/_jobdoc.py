@@ -13,7 +13,8 @@ member             value
 ``name``           ``httk v1 task <the task directory's absolute path>``: ``job show`` prints it, so every
                    job says which v1 task it came from (an instantiated template names its template)
 ``runner``         the installed v1 runner (:mod:`._runner`)
-``workdir``        persistent ``ht.run.current``, where v1 ran every step
+``workdir``        persistent ``task``, which holds the task directory under its v1 name (the
+                   payload beside it holds job.json, which a confined runner may not write)
 ``initial_step``   the STEP field (the runner lets ``ht.nextstep`` override it, as v1 did)
 ``priority``       v1 priority 1-5 onto 100, 300, 500, 700, 900 (v1's default 3 is the protocol's 500)
 ``claim.pool``     the task set, in pool syntax: lower case, ``--`` (``<computer>--<queue>``) as ``.``
@@ -61,7 +62,8 @@ DEFAULT_ATTEMPTS = 10
 """v1's default attempt limit (``taskmanager.sh -a``)."""
 WORKFLOW = "httk.v1"
 NAME_PREFIX = "httk v1 task "
-WORKDIR = "ht.run.current"
+WORKDIR = "task"
+"""The payload's directory holding the task directory (``task/ht.task.…``): the job's workdir."""
 RETRY_ON = ("lease_lost", "process_failure")
 CATEGORIES = frozenset(
     {"ht.waitstart", "ht.waiting", "ht.running", "ht.finished", "ht.broken", "ht.timeout", "ht.stopped"}
@@ -92,7 +94,7 @@ class JobPlan:
 
     @property
     def view(self) -> str:
-        """The v1 name the status view beside the payload starts with: the task's own."""
+        """The name the task directory starts with in ``task/`` (its status view): the task's own."""
         return self.task.path.name
 
 

@@ -1,4 +1,4 @@
-"""What a placement directory of a workspace holds, listed once: payloads, markers by kind, views.
+"""What a placement directory of a workspace holds, listed once: payloads and markers by kind.
 
 The engine's public face has no call that lists the markers of a placement, and probing one job at a
 time lists every state kind's directory again per job (O(jobs) per job). So this lists each kind's
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,28 +37,22 @@ STATE_KINDS = (
 
 @dataclass
 class Placement:
-    """One placement directory: its payload directories, the kind of each marked job, its views."""
+    """One placement directory: its payload directories and the kind of each marked job."""
 
     path: Path
     payloads: set[str]
     kinds: dict[str, str]
     """Job key -> the state kind of its marker (the last one listed, should a job have two)."""
-    views: dict[str, str]
-    """Symbolic link name -> its target."""
-    targets: set[str] = field(default_factory=set)
 
 
 def list_placement(workspace: Workspace, name: str) -> Placement:
     """List the placement ``name`` of ``workspace`` (nothing when it does not exist)."""
     path = workspace.root / name
     payloads: set[str] = set()
-    views: dict[str, str] = {}
     try:
         with os.scandir(path) as listing:
             for item in listing:
-                if item.is_symlink():
-                    views[item.name] = os.readlink(item.path)
-                elif item.is_dir(follow_symlinks=False):
+                if item.is_dir(follow_symlinks=False):
                     payloads.add(item.name)
     except FileNotFoundError:
         pass
@@ -73,7 +67,7 @@ def list_placement(workspace: Workspace, name: str) -> Placement:
                         continue
         except FileNotFoundError:
             continue
-    return Placement(path, payloads, kinds, views, set(views.values()))
+    return Placement(path, payloads, kinds)
 
 
 class Placements:

@@ -45,7 +45,6 @@ STALE_SECONDS = 15 * 60
 """v1's staleness rule: a ``running`` directory untouched for more than 15 minutes (``find -mmin +15``)."""
 WATCHDOG_CODE = 43
 _ATOMIC = ("ht.atomic.", "ht.tmp.atomic.")
-_RESERVED = ("job.json", ".httk-job")
 _TMP_TASK = "ht.tmp.task."
 _REASON_CODE = re.compile(r"non-defined error code \((\d*)\)")
 _READ_LIMIT = 1 << 16
@@ -78,8 +77,6 @@ class Task:
     unsafe: str | None = None
     """The first symbolic link or special file anywhere below the task (root-relative), if any: a job's
     payload holds only regular files and directories."""
-    reserved: tuple[str, ...] = ()
-    """Names directly in the task directory that a job's payload reserves (job.json, .httk-job)."""
 
     @property
     def reason_code(self) -> int | None:
@@ -302,11 +299,8 @@ class _Walker:
         reason: str | None = None
         nextstep_dir: Path | None = None
         hazards: list[str] = []
-        reserved: list[str] = []
         for entry in self._list(path, relpath):
             child = _join(relpath, entry.name)
-            if entry.name in _RESERVED:
-                reserved.append(entry.name)
             if _hazard(entry):
                 hazards.append(child)
             if entry.name in PROGRAMS and entry.is_file(follow_symlinks=False):
@@ -354,7 +348,6 @@ class _Walker:
             resume=resume,
             subtasks=tuple(subtasks),
             unsafe=hazards[0] if hazards else None,
-            reserved=tuple(reserved),
         )
 
     def _inside(

@@ -17,7 +17,6 @@ The digests may be left out (``digest=False``) and taken later from the POTCAR w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -26,9 +25,7 @@ from ._record import NamedTuple
 from ._structure import element_of
 
 _END = "End of Dataset"
-_TITEL = re.compile(r"^\s*TITEL\s*=\s*(.+?)\s*$")
-_ZVAL = re.compile(r"ZVAL\s*=\s*([-+0-9.Ee]+)")
-_ENMAX = re.compile(r"ENMAX\s*=\s*([-+0-9.Ee]+)")
+_NUMBER = frozenset("+-0123456789.Ee")
 _CANDIDATES = ("POTCAR", "POTCAR.gz", "POTCAR.bz2")
 
 
@@ -112,22 +109,52 @@ def digests(text: str) -> list[str]:
 def _dataset(text: str, path: str, line: int, *, digest: bool) -> PotcarDataset:
     titel = zval = enmax = None
     for row in text.splitlines():
-        if titel is None and (match := _TITEL.match(row)):
-            titel = match.group(1)
-        if zval is None and (found := _ZVAL.search(row)):
-            zval = float(found.group(1))
-        if enmax is None and (cutoff := _ENMAX.search(row)):
-            enmax = float(cutoff.group(1))
+        if titel is None:
+            titel = _titel(row)
+        if zval is None:
+            zval = _number_after(row, "ZVAL")
+        if enmax is None:
+            enmax = _number_after(row, "ENMAX")
     if titel is None or zval is None:
         missing = "TITEL" if titel is None else "ZVAL"
         raise VaspInputError(f"has a dataset without its {missing} line", path=path, line=line)
     element = element_of(titel.split()[1] if len(titel.split()) > 1 else titel.split()[0])
     sha256 = None
     if digest:
-        import hashlib
+        from httk.workflow.sdk._sha256 import sha256_hex
 
-        sha256 = hashlib.sha256(text.encode()).hexdigest()
+        sha256 = sha256_hex(text.encode())
     return PotcarDataset(titel, zval, element, sha256, enmax=enmax)
+
+
+# The dataset's lines are read with string methods: compiling a regular expression for each would cost
+# a runner more, before VASP starts, than reading every POTCAR it assembles.
+def _titel(row: str) -> str | None:
+    """The value of a ``TITEL = ...`` line, or ``None`` when ``row`` is not one."""
+    text = row.lstrip()
+    if not text.startswith("TITEL"):
+        return None
+    rest = text[len("TITEL") :].lstrip()
+    value = rest[1:].strip() if rest.startswith("=") else ""
+    return value or None
+
+
+def _number_after(row: str, key: str) -> float | None:
+    """The number of the first ``KEY = number`` in ``row`` (``ZVAL   =    4.000``), or ``None``."""
+    start = row.find(key)
+    while start >= 0:
+        rest = row[start + len(key) :].lstrip()
+        if rest.startswith("="):
+            rest = rest[1:].lstrip()
+            end = 0
+            while end < len(rest) and rest[end] in _NUMBER:
+                end += 1
+            try:
+                return float(rest[:end])
+            except ValueError:  # no number, or not one ("4.0.0"): as if the key were not there
+                pass
+        start = row.find(key, start + 1)
+    return None
 
 
 def check_potcar_species(datasets: Sequence[PotcarDataset], species: Sequence[str], *, path: str) -> None:

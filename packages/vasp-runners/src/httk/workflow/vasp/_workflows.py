@@ -14,7 +14,9 @@ job.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from httk.workflow.sdk.packaged import PackagedWorkflow, WorkflowInput, WorkflowInputError
@@ -97,35 +99,34 @@ def _text(data: bytes) -> str:
     return data.decode("ascii", errors="replace")
 
 
-def check_inputs(inputs: Mapping[str, Any]) -> None:
+def check_inputs(inputs: Mapping[str, Any], sources: Mapping[str, Path]) -> None:
     """Refuse inputs VASP or the runner could not use, naming the input (the workflows' check hook).
+
+    A file input's error names the file it was read from (``sources``) and its line.
 
     Examples
     --------
-    >>> check_inputs({"structure": b"Si\\n1\\n3 0 0\\n0 3 0\\n0 0 3\\n1\\nDirect\\n0 0 0\\n"})
+    >>> text = b"Si\\n1\\n3 0 0\\n0 3 0\\n0 0 3\\n1\\nDirect\\n0 0 0\\n"
+    >>> check_inputs({"structure": text}, {"structure": Path("si.vasp")})
     Traceback (most recent call last):
     ...
-    httk.workflow.sdk.packaged.WorkflowInputError: input 'structure': POSCAR, line 6: has no species line ...
+    httk.workflow.sdk.packaged.WorkflowInputError: input 'structure': si.vasp, line 6: has no species line ...
     """
     try:
         species = species_of(inputs.get("species"))
     except VaspInputError as exc:
         raise WorkflowInputError("species", exc.message) from None
-    try:
-        structure = parse_poscar(_text(inputs["structure"]), path="POSCAR", species=species)
-    except VaspInputError as exc:
-        raise WorkflowInputError("structure", str(exc)) from None
+    with _refusing("structure"):
+        structure = parse_poscar(_text(inputs["structure"]), path=str(sources["structure"]), species=species)
     for name, parse in (("incar", Incar.parse), ("kpoints", parse_kpoints)):
         if name in inputs:
-            try:
-                parse(_text(inputs[name]))
-            except VaspInputError as exc:
-                raise WorkflowInputError(name, str(exc)) from None
+            with _refusing(name):
+                parse(_text(inputs[name]), path=str(sources[name]))
     if "potcar" in inputs:
-        try:
-            check_potcar_species(parse_potcar(_text(inputs["potcar"])), structure.species, path="POTCAR")
-        except VaspInputError as exc:
-            raise WorkflowInputError("potcar", str(exc)) from None
+        path = str(sources["potcar"])
+        with _refusing("potcar"):
+            datasets = parse_potcar(_text(inputs["potcar"]), path=path)
+            check_potcar_species(datasets, structure.species, path=path)
     if inputs.get("kpoint_style", "Gamma") not in STYLES:
         raise WorkflowInputError(
             "kpoint_style", f"must be one of {', '.join(STYLES)}, not {inputs['kpoint_style']!r}"
@@ -139,6 +140,15 @@ def check_inputs(inputs: Mapping[str, Any]) -> None:
             parse_choices(choices)
         except ValueError as exc:
             raise WorkflowInputError("vasp.pseudopotentials", str(exc)) from None
+
+
+@contextmanager
+def _refusing(name: str) -> Iterator[None]:
+    """A :class:`VaspInputError` inside as the refusal of the input ``name``."""
+    try:
+        yield
+    except VaspInputError as exc:
+        raise WorkflowInputError(name, str(exc)) from None
 
 
 def _workflow(

@@ -287,23 +287,14 @@ def kept_members(frame: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def next_data_generation(current: int, changed: bool) -> int:
-    """The data generation after a committed transaction: one more exactly when it changed data.
-
-    Examples
-    --------
-    >>> next_data_generation(3, True), next_data_generation(3, False)
-    (4, 3)
-    """
+    """The data generation after a committed transaction: one more exactly when it changed data."""
     return current + 1 if changed else current
 
 
 # -- failures ---------------------------------------------------------------------------------------
 def failure_of(code: str, message: str, **details: Any) -> dict[str, Any]:
     """A failure object: ``code``, ``message`` and, when given, ``details``."""
-    found: dict[str, Any] = {"code": code, "message": message}
-    if details:
-        found["details"] = details
-    return found
+    return {"code": code, "message": message, **({"details": details} if details else {})}
 
 
 def protocol_failure(message: str, **details: Any) -> dict[str, Any]:
@@ -368,12 +359,12 @@ def claim(
     return Frame(Kind.CLAIMED, members)
 
 
-def launched(claimed: Mapping[str, Any], process: Mapping[str, Any], workdir: str) -> Frame:
-    """The running frame: the claim, and the process identity behind the launch gate."""
-    return Frame(
-        Kind.RUNNING,
-        {**_plain(claimed), "process": dict(process), "workdir": workdir, "reason": "launched"},
-    )
+def launched(
+    claimed: Mapping[str, Any], process: Mapping[str, Any], workdir: str, confinement: Mapping[str, Any]
+) -> Frame:
+    """The running frame: the claim, the process identity behind the launch gate, and what confines it."""
+    members = {"process": dict(process), "workdir": workdir, "confinement": dict(confinement)}
+    return Frame(Kind.RUNNING, {**_plain(claimed), **members, "reason": "launched"})
 
 
 def preparation_failed(claimed: Mapping[str, Any], manager_id: str, failure: Mapping[str, Any]) -> Frame:
@@ -502,8 +493,9 @@ def join_failed(
     return Frame(Kind.FAILED, {**members, "manager_id": manager_id, "reason": reason})
 
 
-def released(claimed: Mapping[str, Any], manager_id: str, heartbeat_age: float | None) -> Frame:
-    """A stale claim undone (``ready``, its counters back): its attempt never launched."""
+def released(claimed: Mapping[str, Any], manager_id: str, evidence: Mapping[str, Any]) -> Frame:
+    """A stale claim undone (``ready``, its counters back): its attempt never launched. ``evidence`` is
+    what the releaser knew of the claiming manager (its heartbeat's age, whether it is known dead)."""
     return Frame(
         Kind.READY,
         {
@@ -515,7 +507,7 @@ def released(claimed: Mapping[str, Any], manager_id: str, heartbeat_age: float |
             "released_claim": {
                 "manager_id": claimed.get("manager_id"),
                 "attempt_id": claimed.get("attempt_id"),
-                "heartbeat_age_seconds": heartbeat_age,
+                **evidence,
             },
             "manager_id": manager_id,
             "reason": "released_stale_claim",
@@ -561,6 +553,7 @@ def operator_paused(frame: Mapping[str, Any] | None, pause: Mapping[str, Any], *
     return Frame(Kind.PAUSED, {**activation_members(frame), "pause": dict(pause), **members})
 
 
+REBUILD_REASON = "fsck_rebuild"
 # -- chain links -------------------------------------------------------------------------------------
 REPAIR_REASON = "fsck_repair"
 

@@ -1,10 +1,17 @@
-"""The one seam through which the engine mutates protocol state on the filesystem.
+"""The one seam through which the engine touches protocol state on the filesystem.
 
 Every create, write, rename, mkdir, unlink and rmdir of protocol state goes through a function here, and
 each of them reports itself to :func:`_mutated` afterwards. That is what makes crashes enumerable: a test
 sets ``HTTK_WORKFLOW_CRASH_AFTER=k`` and the process exits abruptly (``os._exit``, no cleanup, no
 ``finally``) right after its k-th mutation, and ``HTTK_WORKFLOW_MUTATION_TRACE=FILE`` records one line
 per mutation so a test can first count them and then crash after each one in turn.
+
+The reads the protocol depends on go through here too: listings of state directories (:func:`scandir`),
+marker probes (:func:`lexists`, :func:`is_file`) and journal segment opens (:func:`open_read`). Both
+sides consult the fault plan (:mod:`._faults`, ``HTTK_WORKFLOW_FAULT=k:fault``), which can make mutation
+k fail with ENOSPC or EIO (its write, fsync or rename), interrupt it (EINTR, retried here as libc
+callers must), report a rename that happened as failed, or leave its new name invisible or the listings
+it changed stale for a moment.
 
 Durability follows the specification's table: with ``durable=True`` file contents are synchronized
 before the name that makes them authoritative is published, and the directory holding a new or removed
@@ -19,9 +26,15 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+from . import _faults
+
+T = TypeVar("T")
 
 CRASH_EXIT_STATUS = 86
 """Exit status of a process stopped by crash injection (distinct from every status we use otherwise)."""
@@ -29,6 +42,7 @@ CRASH_EXIT_STATUS = 86
 _crash_after = int(os.environ.get("HTTK_WORKFLOW_CRASH_AFTER", "0") or 0)
 _trace_path = os.environ.get("HTTK_WORKFLOW_MUTATION_TRACE") or None
 _count = 0
+_last = "create"  # the kind of the latest mutation: an fsync after it makes that one durable
 
 _RENAME_NOREPLACE = 1
 _renameat2: object | None = None  # the libc function, False when unavailable, None before the first probe
@@ -40,8 +54,9 @@ def mutation_count() -> int:
 
 
 def _mutated(what: str, path: Path | str) -> None:
-    global _count
+    global _count, _last
     _count += 1
+    _last = what
     if _trace_path is not None:
         fd = os.open(_trace_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -52,11 +67,52 @@ def _mutated(what: str, path: Path | str) -> None:
         os._exit(CRASH_EXIT_STATUS)
 
 
+def _call(what: str, op: Callable[[], T], *paths: Path | str) -> T:
+    """The system call of the next mutation, through the fault plan; an interrupted call is retried."""
+    while True:
+        try:
+            _faults.before(_count + 1, what, *paths)
+            return op()
+        except InterruptedError:
+            continue
+
+
+def _write(fd: int, data: bytes, what: str, path: Path | str) -> None:
+    """Write all of ``data`` as the next mutation; an injected failure writes part of it first."""
+    while True:
+        try:
+            fault = _faults.before(_count + 1, what, path)
+            break
+        except InterruptedError:
+            continue
+    if fault is not None:
+        write_all(fd, data[: len(data) // 2])  # a device that fills up takes some of the bytes
+        raise _faults.error(fault, path)
+    write_all(fd, data)
+
+
+def _sync(fd: int, path: Path | str) -> None:
+    """fsync ``fd``, which makes the latest mutation durable (or fails as the plan says)."""
+    failure = _faults.fsync_failure(_count, _last, path)
+    if failure is not None:
+        raise failure
+    os.fsync(fd)
+
+
 def fsync_dir(path: Path | str) -> None:
     """Synchronize a directory so that the names it holds survive a storage crash."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        _sync(fd, path)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path | str) -> None:
+    """Synchronize a file's contents (one a replay wrote through the seam and must make durable)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        _sync(fd, path)
     finally:
         os.close(fd)
 
@@ -65,13 +121,20 @@ _SYNC_THREADS = 8
 _sync_pool: object | None = None  # a ThreadPoolExecutor, made on the first batch that needs one
 
 
-def fsync_dirs(paths: Collection[Path | str]) -> None:
+def fsync_dirs(paths: Collection[Path | str], renames: Mapping[int, Path | str] | None = None) -> None:
     """Synchronize several directories, concurrently when there are several.
 
     Storage serves concurrent flushes together (one device cache flush answers all that wait for it),
     so a batch of renames costs about one flush however many directories it touched; one after another
     they would cost one each. Returns once every directory is synchronized; the first error is raised.
+    ``renames`` maps the number of each rename whose durability these fsyncs complete (made with
+    ``durable=False``) to the directory of its new name: an fsync fault planned at any of them fails
+    this batch, as it would have failed that rename's own fsync.
     """
+    for index, directory in (renames or {}).items():
+        failure = _faults.fsync_failure(index, "rename", directory)
+        if failure is not None:
+            raise failure
     if len(paths) <= 1:
         for path in paths:
             fsync_dir(path)
@@ -99,14 +162,17 @@ def create_file(path: Path | str, data: bytes, *, durable: bool, mode: int = 0o6
     The name is visible before the contents are complete, so use this only for names nobody reads
     until a later rename publishes them (staging entries) or whose readers tolerate a short file.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    fd = _call(
+        "create", lambda: os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), path
+    )
     try:
         _mutated("create", path)
+        _faults.after(_count, "create", path)
         if data:
-            write_all(fd, data)
+            _write(fd, data, "write", path)
             _mutated("write", path)
         if durable:
-            os.fsync(fd)
+            _sync(fd, path)
     finally:
         os.close(fd)
 
@@ -117,8 +183,10 @@ def create_for_append(path: Path | str) -> int:
     For captured output a process writes through the descriptor; its name is scratch until the attempt
     is retired, so nothing is synchronized. Fails with FileExistsError if present, never following a link.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+    fd = _call("create", lambda: os.open(path, flags, 0o644), path)
     _mutated("create", path)
+    _faults.after(_count, "create", path)
     return fd
 
 
@@ -131,13 +199,14 @@ def write_file_atomic(path: Path | str, data: bytes, *, durable: bool, mode: int
     tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}.{os.urandom(4).hex()}")
     create_file(tmp, data, durable=durable, mode=mode)
     try:
-        os.replace(tmp, target)
+        _call("rename", lambda: os.replace(tmp, target), tmp, target)
     except BaseException:
         _unlink_quietly(tmp)
         raise
     _mutated("rename", target)
     if durable:
         fsync_dir(target.parent)
+    _faults.after(_count, "rename", tmp, target)
 
 
 def _unlink_quietly(path: Path) -> None:
@@ -148,7 +217,7 @@ def _unlink_quietly(path: Path) -> None:
 def make_dir(path: Path | str, *, durable: bool, exist_ok: bool = False) -> bool:
     """Create one directory; return whether it was created (``False`` only when ``exist_ok``)."""
     try:
-        os.mkdir(path)
+        _call("mkdir", lambda: os.mkdir(path), path)
     except FileExistsError:
         if not exist_ok or not Path(path).is_dir():
             raise
@@ -156,6 +225,7 @@ def make_dir(path: Path | str, *, durable: bool, exist_ok: bool = False) -> bool
     _mutated("mkdir", path)
     if durable:
         fsync_dir(Path(path).parent)
+    _faults.after(_count, "mkdir", path)
     return True
 
 
@@ -216,23 +286,26 @@ def rename(src: Path | str, dst: Path | str, *, durable: bool, noreplace: bool =
     With ``durable`` both parent directories are synchronized afterwards, so neither the new name nor the
     disappearance of the old one can be lost.
     """
-    if noreplace:
-        _rename_noreplace(src, dst)
-    else:
-        os.rename(src, dst)
+    _call("rename", lambda: _rename_noreplace(src, dst) if noreplace else os.rename(src, dst), src, dst)
     _mutated("rename", dst)
     if durable:
-        dst_parent = os.path.dirname(dst)
-        src_parent = os.path.dirname(src)
-        fsync_dir(dst_parent)
-        if src_parent != dst_parent:
-            fsync_dir(src_parent)
+        sync_parents(src, dst)
+    _faults.after(_count, "rename", src, dst)
+
+
+def sync_parents(src: Path | str, dst: Path | str) -> None:
+    """Synchronize the directories a rename changed, so neither name's change can be lost."""
+    dst_parent = os.path.dirname(dst)
+    src_parent = os.path.dirname(src)
+    fsync_dir(dst_parent)
+    if src_parent != dst_parent:
+        fsync_dir(src_parent)
 
 
 def unlink(path: Path | str, *, durable: bool, missing_ok: bool = False) -> bool:
     """Remove one file; return whether it was there."""
     try:
-        os.unlink(path)
+        _call("unlink", lambda: os.unlink(path), path)
     except FileNotFoundError:
         if not missing_ok:
             raise
@@ -240,13 +313,14 @@ def unlink(path: Path | str, *, durable: bool, missing_ok: bool = False) -> bool
     _mutated("unlink", path)
     if durable:
         fsync_dir(Path(path).parent)
+    _faults.after(_count, "unlink", path)
     return True
 
 
 def remove_dir(path: Path | str, *, durable: bool) -> bool:
     """Remove one empty directory; return ``False`` when it is absent or not empty (never an error)."""
     try:
-        os.rmdir(path)
+        _call("rmdir", lambda: os.rmdir(path), path)
     except (FileNotFoundError, OSError) as exc:
         if isinstance(exc, FileNotFoundError) or exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
             return False
@@ -254,6 +328,7 @@ def remove_dir(path: Path | str, *, durable: bool) -> bool:
     _mutated("rmdir", path)
     if durable:
         fsync_dir(Path(path).parent)
+    _faults.after(_count, "rmdir", path)
     return True
 
 
@@ -386,19 +461,31 @@ class AppendHandle:
         self.path = path
         self._fd = fd
         self.size = os.fstat(fd).st_size
+        # Under a fault plan, the numbers of the appends no fsync has covered yet: the next one (a group
+        # commit's, :meth:`sync`) makes all of them durable, so a fault planned at any of them fails it.
+        self._unsynced: list[int] = []
 
     def append(self, data: bytes, *, durable: bool) -> int:
         """Append ``data`` in full; return the offset at which it starts."""
         offset = self.size
-        write_all(self._fd, data)
-        self.size += len(data)
+        try:
+            _write(self._fd, data, "append", self.path)
+        finally:
+            self.size = os.fstat(self._fd).st_size  # what is there, a failed write's part included
         _mutated("append", self.path)
+        if _faults.planned():
+            self._unsynced.append(_count)
         if durable:
-            os.fsync(self._fd)
+            self.sync()
         return offset
 
     def sync(self) -> None:
         """Synchronize everything appended so far (one ``fsync`` for any number of appends)."""
+        pending, self._unsynced = self._unsynced, []
+        for index in pending:
+            failure = _faults.fsync_failure(index, "append", self.path)
+            if failure is not None:
+                raise failure
         os.fsync(self._fd)
 
     def close(self) -> None:
@@ -413,21 +500,79 @@ def create_append_file(path: Path | str, header: bytes, *, durable: bool) -> App
     The file is never reopened for append by anyone: a later process creates its own.
     """
     target = Path(path)
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+    fd = _call("create", lambda: os.open(target, flags, 0o644), target)
     _mutated("create", target)
+    _faults.after(_count, "create", target)
     handle = AppendHandle(target, fd)
     try:
         if header:
-            write_all(fd, header)
+            _write(fd, header, "write", target)
             handle.size = len(header)
             _mutated("write", target)
         if durable:
-            os.fsync(fd)
+            _sync(fd, target)
             fsync_dir(target.parent)
     except BaseException:
         handle.close()
         raise
     return handle
+
+
+# -- the reads the protocol depends on -------------------------------------------------------------------
+class _Listing:
+    """A listing the fault plan changed: a stale snapshot, or the real entries less the late names."""
+
+    def __init__(self, entries: Iterable[os.DirEntry[str]]) -> None:
+        self._entries = iter(entries)
+
+    def __iter__(self) -> _Listing:
+        return self
+
+    def __next__(self) -> os.DirEntry[str]:
+        return next(self._entries)
+
+    def close(self) -> None:
+        self._entries = iter(())
+
+    def __enter__(self) -> _Listing:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def scandir(path: Path | str) -> os._ScandirIterator[str] | _Listing:
+    """List a directory the protocol reads (``os.scandir``: an iterator, closable, a context manager)."""
+    if not _faults.active():
+        return os.scandir(path)
+    stale = _faults.stale_listing(path)
+    if stale is not None:
+        return _Listing(stale)
+    if _faults.hidden(path):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(path))
+    with os.scandir(path) as listing:
+        return _Listing([entry for entry in listing if not _faults.hidden(entry.path)])
+
+
+def lexists(path: Path | str) -> bool:
+    """Whether a name exists (a link counts as itself), as a marker probe sees it."""
+    return os.path.lexists(path) and not (_faults.active() and _faults.hidden(path))
+
+
+def is_file(path: Path | str) -> bool:
+    """Whether ``path`` is (or links to) a regular file, as a marker probe sees it."""
+    return os.path.isfile(path) and not (_faults.active() and _faults.hidden(path))
+
+
+def open_read(path: Path | str) -> int:
+    """Open a file the protocol reads back (a journal segment) for reading, never through a symbolic
+    link (``ELOOP``) and never blocking on a FIFO planted in its place: the caller checks what it got."""
+    if _faults.active() and _faults.hidden(path):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(path))
+    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
 
 
 @contextmanager

@@ -14,8 +14,10 @@ The complete scan is for interactive resolution (show, why, log) and for referen
 placement; a scheduling pass never enters it (joins and requests carry a placement and probe it).
 
 job.json is immutable after submission, so a loaded definition is cached by payload path for the life
-of the process; the cache is bounded. The payload must be a real directory owned by this account and
-job.json a regular, non-symlink file: a manager never runs a job it does not own.
+of the process; the cache is bounded. The payload must be a real directory and job.json a regular,
+non-symlink file, both owned by this account, and a manager claims a job only when its marker is too
+(:func:`check_owned_marker`): a manager never runs a job it does not own. Another account's entry is a
+:class:`ForeignOwnerError`, which a manager leaves for that account's managers instead of failing it.
 
 Cost: O(1) per confirmed hit; one walk of every kind for the first full scan; one read and validation
 per job.json the cache does not hold.
@@ -30,11 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.protocol import UnsafePathError, WorkflowError
+from httk.workflow.protocol import ForeignOwnerError, UnsafePathError, WorkflowError
 from httk.workflow.protocol._digest import job_digest
 from httk.workflow.protocol._job_rules import validate_job
 from httk.workflow.protocol._jsonio import parse_json_object, read_document_bytes
 
+from . import _fsops
 from ._frames import Frame
 from ._scan import walk_markers
 from ._states import CORE_KINDS
@@ -63,12 +66,29 @@ def load_job(workspace: Workspace, placement: str, job_key: str) -> LoadedJob:
         raise UnsafePathError("payload", "", "the payload directory is missing", payload) from None
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafePathError("payload", "", "is not a directory (symlinks are refused)", payload)
-    if info.st_uid != os.getuid():
-        raise UnsafePathError("payload", "", f"is owned by uid {info.st_uid}, not by this account", payload)
-    data = read_document_bytes(payload / JOB_FILE, "job.json")
+    _check_owner(info, "payload", payload)
+    data = read_document_bytes(payload / JOB_FILE, "job.json", owner=os.getuid())
     document = parse_json_object(data, document="job.json", path=payload / JOB_FILE)
     validate_job(document, path=payload / JOB_FILE)
     return LoadedJob(document, job_digest(data), payload)
+
+
+def check_owned_marker(workspace: Workspace, marker: MarkerLocation) -> None:
+    """The marker must be a regular, non-symlink file owned by this account (checked before a claim)."""
+    path = marker.path(workspace)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return  # moved by another actor since it was listed: the claim's rename finds that out
+    if not stat.S_ISREG(info.st_mode):
+        what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+        raise UnsafePathError("marker", "", f"is {what}", path)
+    _check_owner(info, "marker", path)
+
+
+def _check_owner(info: os.stat_result, what: str, path: Path) -> None:
+    if info.st_uid != os.getuid():
+        raise ForeignOwnerError(what, "", f"is owned by uid {info.st_uid}, not by this account", path)
 
 
 class JobCache:
@@ -125,7 +145,7 @@ class MarkerIndex:
         location = self._by_job.get(job_id)
         if location is None:
             return None
-        if os.path.isfile(location.path(self.workspace)):
+        if _fsops.is_file(location.path(self.workspace)):
             return location
         del self._by_job[job_id]
         return None

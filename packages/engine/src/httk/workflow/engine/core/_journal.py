@@ -20,6 +20,7 @@ per rotation one exclusive create. Each instance holds one file descriptor.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from collections import OrderedDict
@@ -96,6 +97,7 @@ class JournalWriter:
         self._durable = durable
         self._lock = threading.Lock()  # one process may append from several threads
         self._started = False  # whether the writer directory has been created
+        self._made_directory = False  # created by a try that then failed (its parent not synchronized)
         # Invariant: a segment holds only whole frames written back to back after its header. Once an
         # append (or a segment creation) fails part-way the segment may end in a torn frame, so its
         # handle is dropped: with ``_started`` and no handle, the next append rotates to a fresh
@@ -187,10 +189,16 @@ class JournalWriter:
         try:
             _fsops.make_dir(self.directory, durable=self._durable)
         except FileExistsError as exc:
+            if self._made_directory:  # an earlier try made it and then failed to synchronize it
+                if self._durable:
+                    _fsops.fsync_dir(self._journal_dir)
+                return
             raise JournalError(
                 f"{self.directory}: writer directory already exists; it is never reused"
             ) from exc
         except OSError as exc:
+            # The name is a fresh UUID: if it is there now, this call made it before failing (an fsync).
+            self._made_directory = os.path.isdir(self.directory)
             raise JournalError(f"{self.directory}: cannot create writer directory: {exc}") from exc
 
     def _create_segment(self, number: int) -> _fsops.AppendHandle:

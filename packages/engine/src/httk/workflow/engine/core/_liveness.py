@@ -7,10 +7,14 @@ same evidence, read here and never assumed.
 its lease evidence. A manager is *live* when its heartbeat is readable and younger than the lease it
 records — the same clock comparison a recovering manager makes before it touches another manager's
 claim. Anything else is *stale*: an old heartbeat, an unreadable one, or a directory without a manifest.
-One more piece of evidence is cheap and only ever makes a manager look *less* alive: when the manifest
-names this host and its process id no longer exists, the manager has *exited* (a manager that stopped
-cleanly a moment ago still has a fresh heartbeat). A reused process id can only hide that, never invent
-it. The manifest is what the manager said it serves; a manager that is not live serves nothing.
+One more piece of evidence is cheap and only ever makes a manager look *less* alive: the manifest records
+the manager's process identity (host and pid, and its ``process``: start time in clock ticks, boot id,
+pid namespace), and when that process provably no longer exists on this host the manager has *exited*
+(:func:`manager_gone`) — a manager that was killed a moment ago still has a fresh heartbeat. That is
+DECISIONS D17: a manager known dead is dead now, its lease counts as expired at once. The start time
+tells a recycled pid from the manager, and another host, boot or pid namespace proves nothing, so the
+evidence is never invented. The manifest is what the manager said it serves; a manager that is not live
+serves nothing.
 
 **Processes.** An attempt's process is recorded in ``process.json`` (and its running frame) with enough
 identity to tell it from a recycled pid or another machine: host, pid, process group, the start time in
@@ -33,7 +37,7 @@ proof; DECISIONS D17). ``COMPLETING`` is not ended, and a question Slurm cannot 
 :data:`RECHECK_SECONDS`, because a manager's passes run several times a second and slurmctld is shared.
 
 Cost: one listing of ``managers/`` and two small reads per manager directory for :func:`list_managers`;
-one ``/proc`` read per process probe.
+one ``/proc`` read per process probe (:func:`manager_gone` is one such probe).
 """
 
 from __future__ import annotations
@@ -150,33 +154,40 @@ def list_managers(workspace: Workspace, *, now: datetime | None = None) -> list[
         except InvalidDocumentError as exc:
             problem = "no manager.json" if isinstance(exc.__cause__, FileNotFoundError) else exc.rule
         heartbeat = read_heartbeat(workspace, name)
-        exited = manifest is not None and _gone_from_this_host(manifest)
+        exited = manifest is not None and manager_gone(manifest)
         views.append(ManagerView(name, manifest, heartbeat, heartbeat.age(moment), problem, exited))
     views.sort(key=lambda view: (not view.live, str(view.member("started_at") or ""), view.manager_id))
     return views
 
 
-def _gone_from_this_host(manifest: dict[str, Any]) -> bool:
-    """True only when the manifest names this host and its process is gone.
+def manager_gone(manifest: Mapping[str, Any]) -> bool:
+    """Whether the manager a manifest describes provably no longer runs (DECISIONS D17).
 
-    With the manifest's ``process`` (start tick, boot) a zombie or a recycled pid counts as gone;
-    without it, only a pid no process has (signal 0 sends nothing).
+    True only for a manifest naming this host whose recorded ``process`` (start ticks, boot id, pid
+    namespace) is gone, a zombie, or a recycled pid (another start time). A manifest without a start
+    time, or from another host, boot or pid namespace, proves nothing either way.
     """
     pid = manifest.get("pid")
-    if manifest.get("host") != hostname() or not isinstance(pid, int) or isinstance(pid, bool):
-        return False
     process = manifest.get("process")
-    if isinstance(process, dict) and process.get("start_ticks") is not None:
-        return process_alive({**process, "host": manifest.get("host"), "pid": pid}) is False
-    if pid <= 1:
+    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(process, Mapping):
         return False
+    if process.get("start_ticks") is None:
+        return False
+    return process_alive({**process, "host": manifest.get("host"), "pid": pid}) is False
+
+
+def read_manifest(workspace: Workspace, manager_id: object) -> dict[str, Any] | None:
+    """The manager's manifest, or ``None`` when it is absent or unreadable (no evidence either way)."""
+    if not isinstance(manager_id, str) or not manager_id or "/" in manager_id or manager_id.startswith("."):
+        return None
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+        return read_json_object(
+            workspace.managers_dir / manager_id / "manager.json",
+            document="manager.json",
+            max_bytes=MAX_MANIFEST_BYTES,
+        )
+    except InvalidDocumentError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,14 +223,8 @@ def read_heartbeat(workspace: Workspace, manager_id: str) -> HeartbeatView:
 
 def recorded_batch(workspace: Workspace, manager_id: object) -> dict[str, Any] | None:
     """The ``batch`` member of a manager's manifest: the batch job it ran in, if any."""
-    if not isinstance(manager_id, str) or "/" in manager_id or manager_id.startswith("."):
-        return None
-    try:
-        path = workspace.managers_dir / manager_id / "manager.json"
-        manifest = read_json_object(path, document="manager.json", max_bytes=MAX_MANIFEST_BYTES)
-    except InvalidDocumentError:
-        return None
-    batch = manifest.get("batch")
+    manifest = read_manifest(workspace, manager_id)
+    batch = None if manifest is None else manifest.get("batch")
     return batch if isinstance(batch, dict) else None
 
 

@@ -72,6 +72,7 @@ from httk.workflow.protocol import (
     validate_placement,
 )
 
+from . import _fsops
 from ._states import Kind
 from ._workspace import MarkerLocation, Workspace, is_marker_name
 
@@ -159,7 +160,7 @@ def _vanished(exc: OSError) -> bool:
 def _open_listing(path: str) -> _Listing | Anomaly | None:
     """An open listing of ``path``; ``None`` when it vanished, an anomaly when it may not be read."""
     try:
-        return os.scandir(path)
+        return _fsops.scandir(path)
     except OSError as exc:
         if _vanished(exc):
             return None

@@ -54,6 +54,7 @@ from httk.workflow.protocol import (
     encode_base36,
 )
 
+from . import _fsops
 from ._clock import SYSTEM_CLOCK, Clock, backoff_schedule
 
 SEGMENT_HEADER = b"HTTK-HWJ-V1\n"
@@ -287,7 +288,7 @@ class JournalReader:
     def _attempt(self, ref: RecordRef, path: Path) -> dict[str, Any] | _NotYetVisible:
         """One fresh open of the segment: the record, a transient failure, or a raised lasting one."""
         try:
-            fd = os.open(path, _SEGMENT_FLAGS)
+            fd = _fsops.open_read(path)
         except FileNotFoundError:
             return _NotYetVisible("missing_segment", "segment does not exist")
         except OSError as exc:
@@ -306,9 +307,6 @@ class JournalReader:
         finally:
             os.close(fd)
         return _judge(ref, path, header, buffer)
-
-
-_SEGMENT_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _judge(ref: RecordRef, path: Path, header: bytes, buffer: bytes) -> dict[str, Any] | _NotYetVisible:

@@ -55,10 +55,28 @@ class Trigger(StrEnum):
     SET_PRIORITY = "set_priority"
     TAKEOVER = "takeover"
     FSCK_REPAIR = "fsck_repair"
+    FSCK_REBUILD = "fsck_rebuild"
 
 
 K = Kind
 T = Trigger
+
+REBUILDS = {
+    K.SUBMITTED: K.READY,
+    K.READY: K.READY,
+    K.CLAIMED: K.READY,
+    K.RUNNING: K.READY,
+    K.COMMITTING: K.READY,
+    K.CANCELLING: K.CANCELLED,
+    K.PAUSED: K.PAUSED,
+    K.FAILED: K.FAILED,
+    K.CANCELLED: K.CANCELLED,
+    K.SUCCEEDED: K.SUCCEEDED,
+}
+"""Where ``workspace fsck --rebuild-lost`` moves a marker whose job has no readable frame at all: a job
+not yet started is registered afresh, one an attempt held is queued for a new attempt of its initial
+step, a cancellation in progress ends, and a job at rest keeps its kind. Waiting is not here: the join it
+waits for was only in the lost history."""
 
 TERMINAL_KINDS = frozenset({K.SUCCEEDED, K.FAILED, K.CANCELLED})
 """Terminal for scheduling: no manager moves these markers on its own, and a cancel no longer applies."""
@@ -70,7 +88,8 @@ NONTERMINAL_KINDS = frozenset(kind for kind in CORE_KINDS if kind not in TERMINA
 
 # Invariant: this table is exactly the specification's "Every transition of the core profile" table,
 # plus the two rows recovery needs (takeover of claimed/running to a new claim), fsck repair, which
-# keeps the kind, and waiting -> waiting by join_observation: DECISIONS D7 persists the instant a join
+# keeps the kind, fsck's rebuild of a job whose whole history was lost (REBUILDS), and waiting -> waiting
+# by join_observation: DECISIONS D7 persists the instant a join
 # first found a child unresolvable (and clears it once every child resolves) in the waiting frame, so a
 # restarted manager keeps the join grace instead of restarting it. tests/engine/core/test_states.py compares
 # it row by row.
@@ -104,6 +123,7 @@ TRANSITIONS: frozenset[tuple[Kind, Kind, Trigger]] = frozenset(
         (K.CLAIMED, K.CLAIMED, T.TAKEOVER),
         (K.RUNNING, K.CLAIMED, T.TAKEOVER),
         *((kind, kind, T.FSCK_REPAIR) for kind in CORE_KINDS),
+        *((source, destination, T.FSCK_REBUILD) for source, destination in REBUILDS.items()),
     }
 )
 
@@ -130,7 +150,7 @@ def destinations(source: Kind, *triggers: Trigger) -> frozenset[Kind]:
 OPERATOR_TRIGGERS = frozenset({T.OPERATOR_CONTINUE, T.CANCEL, T.CANCEL_FENCE, T.PAUSE, T.SET_PRIORITY})
 """The moves only an operator causes (a request, or ``job delete``'s cancel fence)."""
 
-MANAGER_TRIGGERS = frozenset(Trigger) - OPERATOR_TRIGGERS - {T.FSCK_REPAIR}
+MANAGER_TRIGGERS = frozenset(Trigger) - OPERATOR_TRIGGERS - {T.FSCK_REPAIR, T.FSCK_REBUILD}
 """The moves a manager makes on its own."""
 
 ACTIVE_KINDS = sources(*MANAGER_TRIGGERS)
@@ -141,7 +161,7 @@ AT_REST_KINDS = frozenset(CORE_KINDS) - ACTIVE_KINDS
 """Where a job stays until an operator acts: paused or terminal (``job debug`` stops there)."""
 
 PERMANENT_KINDS = frozenset(CORE_KINDS) - sources(*MANAGER_TRIGGERS, *OPERATOR_TRIGGERS)
-"""Nothing moves these markers again at all (but a repair, which keeps the kind)."""
+"""Nothing moves these markers again at all (but fsck, which keeps the kind)."""
 
 QUEUED_KINDS = sources(T.REGISTER, T.CLAIM)
 """A job no attempt has started on yet: what ``job delete`` fences before it removes anything."""

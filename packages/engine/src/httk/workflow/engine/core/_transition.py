@@ -71,11 +71,13 @@ def verified_rename(
     for pause in [0.0, *backoff_schedule(deadline_seconds)]:
         if pause:
             clock.sleep(pause)
-        if os.path.lexists(dst):
+        if _fsops.lexists(dst):
             if not os.path.isfile(dst) or os.path.islink(dst):
                 raise TransitionError(f"{dst} exists but is not a regular marker file: corruption")
+            if synced:
+                _fsops.sync_parents(src, dst)  # the rename that reported failure may not have synced them
             return True  # our unique name exists: a rename we were told failed did happen
-        if os.path.lexists(src):
+        if _fsops.lexists(src):
             try:
                 _fsops.make_dirs(os.path.dirname(dst), durable=durable)
                 _fsops.rename(src, dst, durable=synced)
@@ -110,7 +112,12 @@ def move_marker(
     return move_markers(workspace, [(marker, frame, trigger)])[0]
 
 
-def move_markers(workspace: Workspace, moves: Sequence[Move]) -> list[TransitionResult]:
+def move_markers(
+    workspace: Workspace,
+    moves: Sequence[Move],
+    *,
+    failed: Callable[[int, Exception], None] | None = None,
+) -> list[TransitionResult]:
     """Move several jobs' markers as :func:`move_marker` does each, with one group commit.
 
     Every frame is appended first and, when durable, the segment is synchronized once for all of them;
@@ -120,6 +127,11 @@ def move_markers(workspace: Workspace, moves: Sequence[Move]) -> list[Transition
     rules of spec/01 "Durability" hold for every transition of the batch, as if it had been moved alone.
     A crash between the shared fsync and a rename leaves that job's earlier marker current and its frame
     an orphan, exactly as a crash before a lone rename does. The jobs must be distinct.
+
+    An error appending or synchronizing the frames, or synchronizing the directories, concerns every
+    move of the batch and is raised. An error of one rename is raised too, unless ``failed`` is given:
+    then ``failed(index, error)`` is told, that move's result is lost (``won=False``, no current marker
+    known) and the other renames go on, their frames being as durable as ever.
     """
     journal = workspace.journal()
     planned: list[tuple[MarkerLocation, MarkerLocation]] = []
@@ -134,14 +146,34 @@ def move_markers(workspace: Workspace, moves: Sequence[Move]) -> list[Transition
             )
         )
     journal.sync()
-    results = [_rename(workspace, marker, target) for marker, target in planned]
+    results: list[TransitionResult] = []
+    renames: dict[int, str] = {}  # the mutation number of each rename this actor won -> its directory
+    for index, (marker, target) in enumerate(planned):
+        try:
+            result = _rename(workspace, marker, target)
+        except Exception as exc:
+            if failed is None:
+                raise
+            failed(index, exc)
+            result = TransitionResult(False, None)
+        results.append(result)
+        if result.won and workspace.durable:
+            renames[_fsops.mutation_count()] = os.path.dirname(target.path_text(workspace))
     if workspace.durable:
-        parents = {
-            os.path.dirname(path)
-            for marker, target in planned
-            for path in (marker.path_text(workspace), target.path_text(workspace))
-        }
-        _fsops.fsync_dirs(sorted(parents))
+        parents = sorted(
+            {
+                os.path.dirname(path)
+                for marker, target in planned
+                for path in (marker.path_text(workspace), target.path_text(workspace))
+            }
+        )
+        try:
+            _fsops.fsync_dirs(parents, renames)
+        except OSError:
+            # As a lone rename whose fsync failed is verified and synchronized again (verified_rename):
+            # the renames happened, so their directories are synchronized once more; a second failure
+            # is the caller's storage error.
+            _fsops.fsync_dirs(parents)
     return results
 
 

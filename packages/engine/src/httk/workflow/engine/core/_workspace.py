@@ -52,7 +52,7 @@ from httk.workflow.protocol._policy import (
 )
 
 from . import _fsops
-from ._clock import SYSTEM_CLOCK, Clock, utc_timestamp
+from ._clock import SYSTEM_CLOCK, Clock, backoff_schedule, utc_timestamp
 from ._journal import JournalWriter
 from ._segments import JournalReader
 from ._states import CORE_KINDS, Kind
@@ -61,7 +61,13 @@ CONTROL_DIR = ".httk-workflow"
 FORMAT_NAME = "httk-workflow-filesystem"
 CORE_PROFILE = "core-v2"
 READABLE_PROFILES = frozenset({"core-v1", "core-v2"})
-SUPPORTED_EXTENSIONS = frozenset({"transactional-data-v1", "detached-transfer-v1"})
+SUPPORTED_EXTENSIONS = frozenset({"transactional-data-v1"})
+"""The extensions this version implements: the only ones it mutates a workspace under (spec/01, startup
+step 2). A workspace listing any other is attached read-only, for inspection."""
+UNIMPLEMENTED_EXTENSIONS = frozenset({"detached-transfer-v1"})
+"""Extensions DECISIONS D10 asks for whose code has not landed yet: listed here so the refusal says so,
+and moved to :data:`SUPPORTED_EXTENSIONS` together with that code (and with the journal collection gate
+its bundles' frame references need)."""
 RESERVED_EXTENSIONS = frozenset({"relocation-v1", "multiworkspace-v1"})
 WITHDRAWN_EXTENSION = "priority-bands-v1"
 RECORD_REF_ENCODING = "hwref-v1"
@@ -306,9 +312,14 @@ def _unsupported_reason(document: Mapping[str, Any]) -> str | None:
         return f"core profile {profile!r} is readable but only {CORE_PROFILE!r} is mutated by this version"
     unknown = sorted(set(document.get("extensions") or ()) - SUPPORTED_EXTENSIONS)
     if unknown:
-        reserved = [e for e in unknown if e in RESERVED_EXTENSIONS]
-        what = "reserved and not implemented" if reserved else "unknown to this version"
-        return f"extension {unknown[0]!r} is {what}"
+        name = unknown[0]
+        if name in RESERVED_EXTENSIONS:
+            what = "reserved and not implemented"
+        elif name in UNIMPLEMENTED_EXTENSIONS:
+            what = "not implemented by this version yet"
+        else:
+            what = "unknown to this version"
+        return f"extension {name!r} is {what}"
     return None
 
 
@@ -403,6 +414,8 @@ def extension_refusal(name: str) -> str | None:
         return "it is withdrawn and must never be enabled"
     if name in RESERVED_EXTENSIONS:
         return "it is reserved and not implemented by this version"
+    if name in UNIMPLEMENTED_EXTENSIONS:
+        return "it is not implemented by this version yet"
     return f"it is unknown to this version, which implements {', '.join(sorted(SUPPORTED_EXTENSIONS))}"
 
 
@@ -508,8 +521,9 @@ def probe_marker(workspace: Workspace, placement: str, job_key: str) -> MarkerLo
 
     The kind directories are listed one after another, so a transition renaming the marker from a kind
     already listed into one not yet listed shows the job twice in one scan. That is a race, not damage:
-    the probe scans again, and only two markers that every one of :data:`PROBE_SCANS` scans shows are
-    corruption (:class:`TransitionError`).
+    the probe scans again, at once :data:`PROBE_SCANS` times and then backing off up to the visibility
+    deadline (a network filesystem may list a renamed marker under its old name for a while), and only
+    two markers that every scan shows are corruption (:class:`TransitionError`).
     """
     found = _settled_scan(workspace, placement, job_key)
     if len(found) <= 1:
@@ -527,9 +541,15 @@ def duplicate_markers(workspace: Workspace, placement: str, job_key: str) -> lis
 
 
 def _settled_scan(workspace: Workspace, placement: str, job_key: str) -> list[MarkerLocation]:
-    """The first scan showing at most one marker, or the last of :data:`PROBE_SCANS` scans showing more."""
-    found: list[MarkerLocation] = []
-    for _ in range(PROBE_SCANS):
+    """The first scan showing at most one marker, or the last scan, once the visibility deadline has
+    passed, showing more."""
+    found = _scan(workspace, placement, job_key)
+    if len(found) <= 1:
+        return found
+    deadline = workspace.policy.visibility_deadline_seconds
+    for pause in [0.0] * (PROBE_SCANS - 1) + backoff_schedule(deadline):
+        if pause:
+            workspace.clock.sleep(pause)
         found = _scan(workspace, placement, job_key)
         if len(found) <= 1:
             break
@@ -555,7 +575,7 @@ def kind_entries(workspace: Workspace, placement: str) -> Iterator[tuple[Kind, o
     kind without a directory there has nothing). Names are not parsed: callers filter as they need."""
     for kind in CORE_KINDS:
         try:
-            entries = os.scandir(workspace.marker_dir(kind, placement))
+            entries = _fsops.scandir(workspace.marker_dir(kind, placement))
         except (FileNotFoundError, NotADirectoryError):
             continue
         with entries:

@@ -18,6 +18,13 @@ What it guarantees.
   ``unrepairable``; with ``quarantine_unrepairable`` it is moved into ``.httk-workflow/quarantine/``
   beside an audit record naming its original path and why. ``payload_missing`` is never acted on, and
   neither is a frame problem of a marker whose payload is missing.
+* With ``rebuild_lost`` (``--rebuild-lost``), a marker whose job has no readable older frame — a
+  ``--no-durable`` workspace that lost whole journal segments to a power cut — is moved by the
+  ``fsck_rebuild`` transition onto one frame rebuilt from job.json and what its name says
+  (:func:`rebuilt`, :data:`~._states.REBUILDS`), which records that history was lost; a
+  waiting marker stays unrepairable (its join was in the lost history). The live-owner guard holds, and
+  a job whose recorded attempt process still runs on this host is left (``live_process``). A durable
+  workspace never needs it: every frame is synchronized before the rename that publishes it.
 * Crash safety: every mutation is one of the seam's (journal append, marker rename, record write,
   quarantine rename). A repair interrupted before its rename leaves the damaged marker and an orphan
   frame at the marker's next generation, which the strictly-older rule can never adopt, so running the
@@ -41,15 +48,33 @@ from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
-from httk.workflow.engine.core._frames import FRAME_FORMAT, REPAIR_REASON, Frame, kept_members
+from httk.workflow.engine.core._frames import (
+    FRAME_FORMAT,
+    REBUILD_REASON,
+    REPAIR_REASON,
+    Counters,
+    Frame,
+    failure_of,
+    first_activation,
+    kept_members,
+)
+from httk.workflow.engine.core._jobs import load_job
 from httk.workflow.engine.core._journal import scan_segment
-from httk.workflow.engine.core._liveness import ManagerView, list_managers
+from httk.workflow.engine.core._liveness import ManagerView, list_managers, process_alive, read_process_file
 from httk.workflow.engine.core._segments import SEGMENT_SUFFIX
-from httk.workflow.engine.core._states import OWNED_KINDS, Trigger
+from httk.workflow.engine.core._states import OWNED_KINDS, REBUILDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.requests._requests import QUARANTINE_FORMAT
-from httk.workflow.protocol import JournalError, MarkerName, RecordRef, WorkspaceUnavailableError
+from httk.workflow.protocol import (
+    InvalidDocumentError,
+    JournalError,
+    MarkerName,
+    RecordRef,
+    WorkflowError,
+    WorkspaceUnavailableError,
+)
+from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 from httk.workflow.protocol._jsonio import dump_pretty
 
 from ._fsck_check import FRAME_CODES, MARKER_SHAPED, FsckReport, MarkerSubject, Problem, check, printable
@@ -62,12 +87,15 @@ an earlier repair or who asked for an earlier transition, not the job's state.""
 Adopted = tuple[RecordRef, dict[str, Any]]
 
 
-def repair_problems(workspace: Workspace, report: FsckReport, *, quarantine_unrepairable: bool) -> None:
+def repair_problems(
+    workspace: Workspace, report: FsckReport, *, quarantine_unrepairable: bool, rebuild_lost: bool = False
+) -> None:
     """Act on every problem of ``report`` (a fresh check of ``workspace``) and record what was done."""
     workspace.require_writable()
     report.repair = True
     wanted = {p.subject.job_id for p in report.problems if p.subject is not None and p.code in FRAME_CODES}
     repairer = _Repairer(workspace, job_frames(workspace, wanted), quarantine_unrepairable)
+    repairer.rebuild_lost = rebuild_lost
     repairer.payload_missing = {p.location for p in report.problems if p.code == "payload_missing"}
     repairer.duplicated = {
         p.subject.job_id for p in report.problems if p.code == "duplicate_marker" and p.subject is not None
@@ -202,6 +230,7 @@ class _Repairer:
         self.managers = _Managers(list_managers(workspace))
         self.payload_missing: set[Path] = set()
         self.duplicated: set[str] = set()  # jobs with two markers: none of their markers is touched
+        self.rebuild_lost = False
 
     def settle(self, problem: Problem) -> None:
         subject = problem.subject
@@ -233,8 +262,16 @@ class _Repairer:
             problem.action = "live_owner"
             problem.note = f"manager {owner.manager_id} still heartbeats within its lease and owns it"
             problem.details["owner"] = owner.manager_id
+        elif adopted is None and self.rebuild_lost:
+            # Nothing older to adopt: what is readable of the job (if anything) is orphans at or past the
+            # marker's generation, such as an interrupted rebuild's own frame, which no marker committed.
+            self._rebuild(problem, subject)
         elif adopted is None:
-            self._unrepairable(problem, "no readable frame of this job is older than the marker")
+            self._unrepairable(
+                problem,
+                "no readable frame of this job is older than the marker (--rebuild-lost rebuilds one from "
+                "job.json)",
+            )
         else:
             self._re_point(problem, subject, adopted)
 
@@ -252,19 +289,57 @@ class _Repairer:
             "damaged_record_ref": subject.ref_text,
             "problem": problem.code,
         }
+        problem.details["recovered_record_ref"] = str(ref)
+        note = f"re-pointed at the frame of generation {frame['state_generation']}"
+        self._move(problem, subject, ref, Frame(subject.kind, members), ("repaired", note))
+
+    def _rebuild(self, problem: Problem, subject: MarkerSubject) -> None:
+        """Move the marker onto a frame rebuilt from job.json: the job's whole history is gone."""
+        if subject.kind not in REBUILDS:
+            self._unrepairable(
+                problem, f"a {subject.kind.value} job cannot be rebuilt: what it waited for was lost"
+            )
+            return
+        payload = self.workspace.payload_path(subject.placement, str(subject.key))
+        try:
+            job = load_job(self.workspace, subject.placement, str(subject.key))
+            if (job.document["id"], job.document.get("tag")) != (subject.key.job_id, subject.key.tag):
+                raise WorkflowError(f"job.json names job {job.document['id']}, not {subject.key}")
+        except (InvalidDocumentError, WorkflowError) as exc:
+            self._unrepairable(problem, f"its history is lost and job.json cannot be used: {exc}")
+            return
+        running = _running_attempt(payload)
+        if running is not None:
+            problem.action = "live_process"
+            problem.note = f"its attempt process {running} still runs on this host; stop it first"
+            return
+        lost = {
+            "lost_record_ref": subject.ref_text,
+            "problem": problem.code,
+            "from_kind": subject.kind.value,
+            "lost_generations": {"first": 1, "last": subject.generation},
+        }
+        frame = rebuilt(subject.kind, job.document, job.digest, lost)
+        done = ("rebuilt", f"history lost; rebuilt from job.json as {frame.kind.value}")
+        self._move(problem, subject, _PLACEHOLDER_REF, frame, done)
+
+    def _move(
+        self, problem: Problem, subject: MarkerSubject, ref: RecordRef, frame: Frame, done: tuple[str, str]
+    ) -> None:
+        """Move the damaged marker onto ``frame`` (from a name naming ``ref``); ``done`` is the action and
+        note to record when this move won."""
         name = MarkerName(subject.key, subject.priority, subject.generation, ref)
         source = _RepairSource(subject.kind, subject.placement, name, subject.path)
-        problem.details["recovered_record_ref"] = str(ref)
+        trigger = Trigger.FSCK_REPAIR if frame.reason == REPAIR_REASON else Trigger.FSCK_REBUILD
         try:
-            result = move_marker(self.workspace, source, Frame(subject.kind, members), Trigger.FSCK_REPAIR)
+            result = move_marker(self.workspace, source, frame, trigger)
         except WorkspaceUnavailableError as exc:
             problem.action, problem.note = "moved", f"the marker vanished meanwhile: {exc}"
             return
         if not result.won or result.current is None:
             problem.action, problem.note = "moved", "another actor moved the marker meanwhile; run fsck again"
             return
-        problem.action = "repaired"
-        problem.note = f"re-pointed at the frame of generation {frame['state_generation']}"
+        problem.action, problem.note = done
         problem.details["repaired_marker"] = _relative(self.workspace, result.current.path(self.workspace))
 
     def _unrepairable(self, problem: Problem, why: str) -> None:
@@ -277,6 +352,24 @@ class _Repairer:
             return
         problem.action, problem.note = "quarantined", why
         problem.details["quarantine_entry"] = _relative(self.workspace, self.workspace.quarantine_dir / entry)
+
+
+_PLACEHOLDER_REF = RecordRef("00000000-0000-4000-8000-000000000000", 0, 0, 0, "0" * 32)
+"""What a rebuilt marker's source name names: only its generation and priority are used (the rebuilt
+frame says ``previous_record_ref: null`` itself), and the damaged reference may not even parse."""
+
+
+def _running_attempt(payload: Path) -> int | None:
+    """The pid of an attempt process of this job that still runs on this host, if any."""
+    for entry in _sorted_entries(payload):
+        if entry.name.startswith(ATTEMPT_DIR_PREFIX) and entry.is_dir(follow_symlinks=False):
+            try:
+                identity = read_process_file(Path(entry.path))
+            except InvalidDocumentError:
+                continue
+            if identity is not None and process_alive(identity) is True:
+                return int(identity["pid"])
+    return None
 
 
 def _leave(problem: Problem, note: str) -> None:
@@ -330,10 +423,11 @@ def fsck(
     *,
     repair: bool = False,
     quarantine_unrepairable: bool = False,
+    rebuild_lost: bool = False,
     progress: Callable[[str, int], None] | None = None,
 ) -> FsckReport:
-    """Check the workspace (:mod:`._fsck_check`), repair what ``repair`` may, and count always-safe
-    leftovers.
+    """Check the workspace (:mod:`._fsck_check`), repair what ``repair`` may (rebuilding lost histories
+    with ``rebuild_lost``), and count always-safe leftovers.
 
     Without ``repair`` nothing is written; with it the workspace must be attached writable.
     ``progress(what, done)`` hears how far each phase is: the entries checked, then the entries the
@@ -341,7 +435,9 @@ def fsck(
     """
     report = check(workspace, progress=progress)
     if repair:
-        repair_problems(workspace, report, quarantine_unrepairable=quarantine_unrepairable)
+        repair_problems(
+            workspace, report, quarantine_unrepairable=quarantine_unrepairable, rebuild_lost=rebuild_lost
+        )
     census_progress = None
     if progress is not None:
         report_to = progress
@@ -359,3 +455,36 @@ def leftover_census(
     """gc's dry-run count of always-safe leftovers (``total``, ``removed_jobs``, ``tmp_entries``,
     ``retired_requests``, ``placement_directories``), reported for information only; writes nothing."""
     return always_safe_census(workspace, progress=progress)
+
+
+HISTORY_LOST = "history_lost"
+"""The code a rebuilt frame gives what it cannot know: the failure, the reason for a new attempt, the
+evidence that a cancelled job's attempt stopped."""
+
+
+def rebuilt(source: Kind, document: Mapping[str, Any], digest: str, lost: Mapping[str, Any]) -> Frame:
+    """The one frame ``workspace fsck --rebuild-lost`` writes for a job whose whole history was lost.
+
+    It is made of what is left: job.json (``document`` and its ``digest``) and what the marker's name says
+    (its kind ``source``; priority and generation go into the record). It starts a chain of its own
+    (``previous_record_ref`` null) and ``lost`` records what is gone (:data:`REBUILDS` gives the kind):
+    a job an attempt held counts that attempt, as an unclean restart; a failed job fails with
+    ``history_lost``, a paused one waits for an operator, a cancelled one stays cancelled.
+    """
+    kind = REBUILDS[source]
+    message = "the job's history was lost (never synchronized to storage) and rebuilt by workspace fsck"
+    members = {**first_activation(document, digest), "previous_record_ref": None, "fsck_rebuild": dict(lost)}
+    if source in OWNED_KINDS and kind is Kind.READY:
+        members |= {
+            **Counters(1, 1, 1).as_members(),
+            "attempt_reason": HISTORY_LOST,
+            "unclean_restart": True,
+            "last_failure": failure_of(HISTORY_LOST, message),
+        }
+    elif kind is Kind.FAILED:
+        members["failure"] = failure_of(HISTORY_LOST, message)
+    elif kind is Kind.PAUSED:
+        members["pause"] = {"reason": message}
+    elif kind is Kind.CANCELLED:
+        members["cancellation"] = {"verified": HISTORY_LOST}
+    return Frame(kind, {**members, "reason": REBUILD_REASON})

@@ -66,6 +66,9 @@ LATE_CODES = frozenset({"missing_segment", "short_read"})
 FRAME_CODES = JournalDamageError.CODES | {"identity_mismatch", "io_error"}
 """Problems of a marker whose job is known: what ``--repair`` re-points at an older frame."""
 
+FIXED_ACTIONS = frozenset({"repaired", "rebuilt"})
+"""What a repair did that leaves nothing for an operator."""
+
 MARKER_SHAPED = frozenset({AnomalyReason.UNPARSEABLE_NAME, AnomalyReason.NO_PLACEMENT})
 """Anomalies that are regular files where markers live: the ones ``--quarantine-unrepairable`` moves."""
 
@@ -108,8 +111,9 @@ class MarkerSubject:
 class Problem:
     """One finding: a stable ``code``, where it is, and what fsck did about it (``action``).
 
-    ``action`` is ``reported`` by a check; a repair sets ``repaired``, ``quarantined``, ``unrepairable``
-    (no readable older frame), ``live_owner`` (its manager heartbeats), ``moved`` (another actor moved the
+    ``action`` is ``reported`` by a check; a repair sets ``repaired``, ``rebuilt`` (its lost history
+    rebuilt from job.json), ``quarantined``, ``unrepairable`` (no readable older frame), ``live_owner`` (its
+    manager heartbeats), ``live_process`` (its attempt still runs here), ``moved`` (another actor moved the
     marker meanwhile) or ``left`` (never repaired: see ``note``).
     """
 
@@ -152,8 +156,8 @@ class FsckReport:
 
     @property
     def left(self) -> list[Problem]:
-        """The problems still waiting for an operator: everything not repaired."""
-        return [problem for problem in self.problems if problem.action != "repaired"]
+        """The problems still waiting for an operator: everything not repaired or rebuilt."""
+        return [problem for problem in self.problems if problem.action not in FIXED_ACTIONS]
 
     @property
     def clean(self) -> bool:

@@ -13,10 +13,10 @@ A segment ``journal/<writer>/<n>.hwj`` is removed only when all of these hold:
   ``journal_days`` and ``job log`` reports the gap;
 * its writer belongs to no live manager — read *after* the segments were listed, so a manager that
   started meanwhile is already in the manifest that names its writer (a manifest is written before
-  the writer's first frame). A live manager whose writer cannot be named at all, a chain that cannot be
-  read for another reason than a segment already gone, or a workspace enabling detached transfers
-  (whose sealed bundles may reference segments this version cannot read) make the whole category wait
-  for another run rather than guess;
+  the writer's first frame). A live manager whose writer cannot be named at all, or a chain that cannot
+  be read for another reason than a segment already gone, make the whole category wait for another run
+  rather than guess (a workspace enabling detached transfers, whose sealed bundles may reference
+  segments, is not collected at all: this version does not implement them and attaches it read-only);
 * it is still that old when it is looked at again right before the unlink.
 
 A writer directory left without a segment is removed with its last segment; an empty one found as such
@@ -204,9 +204,6 @@ def _has_entries(directory: Path) -> bool:
         return True
 
 
-TRANSFER_EXTENSION = "detached-transfer-v1"
-
-
 @dataclass(frozen=True, slots=True)
 class _Segment:
     writer: str
@@ -239,8 +236,6 @@ def sweep_journal(
     retained = {writer for writer, found in writers.items() if found.segments}
     if limit is None:
         return retained, "retention.journal_days is not set (keep)"
-    if TRANSFER_EXTENSION in sweep.workspace.extensions:
-        return retained, f"the workspace enables {TRANSFER_EXTENSION}, whose bundles may reference segments"
     live, unnamed = live_writers(sweep)
     if unnamed:
         return retained, f"live manager {unnamed[0]} names no journal writer"

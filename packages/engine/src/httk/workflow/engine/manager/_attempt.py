@@ -14,10 +14,9 @@ What :func:`prepare_attempt` guarantees, in the order it does the work:
    it is copied to ``<control>/runner`` and ``runner.sha256`` is checked against that staged copy, which
    is what runs. A disagreement is ``runner_mismatch``, a runner that cannot be resolved
    ``runner_unavailable``, a persistent workdir path holding a symlink ``protocol_error`` (details
-   ``reason: workdir_unavailable``): each a
-   :class:`RunnerFailure`, which the manager turns into a claimed -> failed move. The staged copy is not
-   synchronized: it is not in the specification's durability table, and storage that loses it has also
-   lost the process that would have run it; the next attempt stages afresh.
+   ``reason: workdir_unavailable``): each a :class:`RunnerFailure`, which the manager turns into a
+   claimed -> failed move. The staged copy is not synchronized: it is not in the specification's
+   durability table, and storage that loses it has also lost the process that would have run it.
 4. ``context.json`` is written last, through the mutation seam and synchronized when the workspace is
    durable, so its presence means the attempt was completely prepared. A failed preparation leaves the
    control directory without it, as evidence.
@@ -30,7 +29,6 @@ workspace setting), so the runner must still see it. Settings never export into 
 namespace, which belongs to the protocol. The gate removes stale protocol variables inherited from
 the manager's environment (:data:`._gate.PROTOCOL_VARIABLES`) before adding these.
 
-
 **An isolated workdir of a transactional job** starts as a copy of committed ``data/`` that shares no
 inode with it (a copy, or a reflink a filesystem makes for ``copy_file_range``; never a hard link), so
 writes through the workdir can never reach committed data before a transaction (spec "Isolated
@@ -41,8 +39,8 @@ seam) says the attempt is prepared. A crash part-way leaves a half-filled ``run.
 attempt that never started; the next attempt gets a new one.
 
 Cost per attempt: two or three directories, one context.json (three fsyncs when durable), for a shared
-runner one copy plus one digest of its bytes, and for a transactional isolated workdir one copy of every
-byte of ``data/`` (a reflink on filesystems that offer one). Nothing here grows with the number of jobs.
+runner one copy and one digest of its bytes, for a transactional isolated workdir one copy of ``data/``
+(a reflink where the filesystem offers one): nothing grows with the number of jobs.
 """
 
 from __future__ import annotations
@@ -70,8 +68,7 @@ from httk.workflow.protocol._jsonio import dump_pretty
 
 from ._rules import settings_environment
 
-CONTEXT_FORMAT = "httk-workflow-attempt-context"
-CONTEXT_FILE = "context.json"
+CONTEXT_FORMAT, CONTEXT_FILE = "httk-workflow-attempt-context", "context.json"
 STDOUT_FILE, STDERR_FILE = "stdout.log", "stderr.log"
 STDIO_LOG = "stdio.log"
 """The job's own log below ``<payload>/logs/``, where each retired attempt's output is kept (D5)."""

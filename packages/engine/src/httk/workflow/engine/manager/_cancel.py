@@ -166,7 +166,7 @@ def on_cancelling(state: ManagerState, marker: MarkerLocation) -> bool | None:
         return None
     attempt_id = str(frame.attempt_id or (frame.get("cancellation") or {}).get("attempt_id"))
     live = state.live.get(attempt_id)
-    if live is None and frame.manager_id != state.manager_id and state.owner_alive(frame)[0]:
+    if live is None and frame.manager_id != state.manager_id and state.owner(frame).alive:
         return None  # the launching manager stops and reaps its own process
     identity = _identity(state, marker, frame, attempt_id)
     if identity is None:

@@ -22,10 +22,10 @@ import logging
 import os
 import signal
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
@@ -64,11 +64,13 @@ from httk.workflow.protocol._jsonio import dump_pretty
 from ._attempt import CONTEXT_FILE, STDERR_FILE, STDIO_LOG, STDOUT_FILE
 from ._rules import decide, retry_or_fail
 from ._state import LiveAttempt, ManagerState
+from ._storage import STORAGE_ERRORS, Unfinished, retry_delay
 
 log = logging.getLogger("httk.workflow.manager")
 
 _COPY_CHUNK = 1 << 20
 TRANSACTIONAL_EXTENSION = "transactional-data-v1"
+T = TypeVar("T")
 
 
 def finish_attempt(state: ManagerState, live: LiveAttempt, status: int) -> None:
@@ -89,6 +91,29 @@ def finish_attempt(state: ManagerState, live: LiveAttempt, status: int) -> None:
     )
     if won:
         leave_breadcrumb(state, live, decision)
+
+
+def finish_reaped(state: ManagerState, attempt_id: str, item: Unfinished) -> bool:
+    """Commit what a reaped attempt left (:func:`finish_attempt`); a storage error keeps it in
+    ``state.unfinished``, to be tried again (backing off) by :func:`finish_unfinished`."""
+    try:
+        finish_attempt(state, item.live, item.status)
+    except STORAGE_ERRORS as exc:
+        state.storage.failed("commit the attempt of", item.live.marker.job_key, exc)
+        item.failures += 1
+        item.next_try = state.clock.monotonic() + retry_delay(item.failures)
+        state.unfinished[attempt_id] = item
+        return False
+    state.unfinished.pop(attempt_id, None)
+    return True
+
+
+def finish_unfinished(state: ManagerState) -> bool:
+    """Try again every unfinished commit that is due; whether any of them is done now."""
+    now = state.clock.monotonic()
+    due = [(key, item) for key, item in state.unfinished.items() if item.next_try <= now]
+    finished = [finish_reaped(state, attempt_id, item) for attempt_id, item in due]  # each, not the first
+    return any(finished)
 
 
 def exit_failure(status: int, *, drained: bool) -> dict[str, Any]:
@@ -182,18 +207,28 @@ def finish_committing(
                     exc,
                 )
                 return
-        unregistered = corruption or register_spawned(state, job, frame)
+        unregistered = corruption or _deferring(state, marker, lambda: register_spawned(state, job, frame))
         decision = (
             decide(job.document, frame, outcome, data_changed=changed)
             if unregistered is None
             else _with_generation(failed(frame, unregistered, "failure"), frame, changed)
         )
+    won = _deferring(state, marker, lambda: state.apply(marker, decision, Trigger.COMMIT))
     state.deferred_commits.pop(marker.job_key, None)
-    won = state.apply(marker, decision, Trigger.COMMIT)
     if won and live is not None and decision.kind in RETIRES_ATTEMPT_CONTROL:
         state.retiring.append(live)  # after the freed slot is refilled: cleanup is off the hot path
     elif won and live is not None:
         leave_breadcrumb(state, live, decision)
+
+
+def _deferring(state: ManagerState, marker: MarkerLocation, step: Callable[[], T]) -> T:
+    """One step of finishing a commit; a storage error defers the commit (the committing pass tries it
+    again, backing off: ``_recovery.on_committing``) and is raised on to be logged."""
+    try:
+        return step()
+    except STORAGE_ERRORS:
+        state.defer_commit(marker.job_key)
+        raise
 
 
 BREADCRUMB = "error.json"

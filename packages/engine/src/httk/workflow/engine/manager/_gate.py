@@ -51,6 +51,8 @@ from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._liveness import ProcessIdentity, identity_of
 from httk.workflow.engine.publish._runners import RunnerFailure
 
+from ._landlock import Confinement, ConfinementError
+
 GATE_ABORTED = 125
 """Exit status of a gate that was never released (it executed nothing)."""
 
@@ -225,46 +227,61 @@ class GatedProcess:
         return f"<GatedProcess pid={self._pid} state={self.state} returncode={self.returncode}>"
 
 
-def spawn_gated(prepared: Launchable, *, environ: Mapping[str, str] | None = None) -> GatedProcess:
+def spawn_gated(
+    prepared: Launchable,
+    *,
+    environ: Mapping[str, str] | None = None,
+    confinement: Confinement | None = None,
+) -> GatedProcess:
     """Start the prepared runner blocked on its launch gate; nothing of the runner executes yet.
 
     The environment is ``environ`` (default ``os.environ``) without any inherited protocol variable,
-    updated with ``prepared.env``. Raises :class:`RunnerFailure` ``process_failure`` when the gate
-    process cannot be started (for example a workdir that vanished).
-    """
+    updated with ``prepared.env``. With ``confinement`` the gate starts inside its ruleset
+    (:meth:`._landlock.Confinement.within`). Raises :class:`RunnerFailure` ``process_failure`` when the
+    gate cannot be started (a workdir that vanished, say) or confined; a storage error creating its
+    output logs is raised as it is."""
+    out_fd = _open_log(prepared.stdout_path)  # a storage error here is the manager's, not the job's
+    try:
+        err_fd = _open_log(prepared.stderr_path)
+    except BaseException:
+        os.close(out_fd)
+        raise
     read_fd, write_fd = os.pipe()  # both close-on-exec; the read end becomes the gate's stdin
-    out_fd = err_fd = -1
     workdir = os.fspath(prepared.workdir)
     try:
-        out_fd = _open_log(prepared.stdout_path)
-        err_fd = _open_log(prepared.stderr_path)
-        pid = os.posix_spawn(
-            _shell(),
-            [_shell(), "-c", GATE_SCRIPT, "httk-gate", workdir, *prepared.argv],
-            _spawn_environment(prepared.env, environ),
-            file_actions=[
-                (os.POSIX_SPAWN_DUP2, read_fd, 0),
-                (os.POSIX_SPAWN_DUP2, out_fd, 1),
-                (os.POSIX_SPAWN_DUP2, err_fd, 2),
-                *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_descriptors()),
-                (os.POSIX_SPAWN_OPEN, _WORKDIR_PROBE_FD, workdir, os.O_RDONLY | os.O_DIRECTORY, 0),
-                (os.POSIX_SPAWN_CLOSE, _WORKDIR_PROBE_FD),
-            ],
-            setsid=True,
-            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-            setsigmask=(),
-        )
+        arguments = [_shell(), "-c", GATE_SCRIPT, "httk-gate", workdir, *prepared.argv]
+        env = _spawn_environment(prepared.env, environ)
+
+        def start() -> int:
+            return os.posix_spawn(
+                arguments[0],
+                arguments,
+                env,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, read_fd, 0),
+                    (os.POSIX_SPAWN_DUP2, out_fd, 1),
+                    (os.POSIX_SPAWN_DUP2, err_fd, 2),
+                    *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_descriptors()),
+                    (os.POSIX_SPAWN_OPEN, _WORKDIR_PROBE_FD, workdir, os.O_RDONLY | os.O_DIRECTORY, 0),
+                    (os.POSIX_SPAWN_CLOSE, _WORKDIR_PROBE_FD),
+                ],
+                setsid=True,
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                setsigmask=(),
+            )
+
+        pid = start() if confinement is None else confinement.within(start)
     except OSError as exc:
         os.close(write_fd)
+        what = "confined" if isinstance(exc, ConfinementError) else "started"
         raise RunnerFailure(
             "process_failure",
-            f"the runner process could not be started: {exc}",
+            f"the runner process could not be {what}: {exc}",
             {"argv0": prepared.argv[0], "workdir": workdir},
         ) from exc
     finally:
         for fd in (read_fd, out_fd, err_fd):
-            if fd >= 0:
-                os.close(fd)
+            os.close(fd)
     return GatedProcess(pid, write_fd)
 
 

@@ -33,19 +33,22 @@ from httk.workflow.engine.core._frames import (
     launched,
     preparation_failed,
     protocol_failure,
+    released,
 )
-from httk.workflow.engine.core._jobs import LoadedJob, check_identity
+from httk.workflow.engine.core._jobs import LoadedJob, check_identity, check_owned_marker
 from httk.workflow.engine.core._liveness import write_process_file
 from httk.workflow.engine.core._states import Trigger
-from httk.workflow.engine.core._transition import Move
+from httk.workflow.engine.core._transition import Move, TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._runners import RunnerFailure
-from httk.workflow.protocol import InvalidDocumentError, WorkflowError
+from httk.workflow.protocol import ForeignOwnerError, InvalidDocumentError, WorkflowError
 
 from ._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
 from ._gate import GatedProcess, spawn_gated
 from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, reserved, unmet
 from ._state import LiveAttempt, ManagerState
+from ._storage import CONTAINED, STORAGE_ERRORS, transient
+from ._writable import Attempt
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -53,24 +56,47 @@ if TYPE_CHECKING:
 log = logging.getLogger("httk.workflow.manager")
 
 
-def register(state: ManagerState, marker: MarkerLocation) -> bool:
-    """Validate a submitted job and move it to ready, or to failed with ``protocol_error``."""
-    state.move(*registration(state, marker))
+def register(state: ManagerState, marker: MarkerLocation) -> bool | None:
+    """Validate a submitted job and move it to ready, or to failed with ``protocol_error``.
+
+    A job another account owns (its marker, payload or job.json) is not this manager's to judge: it is
+    left (``None``) for that account's managers, and said once.
+    """
+    move = registration(state, marker)
+    if move is None:
+        return None
+    state.move(*move)
     return True
 
 
 def register_all(state: ManagerState, markers: Sequence[MarkerLocation]) -> bool:
-    """:func:`register` every marker of a pass, as one group commit (one fsync of their frames)."""
-    if markers:
-        state.move_all([registration(state, marker) for marker in markers])
-    return bool(markers)
+    """:func:`register` every marker of a pass, as one group commit (one fsync of their frames); a
+    storage error is contained for the job it concerns (for all of them when it is the batch's)."""
+    doing = "act on the submitted job"
+    moves = [
+        move
+        for move in (state.storage.contain(doing, m.job_key, registration, state, m) for m in markers)
+        if move is not None
+    ]
+    acted = False
+    for (marker, _frame, _trigger), outcome in zip(moves, move_each(state, moves), strict=True):
+        if isinstance(outcome, BaseException):
+            state.storage.note(doing, marker.job_key, outcome)
+        else:
+            acted = True
+    return acted
 
 
-def registration(state: ManagerState, marker: MarkerLocation) -> Move:
-    """The move that registers a submitted job: to ready, or to failed when its job.json is invalid."""
+def registration(state: ManagerState, marker: MarkerLocation) -> Move | None:
+    """The move that registers a submitted job: to ready, or to failed when its job.json is invalid;
+    ``None`` for a job another account owns (left to its own managers)."""
     try:
+        check_owned_marker(state.workspace, marker)
         job = state.jobs.get(marker)
         check_identity(marker, job)
+    except ForeignOwnerError as exc:
+        _leave_foreign(state, marker, exc)
+        return None
     except (InvalidDocumentError, WorkflowError) as exc:
         failure = protocol_failure(f"the submitted job is invalid: {exc}", defect=str(exc)[:2000])
         return marker, invalid_submission(failure), Trigger.PROTOCOL_ERROR
@@ -78,14 +104,27 @@ def registration(state: ManagerState, marker: MarkerLocation) -> Move:
 
 
 def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
-    """The job behind a ready marker when this manager may claim it (pool, capabilities, executor)."""
+    """The job behind a ready marker when this manager may claim it: its marker, payload and job.json
+    are regular, non-symlink entries of this account, and it asks for a pool, capabilities and an
+    executor this manager serves."""
     try:
+        check_owned_marker(state.workspace, marker)
         job = state.jobs.get(marker)
+    except ForeignOwnerError as exc:
+        _leave_foreign(state, marker, exc)
+        return None
     except (InvalidDocumentError, WorkflowError):
         return None  # reported by the census: a ready job whose definition broke is fsck's business
     if claim_mismatches(job.document, state.config.pools, state.config.capabilities):
         return None
     return job
+
+
+def _leave_foreign(state: ManagerState, marker: MarkerLocation, exc: ForeignOwnerError) -> None:
+    if state.first_time(f"foreign {marker.job_key}"):
+        log.warning(
+            "leaving %s job %s to its own account's managers: %s", marker.kind.value, marker.job_key, exc
+        )
 
 
 class Claim(enum.Enum):
@@ -121,6 +160,25 @@ def claim_ready(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> 
     return Claim.CLAIMED if claim_all(state, [chosen]) else Claim.LOST
 
 
+def choose_from(
+    state: ManagerState, window: list[MarkerLocation], slots: int, passed_over: list[MarkerLocation]
+) -> list[Chosen]:
+    """Up to ``slots`` claims, taking candidates from the front of the priority-ordered ``window``; one
+    whose resources do not fit yet goes to ``passed_over``, one this manager cannot claim is dropped."""
+    chosen: list[Chosen] = []
+    while window and len(chosen) < slots:
+        marker = window.pop(0)
+        job = claimable(state, marker)
+        if job is None:
+            continue  # not for this manager: counted by the census, never waited for
+        choice = state.storage.contain("claim", marker.job_key, choose, state, marker, job, chosen)
+        if choice is Claim.LATER:
+            passed_over.append(marker)
+        elif isinstance(choice, Chosen):
+            chosen.append(choice)
+    return chosen
+
+
 def choose(
     state: ManagerState, marker: MarkerLocation, job: LoadedJob, pending: Sequence[Chosen]
 ) -> Chosen | Claim:
@@ -144,19 +202,38 @@ def choose(
 
 
 def claim_all(state: ManagerState, chosen: Sequence[Chosen]) -> int:
-    """Claim the chosen candidates as one group commit, then launch those won; how many were won."""
-    results = state.move_all([(c.marker, c.frame, Trigger.CLAIM) for c in chosen])
-    won = [(result.current, c) for c, result in zip(chosen, results, strict=True) if result.won]
-    for _current, c in won:
-        log.info(
-            "claimed %s (attempt %s of step %s)%s",
-            c.marker.job_key,
-            c.frame["attempt_id"],
-            c.frame.get("step"),
-            "" if c.allocation is None else f" allocating {describe(c.allocation)}",
-        )
-    launch_all(state, [(current, c) for current, c in won if current is not None])
+    """Claim the chosen candidates as one group commit, then launch those won; how many were won. A
+    storage error is contained for the claim it concerns (for each of them when it is the batch's)."""
+    won: list[tuple[MarkerLocation, Chosen]] = []
+    for c, outcome in zip(
+        chosen, move_each(state, [(c.marker, c.frame, Trigger.CLAIM) for c in chosen]), strict=True
+    ):
+        if isinstance(outcome, BaseException):
+            state.storage.note("claim", c.marker.job_key, outcome)
+        elif outcome.won and outcome.current is not None:
+            log.info(
+                "claimed %s (attempt %s of step %s)%s",
+                c.marker.job_key,
+                c.frame["attempt_id"],
+                c.frame.get("step"),
+                "" if c.allocation is None else f" allocating {describe(c.allocation)}",
+            )
+            won.append((outcome.current, c))
+    launch_all(state, won)
     return len(won)
+
+
+def move_each(state: ManagerState, moves: Sequence[Move]) -> list[TransitionResult | BaseException]:
+    """The moves as one group commit (:meth:`ManagerState.move_all`), each result or, in its place, the
+    storage or marker error that kept that move from happening: every move's, when it was the batch's."""
+    if not moves:
+        return []
+    errors: dict[int, BaseException] = {}
+    try:
+        results = state.move_all(moves, failed=errors.__setitem__)
+    except CONTAINED as exc:
+        return [exc] * len(moves)
+    return [errors.get(index, result) for index, result in enumerate(results)]
 
 
 def _place(
@@ -217,19 +294,32 @@ class _Started:
 
 def launch_all(state: ManagerState, claims: Sequence[tuple[MarkerLocation, Chosen]]) -> None:
     """Launch claimed attempts: prepare and spawn each behind its gate, commit their running markers as
-    one group commit, then release each whose rename won (the module header's order, per attempt)."""
-    started = [s for s in (_start(state, claimed, chosen) for claimed, chosen in claims) if s is not None]
+    one group commit, then release each whose rename won (the module header's order, per attempt).
+
+    A storage error is contained for the attempt it concerns: its gate is aborted, so nothing of its
+    runner runs, and its job is given back to ready (:func:`give_back`)."""
+    started = [
+        s
+        for s in (
+            state.storage.contain("launch", c.job_key, _start, state, c, chosen) for c, chosen in claims
+        )
+        if s is not None
+    ]
     if not started:
         return
-    results = state.move_all([(s.claimed, s.running, Trigger.LAUNCH) for s in started])
-    for s, result in zip(started, results, strict=True):
-        if not result.won or result.current is None:
+    outcomes = move_each(state, [(s.claimed, s.running, Trigger.LAUNCH) for s in started])
+    for s, outcome in zip(started, outcomes, strict=True):
+        if isinstance(outcome, BaseException) or not outcome.won or outcome.current is None:
             s.process.abort()  # the gate exits without running anything
+            if isinstance(outcome, STORAGE_ERRORS):
+                give_back(state, s.claimed, s.chosen.frame, outcome)
+            elif isinstance(outcome, BaseException):
+                state.storage.note("launch", s.claimed.job_key, outcome)
             continue
         s.process.release()
         state.launched += 1
         state.live[s.chosen.frame["attempt_id"]] = LiveAttempt(
-            result.current,
+            outcome.current,
             s.running,
             s.chosen.job,
             s.prepared,
@@ -247,30 +337,49 @@ def launch_all(state: ManagerState, claims: Sequence[tuple[MarkerLocation, Chose
 
 def _start(state: ManagerState, claimed: MarkerLocation, chosen: Chosen) -> _Started | None:
     """Prepare the attempt and spawn it behind its gate, process.json written; ``None`` when that failed
-    (the claim has then moved to failed)."""
-    frame = chosen.frame
+    (the claim has then moved to failed, or back to ready after a storage error)."""
+    frame, job = chosen.frame, chosen.job
     try:
+        attempt = plan(state, claimed, frame, job, chosen.allocation)
         prepared = prepare_attempt(
-            plan(state, claimed, frame, chosen.job, chosen.allocation),
+            attempt,
             runner_search_path=state.config.runner_search_path,
             pkg_modules=frozenset(state.config.runner_modules),
             bash_apis=bash_apis(state),
         )
-        process = spawn_gated(prepared)
+        where = Attempt(
+            state.workspace,
+            job.document,
+            job.payload_dir,
+            prepared.control_dir,
+            prepared.workdir,
+            attempt.settings,
+        )
+        confinement = state.confiner.confine(where)
+        prepared.env.update(confinement.environment)  # a private TMPDIR, when it needs one
+        try:
+            process = spawn_gated(prepared, confinement=confinement)
+        finally:
+            confinement.close()
     except RunnerFailure as exc:
         prepare_failed(state, claimed, frame, exc.failure)
         return None
-    except OSError as exc:
-        prepare_failed(
-            state,
-            claimed,
-            frame,
-            {"code": "process_failure", "message": f"the attempt could not be prepared: {exc}"},
-        )
+    except STORAGE_ERRORS as exc:
+        if not transient(exc):
+            message = f"the attempt could not be prepared: {exc}"
+            prepare_failed(state, claimed, frame, {"code": "process_failure", "message": message})
+        else:
+            give_back(state, claimed, frame, exc)
         return None
-    identity = process.identity
-    write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
-    return _Started(claimed, chosen, launched(frame, identity, str(prepared.workdir)), prepared, process)
+    try:
+        identity = process.identity
+        write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
+    except STORAGE_ERRORS as exc:
+        process.abort()  # never released: nothing of the runner ran
+        give_back(state, claimed, frame, exc)
+        return None
+    running = launched(frame, identity, str(prepared.workdir), confinement.record)
+    return _Started(claimed, chosen, running, prepared, process)
 
 
 # -- the Bash libraries runners source ------------------------------------------------------------
@@ -382,6 +491,21 @@ def plan(
         join=join,
         children=list(observations) if isinstance(observations, list) else [],
         settings=state.workspace.settings,
+    )
+
+
+def give_back(state: ManagerState, claimed: MarkerLocation, frame: Frame, exc: BaseException) -> None:
+    """A storage error kept this manager from launching a claim: hand the job back to ready.
+
+    The claim's counters are undone, as for any claim whose attempt never launched. If even that move
+    fails, the claim stays this manager's, which releases it on its next claimed pass
+    (:func:`._recovery.on_claimed_or_running`).
+    """
+    state.storage.failed("launch", claimed.job_key, exc)
+    evidence = {"heartbeat_age_seconds": 0.0, "storage_error": str(exc)[:500]}
+    back = released(frame, state.manager_id, evidence)
+    state.storage.contain(
+        "give back the claim of", claimed.job_key, lambda: state.move(claimed, back, Trigger.RELEASE)
     )
 
 

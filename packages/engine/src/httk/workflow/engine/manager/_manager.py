@@ -21,7 +21,9 @@ prefixes, runner modules and search paths — so that diagnosis reads deployment
 that holds it. ``heartbeat.json`` beside it is replaced atomically at every heartbeat opportunity; its
 ``sequence`` grows by one each time, so a reader can tell a live heartbeat from a stale copy without
 trusting clocks, and its ``updated_at`` is the lease evidence other managers compare with their own
-clock (:mod:`httk.workflow.engine.core._liveness` reads it).
+clock (:mod:`httk.workflow.engine.core._liveness` reads it). The manifest also records the manager's
+process identity (pid, start ticks, boot id, pid namespace), so that once this process is gone a manager
+on the same host knows it is dead at once, whatever its last heartbeat says (DECISIONS D17).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +41,7 @@ from typing import Any
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK, Clock, SystemClock, utc_timestamp
 from httk.workflow.engine.core._liveness import current_job, hostname, identity_of
-from httk.workflow.engine.core._scan import Anomaly, MarkerStream
+from httk.workflow.engine.core._scan import MarkerStream
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.engine.maintenance._gc import PeriodicCollection
@@ -47,12 +50,10 @@ from httk.workflow.protocol._jsonio import dump_compact, dump_pretty
 from . import _cancel, _commit, _launch, _recovery, _request_apply, _waiting
 from ._gate import wait_for_exit
 from ._slurm import AllocationWatch
-from ._state import Census, LiveAttempt, ManagerConfig, ManagerState, take_census
+from ._state import AnomalyReport, Census, LiveAttempt, ManagerConfig, ManagerState, take_census
+from ._storage import PROBE_SECONDS, STORAGE_ERRORS, Unfinished, persist
 
 SOFTWARE_VERSION = "0.1.0"
-
-REPORTED_ANOMALIES = 100
-"""How many entries that are not markers a manager names in its log, each once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +120,24 @@ class ManagerRecord:
             manifest["only_jobs"] = list(self.identity.only_jobs)
         if self.identity.batch is not None:
             manifest["batch"] = dict(self.identity.batch)
-        own = identity_of(self.pid)  # so manager stop signals this process, never a recycled pid
+        # So that manager stop signals this process, never a recycled pid, and a manager on this host
+        # knows this one dead once it is gone, whatever its last heartbeat says (D17).
+        own = identity_of(self.pid)
         manifest["process"] = {key: own[key] for key in ("start_ticks", "boot_id", "pid_namespace")}
-        _fsops.create_file(self.directory / "manager.json", dump_pretty(manifest), durable=durable)
-        self.beat()
+        path = self.directory / "manager.json"
+        try:
+            _fsops.create_file(path, dump_pretty(manifest), durable=durable)
+        except FileExistsError:
+            raise
+        except OSError:
+            # The id is fresh and the name exclusive: what is there is this attempt's partial manifest.
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+            raise
+        try:
+            self.beat()
+        except OSError as exc:  # evidence, not state: the loop beats again at its first opportunity
+            log.error("cannot publish the first heartbeat of manager %s: %s", self.identity.manager_id, exc)
 
     def beat(self) -> None:
         """Replace heartbeat.json atomically (never torn for a reader)."""
@@ -200,8 +215,7 @@ class Manager:
         self._window_at = float("-inf")
         self._last_join_pass = float("-inf")
         self._quiet: set[Kind] = set()
-        self._reported: set[Path] = set()  # Invariant: at most REPORTED_ANOMALIES paths
-        self._reported_enough = False
+        self._report = AnomalyReport()
         self.gc = PeriodicCollection(config.gc_interval, clock)
         self.allocation = AllocationWatch.of(config.drain_before_end, os.environ, clock)
         self.record: ManagerRecord | None = None
@@ -248,20 +262,25 @@ class Manager:
             only_jobs=None if config.only_jobs is None else tuple(sorted(config.only_jobs)),
             batch=current_job(os.environ),
         )
-        self.record = ManagerRecord(state.workspace, identity, state.writer_id)
-        self.record.create()
+        record = ManagerRecord(state.workspace, identity, state.writer_id)
+        persist(f"publish the record of manager {state.manager_id}", record.create, state.clock)
+        self.record = record
         self._last_beat = state.clock.monotonic()
 
     def run(self) -> RunSummary:
         """Serve until quiet (or forever with ``config.idle``), then take the census."""
         if self.record is None:
             self.start()
+        notice = self.state.confiner.notice()
+        if notice is not None:
+            log.warning("%s", notice)  # once per manager, where Landlock is missing
         previous = self._install_signal_handlers()
         try:
             reason = self._serve(previous)
             census = take_census(self.workspace, self.config)
         finally:
             self.workspace.close()  # after an error too: the journal writer lets go of its segment
+            self.state.confiner.close()
         return RunSummary(self.manager_id, census, self.state.launched, self.state.committed, reason)
 
     def _serve(self, previous_handlers: dict[int, Any]) -> str:
@@ -292,6 +311,10 @@ class Manager:
                 quiet_since = None
                 if not acted:
                     self._wait_for_attempts()
+                continue
+            if self.state.storage.paused:  # claimable work may wait for storage: probe, do not go idle
+                quiet_since = None
+                clock.sleep(PROBE_SECONDS / 2)
                 continue
             if not self._quiet >= set(SCAN_ORDER):
                 continue
@@ -329,7 +352,7 @@ class Manager:
         if self.draining:
             self._stop_live()  # also an attempt launched while the signal was being handled
         reaped = self._reap()
-        acted = reaped
+        acted = reaped | _commit.finish_unfinished(self.state)
         if self.draining:
             pass
         elif self._scan_due():
@@ -340,15 +363,27 @@ class Manager:
                         continue
                     self._last_join_pass = self.state.clock.monotonic()
                 acted |= self._pass(kind, handler)
-            acted |= _request_apply.handle_requests(self.state, budget=self.config.maximum_pass_markers)
+            requests = self.state.storage.contain(
+                "handle the requests of manager",
+                self.manager_id,
+                _request_apply.handle_requests,
+                self.state,
+                budget=self.config.maximum_pass_markers,
+            )
+            acted |= requests is True
             self.heartbeat_opportunity()
             acted |= self._claim_pass()
         elif reaped:
             acted |= self._claim_pass()  # refill the freed slot now; the other kinds wait for their scan
         self._retire_committed()
         if self.gc.due() and not self.draining:  # at a tick's end: never between seeing a marker and acting
-            self.gc.collect(
-                self.workspace, heartbeat=self.heartbeat_opportunity, writer_id=self.state.writer_id
+            self.state.storage.contain(
+                "collect garbage for manager",
+                self.manager_id,
+                self.gc.collect,
+                self.workspace,
+                heartbeat=self.heartbeat_opportunity,
+                writer_id=self.state.writer_id,
             )
         if acted:
             self._quiet.clear()
@@ -356,7 +391,13 @@ class Manager:
 
     def _retire_committed(self) -> None:
         while self.state.retiring:
-            _commit.retire_attempt_control(self.state.retiring.pop())
+            live = self.state.retiring.pop()
+            self.state.storage.contain(
+                "retire the attempt control of",
+                live.marker.job_key,
+                _commit.retire_attempt_control,
+                live,
+            )
 
     def _scan_due(self) -> bool:
         """Scan when idle-handed, or every ``scan_interval`` while attempts run (reaping stays fast).
@@ -403,12 +444,16 @@ class Manager:
     def _run_pass(self, kind: Kind, handler: Handler) -> bool:
         result = self._streams[kind].next_pass()
         self._report(result.anomalies)
+        failures = self.state.storage.failures
         batch = BATCHED.get(handler)
         acted = batch(self.state, result.markers) if batch is not None else False
+        doing = f"act on the {kind.value} job"
         for marker in [] if batch is not None else result.markers:
-            acted |= handler(self.state, marker) is True
+            acted |= self.state.storage.contain(doing, marker.job_key, handler, self.state, marker) is True
             self.heartbeat_opportunity()  # one join evaluation may list thousands of children
-        self._note_cycle(kind, result.exhausted_cycle, acted)
+        # A job a storage error left where it was is work still to do: the kind is not quiet (the next
+        # pass tries it again), even when the error hit every job of the pass (a batch's group commit).
+        self._note_cycle(kind, result.exhausted_cycle and self.state.storage.failures == failures, acted)
         self.heartbeat_opportunity()
         return acted
 
@@ -427,6 +472,9 @@ class Manager:
         """
         if self._free_slots() <= 0:
             return False  # the ready stream waits where it is; a full manager is not quiet
+        if self.state.storage.paused:
+            self._quiet.discard(Kind.READY)  # work waits for storage: the manager is not idle
+            return False
         exhausted = False
         if not self._window or self.state.clock.monotonic() - self._window_at > self.config.window_seconds:
             result = self._streams[Kind.READY].next_pass()
@@ -437,20 +485,12 @@ class Manager:
             exhausted = result.exhausted_cycle
         acted = False
         passed_over: list[MarkerLocation] = []
-        while self._window and self._free_slots() > 0 and not self.draining:
+        failures = self.state.storage.failures
+        # A claim that fails on storage pauses claiming at once, for the rest of this pass too.
+        while self._window and self._free_slots() > 0 and not self.draining and not self.state.storage.paused:
             # As many candidates as there are free slots, claimed and launched as one group commit; a
             # claim another actor won frees its slot for the next round.
-            chosen: list[_launch.Chosen] = []
-            while self._window and len(chosen) < self._free_slots():
-                marker = self._window.pop(0)
-                job = _launch.claimable(self.state, marker)
-                if job is None:
-                    continue  # not for this manager: counted by the census, never waited for
-                choice = _launch.choose(self.state, marker, job, chosen)
-                if choice is _launch.Claim.LATER:
-                    passed_over.append(marker)
-                elif isinstance(choice, _launch.Chosen):
-                    chosen.append(choice)
+            chosen = _launch.choose_from(self.state, self._window, self._free_slots(), passed_over)
             if chosen:
                 acted |= _launch.claim_all(self.state, chosen) > 0
             self.heartbeat_opportunity()
@@ -460,7 +500,9 @@ class Manager:
         # (a lost race, a frame that cannot be read, resources beyond this manager) is nothing this
         # manager can progress. A candidate left for want of room implies running attempts, which keep
         # the manager awake until they end and make room.
-        self._note_cycle(Kind.READY, exhausted and not self._window, acted)
+        # A claim a storage error left ready is tried again, as a job of another pass (_run_pass).
+        quiet = exhausted and not self._window and self.state.storage.failures == failures
+        self._note_cycle(Kind.READY, quiet, acted)
         return acted
 
     def _note_cycle(self, kind: Kind, exhausted: bool, acted: bool) -> None:
@@ -480,32 +522,17 @@ class Manager:
                 continue
             del self.state.live[attempt_id]
             acted = True
-            if _cancel.note_reaped(self.state, live, status):
+            if self.state.storage.contain(
+                "record the exit of",
+                live.marker.job_key,
+                _cancel.note_reaped,
+                self.state,
+                live,
+                status,
+            ):
                 continue  # a cancellation fenced it: its exit is the evidence, there is nothing to commit
-            _commit.finish_attempt(self.state, live, status)
+            _commit.finish_reaped(self.state, attempt_id, Unfinished(live, status))
         return acted
-
-    def _report(self, anomalies: Sequence[Anomaly]) -> None:
-        """Log each entry that is not a marker once, the first :data:`REPORTED_ANOMALIES` by name: a
-        directory of 100,000 stray files must not become 100,000 log lines (fsck lists them all)."""
-        for anomaly in anomalies:
-            if anomaly.path in self._reported:
-                continue
-            if len(self._reported) >= REPORTED_ANOMALIES:
-                if not self._reported_enough:
-                    self._reported_enough = True
-                    log.error(
-                        "more than %d entries of the state tree are not job markers; they are never "
-                        "scheduled, and no more are named here (workspace fsck lists them all)",
-                        REPORTED_ANOMALIES,
-                    )
-                return
-            self._reported.add(anomaly.path)
-            log.error(
-                "not a job marker, never scheduled (workspace fsck quarantines it): %s (%s)",
-                anomaly.path,
-                anomaly.reason,
-            )
 
     # -- heartbeat -------------------------------------------------------------------------------
     def heartbeat_opportunity(self) -> None:
@@ -513,9 +540,17 @@ class Manager:
         if self.record is None:
             return
         now = self.state.clock.monotonic()
-        if now - self._last_beat >= self.config.heartbeat_interval(self.state.lease_seconds):
-            self.record.beat()
+        storage = self.state.storage
+        if storage.probe_due() or now - self._last_beat >= self.config.heartbeat_interval(
+            self.state.lease_seconds
+        ):
+            try:
+                self.record.beat()
+            except STORAGE_ERRORS as exc:
+                storage.failed("publish the heartbeat of manager", self.manager_id, exc)
+                return  # tried again at the next opportunity; a stale heartbeat only makes us look older
             self._last_beat = now
+            storage.worked()  # a write that works: claiming resumes if it was paused
 
     # -- signals and draining --------------------------------------------------------------------
     def _install_signal_handlers(self) -> dict[int, Any]:

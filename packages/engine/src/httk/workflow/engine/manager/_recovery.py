@@ -1,6 +1,8 @@
 """Recovering what a dead manager left: abandoned commits, claims and running attempts.
 
-Nothing is recovered while its owner heartbeats within its lease. An abandoned committing marker is
+Nothing is recovered while its owner heartbeats within its lease, unless the owner is known dead: its
+recorded process is provably gone from this host (DECISIONS D17), and then its lease counts as expired
+at once (``manager_process_gone`` in the evidence). An abandoned committing marker is
 finished from the outcome its committing frame embeds. An abandoned claim is released to ready with its
 counters undone: its process was never released from the launch gate, because that happens only after
 the running rename. An abandoned running attempt is first inspected for a published outcome, which is
@@ -16,8 +18,9 @@ isolated workdir   either of those, or the heartbeat silent for takeover_grace_f
 
 A process recorded on this host that is still alive is killed first (its whole group) and recovered in
 the same pass once the group is provably gone (rule ``process_gone`` with ``killed_orphan``). The
-evidence — rule, heartbeat age, previous manager — is recorded in the ready frame and carried into the
-next attempt's claimed frame.
+evidence — rule, heartbeat age, previous manager, whether that manager's process is gone — is recorded
+in the ready frame and carried into the next attempt's claimed and running frames. So a crashed manager
+restarted on its host resumes its jobs in its first pass.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from httk.workflow.protocol import InvalidDocumentError, WorkflowError
 from ._commit import commit, finish_committing
 from ._rules import retry_or_fail
 from ._slurm import allocation_evidence
-from ._state import ManagerState
+from ._state import ManagerState, Owner
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -52,7 +55,7 @@ def on_committing(state: ManagerState, marker: MarkerLocation) -> bool | None:
     if frame is None:
         return None
     ours = frame.manager_id == state.manager_id
-    if (ours and not state.commit_retry_due(marker.job_key)) or (not ours and state.owner_alive(frame)[0]):
+    if (ours and not state.commit_retry_due(marker.job_key)) or (not ours and state.owner(frame).alive):
         return None
     job = _job_or_none(state, marker)
     if job is None:
@@ -63,28 +66,30 @@ def on_committing(state: ManagerState, marker: MarkerLocation) -> bool | None:
 
 
 def on_claimed_or_running(state: ManagerState, marker: MarkerLocation) -> bool | None:
-    """Recover an abandoned claim or attempt; ``False`` for our own, ``None`` when not recoverable now."""
-    if any(live.marker == marker for live in state.live.values()):
+    """Recover an abandoned claim or attempt; ``False`` for our own, ``None`` when not recoverable now.
+
+    One of this manager's own that it no longer works on is abandoned too: a launch a storage error cut
+    short left its claim (never released from the gate) or its running marker (its gate aborted).
+    """
+    if state.holds(marker):
         return False
     frame = state.frame_or_none(marker)
     if frame is None:
         return None
-    alive, age = state.owner_alive(frame)
-    if alive:
+    owner = Owner(False, 0.0) if frame.manager_id == state.manager_id else state.owner(frame)
+    if owner.alive:
         return None
     if marker.kind is Kind.CLAIMED:
-        release_stale_claim(state, marker, frame, age)
+        release_stale_claim(state, marker, frame, owner)
         return True
-    return recover_running(state, marker, frame, age)
+    return recover_running(state, marker, frame, owner)
 
 
-def release_stale_claim(state: ManagerState, marker: MarkerLocation, frame: Frame, age: float | None) -> None:
-    state.move(marker, released(frame, state.manager_id, age), Trigger.RELEASE)
+def release_stale_claim(state: ManagerState, marker: MarkerLocation, frame: Frame, owner: Owner) -> None:
+    state.move(marker, released(frame, state.manager_id, owner.evidence()), Trigger.RELEASE)
 
 
-def recover_running(
-    state: ManagerState, marker: MarkerLocation, frame: Frame, age: float | None
-) -> bool | None:
+def recover_running(state: ManagerState, marker: MarkerLocation, frame: Frame, owner: Owner) -> bool | None:
     job = _job_or_none(state, marker)
     if job is None:
         return None
@@ -101,11 +106,11 @@ def recover_running(
         log.info("the abandoned attempt of %s published an outcome; committing it", marker.job_key)
         commit(state, marker, frame, job, outcome=outcome)
         return True
-    evidence = takeover_evidence(state, job, frame, age)
+    evidence = takeover_evidence(state, job, frame, owner)
     if evidence is None:
         return None
-    message = f"the owning manager {frame.get('manager_id')} stopped heartbeating"
-    failure = failure_of("lease_lost", message, heartbeat_age_seconds=age)
+    gone = "'s process is gone from this host" if owner.manager_process_gone else " stopped heartbeating"
+    failure = failure_of("lease_lost", f"the owning manager {frame.manager_id}{gone}", **owner.evidence())
     decision = retry_or_fail(
         job.document,
         frame,
@@ -120,16 +125,13 @@ def recover_running(
 
 
 def takeover_evidence(
-    state: ManagerState, job: LoadedJob, frame: Frame, age: float | None
+    state: ManagerState, job: LoadedJob, frame: Frame, owner: Owner
 ) -> dict[str, Any] | None:
     """Which rule admits recovering this abandoned attempt, or ``None`` to leave it alone for now."""
     identity = frame.process
     mode = job.document["workdir"]["mode"]
-    base = {
-        "previous_manager_id": frame.manager_id,
-        "heartbeat_age_seconds": age,
-        "workdir_mode": mode,
-    }
+    age = owner.heartbeat_age
+    base = {"previous_manager_id": frame.manager_id, **owner.evidence(), "workdir_mode": mode}
     alive = process_alive(identity) if identity else False
     if alive is False:
         return {**base, "rule": "process_gone" if identity else "no_launched_process"}

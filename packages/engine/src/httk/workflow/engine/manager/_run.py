@@ -156,7 +156,8 @@ def banner(manager: Manager, log_file: Path) -> str:
         f"httk manager {manager.manager_id} serving {manager.workspace.root} "
         f"(log {log_file}; pools {','.join(config.pools)}; "
         f"capabilities {','.join(config.capabilities) or '-'}; executors path; "
-        f"resources {describe(config.resources or {})}; workers {config.workers})"
+        f"resources {describe(config.resources or {})}; workers {config.workers}; "
+        f"confinement {manager.state.confiner.describe()})"
     )
 
 

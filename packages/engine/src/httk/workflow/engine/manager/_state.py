@@ -28,16 +28,17 @@ from typing import Any, Generic, TypeVar
 
 from httk.workflow.engine.core._clock import Clock, age_seconds
 from httk.workflow.engine.core._frames import Frame
-from httk.workflow.engine.core._jobs import JobCache, LoadedJob, load_job, read_frame
-from httk.workflow.engine.core._liveness import read_heartbeat
-from httk.workflow.engine.core._scan import walk_markers
+from httk.workflow.engine.core._jobs import JobCache, LoadedJob, check_owned_marker, load_job, read_frame
+from httk.workflow.engine.core._liveness import manager_gone, read_heartbeat, read_manifest
+from httk.workflow.engine.core._scan import Anomaly, walk_markers
 from httk.workflow.engine.core._states import CORE_KINDS, FENCED_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import Move, TransitionResult, move_marker, move_markers
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
-from httk.workflow.protocol import WorkflowError
+from httk.workflow.protocol import ForeignOwnerError, WorkflowError
 
 from . import _rules
 from ._attempt import PreparedAttempt
+from ._confine import Confiner
 from ._gate import GatedProcess
 from ._rules import (
     DEFAULT_JOIN_GRACE_SECONDS,
@@ -47,6 +48,7 @@ from ._rules import (
     requirement_of,
     unmet,
 )
+from ._storage import StorageWatch, Unfinished
 
 DEFAULT_POLL_INTERVAL = 0.005
 DEFAULT_IDLE_POLL_INTERVAL = 0.25
@@ -98,6 +100,7 @@ class ManagerConfig:
     gc_interval: float | None = None  # seconds between garbage collections at the end of a tick; None: never
     manager_id: str | None = None  # chosen by a launcher (so it can put output beside the log); else random
     drain_before_end: float | None = None  # inside a Slurm job: drain once its end is this many seconds away
+    confine: bool = True  # runners enter a Landlock ruleset where the kernel has one (._confine)
 
     def heartbeat_interval(self, lease_seconds: float) -> float:
         """Beat often enough that two missed beats still leave most of the lease."""
@@ -122,6 +125,23 @@ class LiveAttempt:
     allocation: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """What a recoverer knows of the manager a frame names: alive, its heartbeat's age, and whether its
+    recorded process is provably gone from this host (DECISIONS D17), which ends its lease at once."""
+
+    alive: bool
+    heartbeat_age: float | None
+    manager_process_gone: bool = False
+
+    def evidence(self) -> dict[str, Any]:
+        """The members every recovery records about the previous owner."""
+        return {
+            "heartbeat_age_seconds": self.heartbeat_age,
+            "manager_process_gone": self.manager_process_gone,
+        }
+
+
 COMMIT_RETRY_FIRST_SECONDS = 1.0
 COMMIT_RETRY_MAX_SECONDS = 60.0
 COMMIT_RETRIES_BEFORE_IDLE = 5
@@ -139,6 +159,11 @@ class ManagerState:
         self.manager_id = config.manager_id or str(uuid.uuid4())
         self.lease_seconds = config.lease_seconds or workspace.policy.lease_seconds
         self.jobs = JobCache(workspace)
+        self.confiner = Confiner(config.confine)
+        self.storage = StorageWatch(clock)
+        # Attempts reaped whose commit a storage error interrupted: attempt id -> what to finish them with.
+        # Like ``live``, a running marker whose attempt is here is this manager's to finish, not to recover.
+        self.unfinished: dict[str, Unfinished] = {}
         # Invariant: an attempt id is in ``live`` exactly while its process is neither reaped nor handed
         # to a successor; no other manager can hold the same attempt, because its running marker is ours.
         self.live: dict[str, LiveAttempt] = {}
@@ -161,6 +186,10 @@ class ManagerState:
         # The Bash libraries every attempt gets (HTTK_WORKFLOW_BASH_API, add-ons' ...): _launch.bash_apis
         # resolves them from the installed packages once, when the first attempt launches.
         self.bash_apis: dict[str, str] | None = None
+        # Other managers' manifests (written once, never changed) while they may be alive, and the
+        # managers whose recorded process is gone (D17), which stay gone.
+        self._manifests: dict[str, dict[str, Any]] = {}
+        self._gone_managers: set[str] = set()
 
     @property
     def writer_id(self) -> str:
@@ -169,9 +198,12 @@ class ManagerState:
     def move(self, marker: MarkerLocation, frame: Frame, trigger: Trigger) -> TransitionResult:
         return move_marker(self.workspace, marker, frame, trigger)
 
-    def move_all(self, moves: Sequence[Move]) -> list[TransitionResult]:
-        """Several jobs' moves as one group commit (:func:`move_markers`)."""
-        return move_markers(self.workspace, moves)
+    def move_all(
+        self, moves: Sequence[Move], *, failed: Callable[[int, Exception], None] | None = None
+    ) -> list[TransitionResult]:
+        """Several jobs' moves as one group commit (:func:`move_markers`, which tells ``failed`` of a
+        rename that failed)."""
+        return move_markers(self.workspace, moves, failed=failed)
 
     def apply(self, marker: MarkerLocation, decision: Frame, trigger: Trigger) -> bool:
         """Move ``marker`` to the frame a decision built (this manager's id where it names none); return
@@ -183,13 +215,18 @@ class ManagerState:
             log.info("%s -> %s (%s)", marker.job_key, frame.kind.value, frame.reason)
         return result.won
 
-    def owner_alive(self, frame: Frame) -> tuple[bool, float | None]:
-        """Whether the manager a frame names still heartbeats within its lease, and the heartbeat age."""
+    def owner(self, frame: Frame) -> Owner:
+        """Whether the manager a frame names is alive: heartbeating within its lease, and not known dead.
+
+        A manager whose recorded process is provably gone from this host is dead now, whatever its last
+        heartbeat says (DECISIONS D17); its manifest is read once (it never changes) and its process
+        probed while its heartbeat is fresh.
+        """
         owner = frame.manager_id
         if owner == self.manager_id:
-            return True, 0.0
+            return Owner(True, 0.0)
         if not isinstance(owner, str):
-            return False, None
+            return Owner(False, None)
         heartbeat = read_heartbeat(self.workspace, owner)
         now = self.clock.now()
         age = heartbeat.age(now)
@@ -198,7 +235,25 @@ class ManagerState:
             # not look stale): the claim's own start is the latest sign of life we know of.
             age = age_seconds(frame.get("lease_started_at"), now)
         lease = frame.lease_seconds or heartbeat.lease_seconds
-        return (age is not None and age <= lease), age
+        if age is None or age > lease:
+            return Owner(False, age)
+        if self._manager_gone(owner):
+            return Owner(False, age, manager_process_gone=True)
+        return Owner(True, age)
+
+    def _manager_gone(self, manager_id: str) -> bool:
+        if manager_id in self._gone_managers:
+            return True  # a process that is gone never comes back
+        if manager_id not in self._manifests:
+            manifest = read_manifest(self.workspace, manager_id)
+            if manifest is None:
+                return False  # no evidence (not yet visible, or collected): the heartbeat decides
+            self._manifests[manager_id] = manifest
+        if not manager_gone(self._manifests[manager_id]):
+            return False
+        self._gone_managers.add(manager_id)
+        del self._manifests[manager_id]
+        return True
 
     def reserved(self) -> dict[str, int]:
         """What the attempts this manager runs reserve of its capacities, by label."""
@@ -222,7 +277,16 @@ class ManagerState:
         Only for its first few tries: a commit that keeps failing is left committing when the manager
         goes idle, and any manager finishes it once this one's lease has run out.
         """
+        if any(item.failures < COMMIT_RETRIES_BEFORE_IDLE for item in self.unfinished.values()):
+            return True
         return any(failures < COMMIT_RETRIES_BEFORE_IDLE for failures, _ in self.deferred_commits.values())
+
+    def holds(self, marker: MarkerLocation) -> bool:
+        """Whether an attempt this manager still works on (running, or reaped and unfinished) is at
+        ``marker``: not abandoned, whatever its frame says about the owner."""
+        return any(live.marker == marker for live in self.live.values()) or any(
+            item.live.marker == marker for item in self.unfinished.values()
+        )
 
     def first_time(self, key: str) -> bool:
         """Whether ``key`` is new to this manager (it is remembered from now on)."""
@@ -310,6 +374,10 @@ class Census:
                     f"{count} ready job(s) need resource {label} (up to {need}): "
                     f"add --worker-resource {label} {need}"
                 )
+            elif what == "owner":
+                lines.append(
+                    f"{count} ready job(s) belong to another account: only its own managers run them"
+                )
             else:
                 lines.append(f"{count} ready job(s) need {reason}, which this manager does not serve")
         if self.unreadable:
@@ -339,7 +407,10 @@ def _why_not(
 ) -> str | None:
     """The first requirement the claim predicate finds unmet (``pool gpu``), ``unreadable``, or ``None``."""
     try:
+        check_owned_marker(workspace, marker)
         job = load_job(workspace, marker.placement, marker.job_key).document
+    except ForeignOwnerError:
+        return "owner other"  # another account's job: only its own managers claim it
     except WorkflowError:
         return "unreadable"
     unmet_here = claim_mismatches(job, config.pools, config.capabilities)
@@ -397,3 +468,36 @@ def take_census(workspace: Workspace, config: ManagerConfig) -> Census:
             elif kind in FENCED_KINDS and not _readable(workspace, item):
                 census.unreadable += 1
     return census
+
+
+REPORTED_ANOMALIES = 100
+"""How many entries that are not markers a manager names in its log, each once."""
+
+
+class AnomalyReport:
+    """Logs each entry of the state tree that is not a marker once, the first :data:`REPORTED_ANOMALIES`
+    by name: a directory of 100,000 stray files must not become 100,000 log lines (fsck lists them all)."""
+
+    def __init__(self) -> None:
+        self._reported: set[Path] = set()  # Invariant: at most REPORTED_ANOMALIES paths
+        self._enough = False
+
+    def __call__(self, anomalies: Sequence[Anomaly]) -> None:
+        for anomaly in anomalies:
+            if anomaly.path in self._reported:
+                continue
+            if len(self._reported) >= REPORTED_ANOMALIES:
+                if not self._enough:
+                    self._enough = True
+                    log.error(
+                        "more than %d entries of the state tree are not job markers; they are never "
+                        "scheduled, and no more are named here (workspace fsck lists them all)",
+                        REPORTED_ANOMALIES,
+                    )
+                return
+            self._reported.add(anomaly.path)
+            log.error(
+                "not a job marker, never scheduled (workspace fsck quarantines it): %s (%s)",
+                anomaly.path,
+                anomaly.reason,
+            )

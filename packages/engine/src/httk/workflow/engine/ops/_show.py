@@ -16,8 +16,8 @@ is walked as below.
 It ends with the last events the job's runner reported (``_events``: the generic record any runner
 may keep in ``.httk-job/``, ``docs/runner-events.md``).
 
-Cost: ``show`` one probe, one frame, one job.json, at most one heartbeat, one listing of the observed
-declarations and one read per declaration, and the events' two windows.
+Cost: ``show`` one probe, one frame, one job.json, at most one heartbeat and manifest, one listing of
+the observed declarations and one read per declaration, and the events' two windows.
 
 **The log** (``job log``, ``job log --follow``): a job's frame chain, walked backwards from its marker.
 
@@ -31,7 +31,9 @@ workspace's visibility deadline before calling it damaged, exactly as the manage
 Generations fall by one along a chain except behind an ``fsck_repair`` frame (:func:`previous_link`): a
 repair chains to the newest readable frame strictly older than the damaged marker, so the generations in
 between were lost. That jump is accepted exactly when the repair record names the frame it links to, and
-the repair's entry says which generations were lost (``lost_generations`` and a one-line ``note``).
+the repair's entry says which generations were lost (``lost_generations`` and a one-line ``note``). An
+``fsck_rebuild`` frame starts a chain of its own (its ``previous_record_ref`` is null) after every earlier
+generation was lost: its entry says so the same way, and that it came from the kind the marker had.
 
 :func:`follow_history` polls the job's marker at its placement (one listing per state kind there, never a
 scan) with a bounded back-off and yields the frames of every new generation, until the job reaches a
@@ -50,8 +52,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from httk.workflow.engine.core._frames import REPAIR_REASON, fits_link, previous_link, repaired_from
-from httk.workflow.engine.core._liveness import read_heartbeat
+from httk.workflow.engine.core._frames import (
+    REBUILD_REASON,
+    REPAIR_REASON,
+    fits_link,
+    previous_link,
+    repaired_from,
+)
+from httk.workflow.engine.core._liveness import manager_gone, read_heartbeat, read_manifest
 from httk.workflow.engine.core._states import OWNED_KINDS, PERMANENT_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.protocol import (
@@ -108,6 +116,7 @@ DETAILS = (
     "operator_reason",
     "request_id",
     "cancellation",
+    "confinement",
 )
 
 
@@ -301,13 +310,17 @@ def _owner(workspace: Workspace, frame: Mapping[str, Any]) -> dict[str, Any]:
         "process": frame.get("process"),
         "heartbeat_age_seconds": None,
         "manager_live": False,
+        "manager_process_gone": False,
     }
     if isinstance(manager_id, str) and "/" not in manager_id and manager_id not in ("", ".", ".."):
         heartbeat = read_heartbeat(workspace, manager_id)
         age = heartbeat.age(workspace.clock.now())
         lease = float(frame.get("lease_seconds") or heartbeat.lease_seconds)
+        manifest = read_manifest(workspace, manager_id)
+        gone = manifest is not None and manager_gone(manifest)  # dead now, whatever its heartbeat (D17)
         owner["heartbeat_age_seconds"] = None if age is None else round(age, 3)
-        owner["manager_live"] = age is not None and age <= lease
+        owner["manager_process_gone"] = gone
+        owner["manager_live"] = age is not None and age <= lease and not gone
     return owner
 
 
@@ -374,6 +387,7 @@ def _number(value: object) -> int | None:
 
 LOG_DETAILS = (
     "fsck_repair",
+    "fsck_rebuild",
     "failure",
     "last_failure",
     "takeover",
@@ -382,6 +396,7 @@ LOG_DETAILS = (
     "operator",
     "operator_reason",
     "cancellation",
+    "confinement",
 )
 
 
@@ -438,6 +453,9 @@ def _lost_generations(
     gaps: dict[int, tuple[int | None, int]] = {}
     for index, entry in enumerate(entries):
         frame = entry.get("frame")
+        if frame is not None and frame.get("reason") == REBUILD_REASON:
+            gaps[index] = (1, frame["state_generation"] - 1)  # everything before it was lost
+            continue
         previous, expected = previous_link(frame) if frame is not None else (None, range(0))
         if frame is None or not repaired_from(frame, previous):
             continue
@@ -459,6 +477,8 @@ def _with_previous(
         frame = entry.get("frame")
         if frame is not None and frame.get("reason") == REPAIR_REASON:
             before = frame.get("kind")  # a repair keeps the marker's kind: it came from its own kind
+        elif frame is not None and frame.get("reason") == REBUILD_REASON:
+            before = (frame.get("fsck_rebuild") or {}).get("from_kind")
         yield entry, before
         before = None if frame is None else frame.get("kind")
 
@@ -509,6 +529,13 @@ def repair_note(first: int | None, last: int, problem: object) -> str:
     return f"{lost} lost to damage{cause} and repaired by workspace fsck"
 
 
+def rebuild_note(last: int, problem: object) -> str:
+    """The one line ``job log`` shows before a frame ``fsck --rebuild-lost`` made."""
+    lost = "generation 1 was" if last == 1 else f"generations 1..{last} were"
+    cause = f" ({problem})" if isinstance(problem, str) else ""
+    return f"{lost} lost{cause}, never synchronized; workspace fsck rebuilt the job from job.json"
+
+
 def _log_entry(
     entry: Mapping[str, Any], previous_kind: str | None, lost: tuple[int | None, int] | None
 ) -> dict[str, Any]:
@@ -539,7 +566,10 @@ def _log_entry(
             line[member] = frame[member]
     if lost is not None:
         line["lost_generations"] = {"first": lost[0], "last": lost[1]}
-        line["note"] = repair_note(*lost, (frame.get("fsck_repair") or {}).get("problem"))
+        if frame.get("reason") == REBUILD_REASON:
+            line["note"] = rebuild_note(lost[1], (frame.get("fsck_rebuild") or {}).get("problem"))
+        else:
+            line["note"] = repair_note(*lost, (frame.get("fsck_repair") or {}).get("problem"))
     return line
 
 

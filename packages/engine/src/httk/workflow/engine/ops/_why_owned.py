@@ -1,8 +1,9 @@
 """``job why`` for the kinds a manager owns: claimed, running, committing, cancelling.
 
 The owner is the manager the frame names; it is *live* while its heartbeat is younger than the lease the
-frame records — the comparison a recovering manager makes (``ManagerState.owner_alive``), including its
-fallback to the claim's start when no heartbeat can be read. Once the lease has expired the job is not
+frame records and its recorded process is not gone from this host (DECISIONS D17) — the comparison a
+recovering manager makes (``ManagerState.owner``), including its fallback to the claim's start when no
+heartbeat can be read. Once the lease has expired the job is not
 stuck: recovery takes it, under the rules of ``_recovery``. Those rules are restated here as what they
 need from the deployment: a running attempt whose process ran on another host is recovered only by a
 live manager on that host (persistent workdir) or after ``takeover_grace_factor`` silent leases
@@ -58,8 +59,13 @@ class Owner:
     lease: float
 
     @property
+    def exited(self) -> bool:
+        """Its recorded process is gone from this host: dead now, whatever its heartbeat (D17)."""
+        return self.view is not None and self.view.exited
+
+    @property
     def live(self) -> bool:
-        return self.age is not None and self.age <= self.lease
+        return self.age is not None and self.age <= self.lease and not self.exited
 
     @property
     def name(self) -> str:
@@ -69,8 +75,9 @@ class Owner:
 
     def finding(self) -> Finding:
         heartbeat = "no readable heartbeat" if self.age is None else f"heartbeat {self.age:.1f} s old"
-        state = "live" if self.live else "its lease has expired"
-        if self.view is not None and self.view.exited:
+        expired = self.age is None or self.age > self.lease
+        state = "live" if self.live else "its lease has expired" if expired else "its lease counts as expired"
+        if self.exited:
             state += "; its process is gone from this host"
         batch = self.view.member("batch") if self.view is not None else None
         resources = self.view.member("resources") if self.view is not None else None

@@ -18,12 +18,14 @@ What :func:`validate_manifest` guarantees about a :class:`Manifest` it returns:
   bundle's ``trash/`` is absent or empty.
 
 :func:`check_preconditions` then simulates the manifest over the current ``data/`` without touching it:
-each destination's parent exists or an earlier ``make-dir`` creates it (a put never creates parents),
-``expected_sha256`` and ``require_absent`` hold, a ``remove`` target exists unless ``missing_ok``, and no
-ancestor inside ``data/`` is a symbolic link. A manager runs both at outcome validation, before the
-committing rename, so every refusal is an unusable outcome (``protocol_error``) and nothing in ``data/``
-has changed. A manager resuming an abandoned committing marker calls :func:`validate_manifest` with
-``check_payload=False``: some sources are legitimately gone by then, and replay checks each one it moves.
+each destination's ancestors inside ``data/`` are directories or absent — a ``make-dir`` needs its parent
+(or ``parents: true``), a ``replace-tree`` an existing parent, while a put creates the missing parents of
+its destination (DECISIONS D15) — ``expected_sha256`` and ``require_absent`` hold, a ``remove`` target
+exists unless ``missing_ok``, and no ancestor inside ``data/`` is a symbolic link. A manager runs both at
+outcome validation, before the committing rename, so every refusal is an unusable outcome
+(``protocol_error``) and nothing in ``data/`` has changed. A manager resuming an abandoned committing
+marker calls :func:`validate_manifest` with ``check_payload=False``: some sources are legitimately gone
+by then, and replay checks each one it moves.
 
 Why here and not in the schema: uniqueness, overlap and path rules are protocol rules outside
 transaction.schema.json. Unknown members are ignored, as everywhere in the protocol.
@@ -494,11 +496,12 @@ def check_preconditions(data_dir: Path, manifest: Manifest) -> None:
             if found != "absent" and op.expected_sha256 is not None:
                 _check_expected(data_dir / op.path, found, op, fail)
             continue
-        if missing:
+        if missing and op.op == REPLACE_TREE:
             fail(
-                f"its parent {missing[-1]!r} does not exist and a put never creates parents; add a make-dir "
-                "operation before this one"
+                f"its parent {missing[-1]!r} does not exist and replace-tree replaces a tree in place; "
+                "use put-tree, which creates missing parents, or add a make-dir operation before this one"
             )
+        created.update(missing)  # D15: replay creates them, and later operations find directories there
         _check_put(data_dir / op.path, found, op, fail)
 
 

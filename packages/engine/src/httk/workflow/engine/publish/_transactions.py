@@ -18,7 +18,8 @@ found                                                      action
 =========================================================  =============================================
 make-dir: destination a directory                          done
 make-dir: destination absent                               create it (and declared parents)
-put: source present, destination not yet new               check the source digest, rename it over
+put: source present, destination not yet new               check the source digest, create the missing
+                                                           parents, rename it over
 put: source absent, destination holds the declared digest  done
 remove: target present, trash entry absent                 rename the target into the trash entry
 remove: target absent, trash entry present                 done (``missing_ok``: both absent is done too)
@@ -40,9 +41,13 @@ declared, so a slow network filesystem is not mistaken for damage.
 
 Decisions the specification leaves open, made here:
 
-- A put never creates missing parents. :func:`check_preconditions` refuses a put whose parent neither
-  exists nor is created by an earlier make-dir (``parents: true`` for a deeper one); at replay a missing
-  parent is an unexplained state.
+- A put (``put-file``, ``put-tree``) creates the missing parent directories of its destination inside
+  ``data/`` (DECISIONS D15), as the specification's own example does with ``results/energy.json`` in a
+  fresh ``data/``: each with ``mkdir`` tolerating one that exists, right before the rename, so a replay
+  resumed after any of them, or two replayers at once, create each exactly once. Nothing else records
+  them: they are deterministic from the manifest. A parent that exists as anything but a directory is
+  refused (``check_preconditions``) and at replay is an unexplained state. ``replace-tree`` replaces a
+  tree in place and needs its parent; ``make-dir`` creates parents only with ``parents: true``.
 - put-tree installs at an absent path or over an empty directory; replace-tree moves whatever directory
   is there into trash and installs the new tree, and with no old tree simply installs it.
 - ``changed`` is decided from the manifest and the trash, never from what this replayer happened to do,
@@ -53,10 +58,10 @@ Decisions the specification leaves open, made here:
   of the source this replayer checked, and otherwise by digesting it, which only resumed or concurrent
   replays pay for.
 
-Cost: per operation a few ``lstat`` calls (plus one per ancestor component), one or two renames, one
-digest of its source; in the durable profile one ``fsync`` per rename directory during the steps (the
-order of replace-tree's two renames must survive a power cut) and a final pass of at most about six
-more, each directory once.
+Cost: per operation a few ``lstat`` calls (plus one per ancestor component), one or two renames (and
+one ``mkdir`` per missing parent of a put), one digest of its source; in the durable profile one
+``fsync`` per rename directory during the steps (the order of replace-tree's two renames must survive a
+power cut) and a final pass of at most about six more, each directory once.
 """
 
 from __future__ import annotations
@@ -302,8 +307,9 @@ class _Replay:
                 return None
             return _not_installed(op, found)
         problem = self._source_problem(op, source, staged, want)
+        missing: list[Path] = []
         if problem is None:
-            _, problem = self._ancestors(op)
+            missing, problem = self._ancestors(op)
         if problem is not None:
             return problem
         if op.require_absent and found != "absent":
@@ -314,10 +320,12 @@ class _Replay:
         if op.expected_sha256 is not None and not self._matches(target, found, op.expected_sha256):
             return "the destination does not have expected_sha256"
         replace = found != "absent"
-        return _Step(
-            f"renaming {source} to {target}",
-            lambda: _fsops.rename(source, target, durable=self.durable, noreplace=not replace),
-        )
+
+        def install() -> None:
+            self._make_parents(missing)
+            _fsops.rename(source, target, durable=self.durable, noreplace=not replace)
+
+        return _Step(f"renaming {source} to {target}", install)
 
     def _replace_tree(self, op: Operation) -> _Step | str | None:
         assert op.source is not None
@@ -368,9 +376,16 @@ class _Replay:
                 missing.append(current)
             elif found != "dir":
                 return missing, f"its ancestor {current} is {_describe(found)}"
-        if missing and op.op != MAKE_DIR:
-            return missing, f"its parent {missing[-1]} is missing (a put never creates parents)"
+        if missing and op.op == REPLACE_TREE:
+            return missing, f"its parent {missing[-1]} is missing (replace-tree never creates parents)"
         return missing, None
+
+    def _make_parents(self, missing: list[Path]) -> None:
+        """Create a put's missing parents (D15), outermost first; one another replayer made is kept."""
+        for directory in missing:
+            _fsops.make_dir(directory, durable=self.durable, exist_ok=True)
+            if path_kind(directory) != "dir":  # exist_ok follows a symlink; replay follows none
+                raise NotADirectoryError(errno.ENOTDIR, "is not a directory", str(directory))
 
     def _source_problem(self, op: Operation, source: Path, staged: str, want: str) -> str | None:
         if staged != want:
@@ -438,19 +453,11 @@ class _Replay:
             if found == "dir":
                 _fsops.fsync_dir(path)
             elif found == "file":
-                _fsync_file(path)
+                _fsops.fsync_file(path)
 
 
 def _not_installed(op: Operation, found: str) -> str:
     return f"the source {op.source} is absent and the destination is {_describe(found)} not holding sha256"
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _describe(kind: str) -> str:

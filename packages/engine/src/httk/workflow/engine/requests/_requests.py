@@ -23,8 +23,9 @@ not read again while it stays there. Deciding is :func:`._request_apply.apply_re
 **Claimed files of dead managers.** A manager id is new for every process, so nothing of this process's
 own past incarnations is ever in its claimed directory. What a manager that died left in
 ``claimed/<its-id>/`` is re-claimed (renamed into this manager's directory) once that manager's heartbeat
-has been silent longer than its lease; without a readable heartbeat the directory's own modification
-time (every claim renames into it) is the latest sign of life. Re-claiming from a manager that is only
+has been silent longer than its lease, or at once when its recorded process is gone from this host
+(DECISIONS D17); without a readable heartbeat the directory's own modification time (every claim renames
+into it) is the latest sign of life. Re-claiming from a manager that is only
 slow is safe: a request it already applied is recognized by its ``request_id`` on the job's chain and
 merely removed, and one it has not applied yet can win only one verified rename. The directories are
 looked at every :data:`RECLAIM_INTERVAL_SECONDS` (and on the first pass).
@@ -47,7 +48,7 @@ from typing import Any, Protocol
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import Clock, utc_timestamp
-from httk.workflow.engine.core._liveness import read_heartbeat
+from httk.workflow.engine.core._liveness import manager_gone, read_heartbeat, read_manifest
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._transition import verified_rename
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
@@ -519,7 +520,11 @@ def _reclaim(desk: _Desk) -> bool:
 
 
 def _silent(holder: RequestHolder, manager_id: str, directory: Path) -> bool:
-    """Whether the manager owning ``directory`` has been silent for longer than its lease."""
+    """Whether the manager owning ``directory`` has been silent for longer than its lease, or is known
+    dead: its recorded process is gone from this host (DECISIONS D17)."""
+    manifest = read_manifest(holder.workspace, manager_id)
+    if manifest is not None and manager_gone(manifest):
+        return True
     heartbeat = read_heartbeat(holder.workspace, manager_id)
     now = holder.clock.now()
     age = heartbeat.age(now)

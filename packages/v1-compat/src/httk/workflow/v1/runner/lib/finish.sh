@@ -46,12 +46,6 @@ _v1_drop_empty_run_dir() {
   [[ ! -d $V1_TASK/ht.run.current ]] || command rmdir -- "$V1_TASK/ht.run.current" 2>/dev/null || :
 }
 
-# A subtask works in its directory inside its parent's run directory; the empty workdir the manager
-# made in the child's own payload goes when the child ends.
-_v1_drop_child_workdir() {
-  [[ -z $V1_LOCATOR ]] || command rmdir -- "$HTTK_WORKFLOW_WORKDIR" 2>/dev/null || :
-}
-
 # v1's end of a finished ht_steps task: the log copied (bzip2ed unless v1.bzip2log is false) into
 # ht.run.current, then one transaction renames ht.run.current to ht.run.<stamp> and drops the log.
 _v1_archive() {
@@ -93,7 +87,6 @@ _v1_end_failed() { # <line>
   _v1_view_name view "$status" "$V1_STEP"
   _v1_set_view "$view"
   _v1_crash_point view
-  _v1_drop_child_workdir
   _v1_say "$status: $1"
   _v1_fail "$code" "$1" "$status" "$extra"
 }
@@ -133,7 +126,6 @@ _v1_finish() {
       _v1_view_name view finished "$V1_STEP"
       _v1_set_view "$view"
       _v1_crash_point view
-      _v1_drop_child_workdir
       _v1_say finished
       httk_workflow_succeed --message "v1 task finished"
       ;;

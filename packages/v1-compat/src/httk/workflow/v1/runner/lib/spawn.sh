@@ -59,7 +59,7 @@ _v1_spawn_and_wait() {
     [[ $V1N_STATUS != running ]] || restarts=$((restarts + 1))
     _v1_json json_locator "$child_locator"
     _v1_json json_name "$name"
-    origin=$V1_ANCHOR/${V1_LOCATOR:+$V1_LOCATOR/}$rel
+    origin=${V1_TASK#"$HTTK_WORKFLOW_WORKSPACE_DIR"/}/$rel
     _v1_json json_origin "$origin"
     _v1_json json_set "$V1N_SET"
     _v1_json json_id "$V1N_ID"

@@ -1,15 +1,20 @@
 # shellcheck shell=bash disable=SC2034,SC2153,SC2154 # V1_*, V1N_*, D_* and _ht_matches are shared by lib/*.sh
-# task.sh: v1 task names, the task directory of a job, its status views, and JSON text for the runner.
+# task.sh: v1 task names, the task directory of a job, its status view, and JSON text for the runner.
 #
-# A top-level imported task's directory is the job's payload; its v1 name lives on as a symbolic link
-# beside the payload (<placement>/ht.task.<...>.<status> -> <job key>). A subtask stays where its parent
-# created it, inside the parent's run directory, so the parent's later steps find it where v1 left it;
-# the child job names it by a locator: the top-level payload (input v1.anchor) and a path below it
-# whose ht.task.<set>.<id> components stand for whatever status name that directory has now (input
-# v1.task). Its directory name is its status view. Views are derived: the runner renames them once
-# per step, after the decision (a running step shows the status it started from: renaming to
-# *.running and back would cost every step two processes; `httk workflow job list` shows what runs),
-# and never reads a status back from them.
+# A task directory keeps its v1 name, and that name is its status view: the runner renames the
+# directory once per step, after the decision (a running step shows the status it started from:
+# renaming to *.running and back would cost every step two processes; `httk workflow job list` shows
+# what runs), and never reads a status back from it. A top-level imported task's directory is
+# task/<its v1 name> in the job's payload (task/ is the job's workdir), never the payload itself: a
+# confined runner may write its workdir, never the payload beside it, which holds job.json. A subtask
+# stays where its parent created it, inside the parent's run directory, so the parent's later steps
+# find it where v1 left it. Either is found by a locator: a payload (input v1.anchor for a subtask,
+# the job's own for a top-level task) and a path below it whose ht.task.<set>.<id> components stand for
+# whatever status name that directory has now (input v1.task; task/ht.task.<set>.<id> for a top-level
+# task). The manager lets a confined subtask write its parent's run directory (the v1 package declares
+# it: httk.workflow.v1._confinement).
+
+V1_TASKS=task # the directory of a top-level task's payload holding its task directory (its workdir)
 
 # Split a v1 task basename into V1N_SET V1N_ID V1N_STEP V1N_RESTARTS V1N_OWNER V1N_PRIO V1N_STATUS.
 # Returns 0 for the nine-field grammar (as _names.py accepts it), 1 otherwise.
@@ -47,8 +52,8 @@ _v1_priority() { # <var> <p>
   printf -v "$1" '%s' $((100 + (${2} - 1) * 200))
 }
 
-# Resolve the task directory of this job into V1_TASK: the payload of a top-level task, or the subtask
-# directory the locator (v1.anchor, v1.task) names. Returns 0, or 1 with the reason in V1_ERROR.
+# Resolve the task directory of this job into V1_TASK, V1_ANCHOR and V1_LOCATOR, and whether it is a
+# subtask into V1_CHILD (1 or 0). Returns 0, or 1 with the reason in V1_ERROR.
 _v1_locate() {
   local anchor='' path='' dir part candidate
   local -a parts=() found=()
@@ -58,12 +63,11 @@ _v1_locate() {
     httk_workflow_setting anchor v1.anchor '' 2>/dev/null || anchor=
   fi
   if [[ -z $anchor ]]; then
-    V1_TASK=$HTTK_WORKFLOW_JOB_DIR
-    V1_LOCATOR=
-    V1_ANCHOR=$V1_PLACEMENT/$V1_JOB_KEY
-    return 0
+    V1_CHILD=0 anchor=$V1_PLACEMENT/$V1_JOB_KEY path=$V1_TASKS/ht.task.$V1_SET.$V1_ID
+  else
+    V1_CHILD=1
+    httk_workflow_setting path v1.task ''
   fi
-  httk_workflow_setting path v1.task ''
   V1_ANCHOR=$anchor V1_LOCATOR=$path
   dir=$HTTK_WORKFLOW_WORKSPACE_DIR/$anchor
   IFS=/ read -r -a parts <<<"$path"
@@ -86,56 +90,21 @@ _v1_locate() {
     fi
   done
   if [[ ! -d $dir ]]; then
-    V1_ERROR="the subtask directory $dir is gone"
+    V1_ERROR="the task directory $dir is gone"
     return 1
   fi
   V1_TASK=$dir
 }
 
-# The first of the symbolic links PATH... that is this job's status view into V1_VIEW (empty if none).
-_v1_find_view() { # <path>...
-  local view
-  V1_VIEW=''
-  for view in "$@"; do
-    if [[ -L $view && $view -ef $HTTK_WORKFLOW_JOB_DIR ]]; then
-      V1_VIEW=$view
-      return 0
-    fi
-  done
-}
-
-# Rename this task's status view to NAME: the symbolic link beside a top-level payload (created when it
-# is missing), or a subtask's own directory (V1_TASK follows it). A view that cannot be renamed only
-# costs a warning: it is derived, never read back. The link is looked for under the names the import or
-# an earlier step gave it (v1.name; waitstep or waitsubtasks at this step) before the placement is read:
-# a glob costs a millisecond per thousand entries of the placement directory.
+# Rename this task's directory, its status view, to NAME (V1_TASK follows it). A view that cannot be
+# renamed only costs a warning: it is derived, never read back.
 _v1_set_view() { # <name>
-  local dir waitstep waitsubtasks
-  if [[ -n $V1_LOCATOR ]]; then
-    [[ ${V1_TASK##*/} != "$1" ]] || return 0
-    if command mv -T -- "$V1_TASK" "${V1_TASK%/*}/$1" 2>/dev/null; then
-      V1_TASK=${V1_TASK%/*}/$1
-    else
-      printf 'httk v1: cannot rename the view %s to %s\n' "$V1_TASK" "$1" >&2
-    fi
-    return 0
+  [[ ${V1_TASK##*/} != "$1" ]] || return 0
+  if LC_ALL=C command mv -T -- "$V1_TASK" "${V1_TASK%/*}/$1" 2>/dev/null; then
+    V1_TASK=${V1_TASK%/*}/$1
+  else
+    printf 'httk v1: cannot rename the view %s to %s\n' "$V1_TASK" "$1" >&2
   fi
-  dir=$HTTK_WORKFLOW_WORKSPACE_DIR/$V1_PLACEMENT
-  _v1_view_name waitstep waitstep "$V1_STEP"
-  _v1_view_name waitsubtasks waitsubtasks "$V1_STEP"
-  _v1_find_view "$dir/$V1_NAME" "$dir/$waitstep" "$dir/$waitsubtasks"
-  if [[ -z $V1_VIEW ]]; then
-    _ht_glob "$dir" "ht.task.$V1_SET.$V1_ID."
-    _v1_find_view ${_ht_matches[@]+"${_ht_matches[@]}"}
-  fi
-  if [[ $V1_VIEW == "$dir/$1" ]]; then
-    return 0
-  elif [[ -n $V1_VIEW ]]; then
-    LC_ALL=C command mv -T -- "$V1_VIEW" "$dir/$1" 2>/dev/null && return 0
-  elif command ln -s -- "$V1_JOB_KEY" "$dir/$1" 2>/dev/null; then
-    return 0
-  fi
-  printf 'httk v1: cannot update the status view %s/%s\n' "$dir" "$1" >&2
 }
 
 # Print one line about this task on the runner's output (the attempt log): "httk v1 <set>.<id>: TEXT".
