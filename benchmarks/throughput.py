@@ -2,22 +2,28 @@
 
 Prints, for this machine:
 
-1. jobs per second from manager start to its idle exit, for ``--jobs`` one-step jobs submitted
-   beforehand, 2 workers, in process (``Manager(path, ManagerConfig(workers=2)).run()``) non-durable and
-   durable, and one ``httk workflow run WS --workers 2`` for comparison. The runner is a shared Bash
-   runner that publishes ``succeed`` by hand with bash builtins and coreutils (no Python). Beside the
-   rate: the CPU the manager and the runners used per job, a per-attempt timeline read back from the
-   journal's ``created_at`` stamps, and the runner's own cost without any manager. The runners are
-   confined (Landlock, where the kernel has it) as by default; a third, interleaved non-durable run
-   without confinement (``ManagerConfig(confine=False)``) gives its cost as a ratio from the same run;
+1. for each runner (``--runners``: the minimal Bash runner, a hand-written one that parses its context
+   with ``sed`` and calls ``date``, ``mkdir`` and ``mv``, and the Python SDK's no-op ``@step``) and each
+   mode (``--modes``: non-durable, durable): jobs per second from manager start to its idle exit, for
+   ``--jobs`` one-step jobs submitted beforehand (a quarter of them for the Python runner), 2 workers, in
+   process (``Manager(path, ManagerConfig(workers=2)).run()``); the manager's CPU per job; the runner's
+   own CPU per attempt measured alone in the same round, bare and behind the launch gate (attempts
+   prepared exactly as a manager prepares them, run back to back from one shell); the machine's limit,
+   cores / (runner + gate CPU); the fraction of it reached; and the goals of the issue as ratios, each
+   the median over ``--repeat`` interleaved rounds of a ratio taken within one round. Then one
+   ``httk workflow run WS --workers 2`` for comparison (``--no-cli`` skips it). The runners are
+   confined (Landlock, where the kernel has it) as by default; the mode ``unconfined`` (non-durable,
+   ``ManagerConfig(confine=False)``, interleaved in each round) gives confinement's cost as a ratio;
 2. with ``--ready`` ready jobs in one flat placement: the time a fresh manager needs from ``start()`` to
    its first claimed marker, and the time of one scheduling pass (``MarkerStream.next_pass`` on ready);
 3. the on-disk bytes of an active (ready) marker: its directory entry, its blocks, and the journal frame
    it names;
-4. with ``--profile``: where the manager's time goes (cProfile of one library run of each mode).
+4. with ``--profile``: where the manager's time goes (cProfile of one library run of each mode with the
+   first runner): the phases of a tick, and the top functions by their own time.
 
-Goals (issue): >= 150 jobs/s non-durable and >= 60 jobs/s durable; the first claim within 0.2 s at
-100,000 ready jobs and of the same order as at 10,000; <= 500 bytes per active marker.
+Goals (issue 17): the manager's CPU per job at most 0.25 of the minimal runner's; end to end at least
+75 % of the limit non-durable, for every runner; durable at least 0.8 of non-durable; the first claim
+within 0.2 s at 100,000 ready jobs and of the same order as at 10,000; <= 500 bytes per active marker.
 
 How the ready state is built (part 2): ``submit_jobs`` (non-durable), then every submitted marker, listed
 by ``walk_markers`` before the first move, is registered with ``_launch.register`` on one
@@ -25,10 +31,11 @@ by ``walk_markers`` before the first move, is registered with ``_launch.register
 The page cache is warm when the fresh manager starts (the workspace was just built).
 
 Wall times depend on what else the machine runs: the first line and the last show its load (and CPU and
-I/O pressure where the kernel reports them); ``--repeat`` keeps the best of interleaved runs.
+I/O pressure where the kernel reports them). Ratios are taken within one round, never across rounds.
 
-    ./dev bench throughput [--jobs 2000] [--ready 10000,100000] [--repeat 1] [--profile] [--no-cli]
-                           [--dir DIR]
+    ./dev bench throughput [--jobs 1000] [--repeat 3] [--runners minimal,sed,python]
+                           [--modes non-durable,durable] [--alone 100] [--ready 10000,100000]
+                           [--profile] [--no-cli] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import cProfile
 import os
 import pstats
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -53,6 +61,7 @@ from typing import Any
 
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
 from httk.workflow.engine.core._frames import Frame
+from httk.workflow.engine.core._jobs import read_frame
 from httk.workflow.engine.core._journal import scan_segment
 from httk.workflow.engine.core._scan import MarkerStream, walk_markers
 from httk.workflow.engine.core._segments import (
@@ -66,14 +75,15 @@ from httk.workflow.engine.core._segments import (
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
+from httk.workflow.engine.manager._attempt import PreparedAttempt, prepare_attempt
+from httk.workflow.engine.manager._gate import GATE_SCRIPT
 from httk.workflow.engine.manager._landlock import landlock
-from httk.workflow.engine.manager._launch import register
+from httk.workflow.engine.manager._launch import claim_frame, plan, register
 from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.manager._state import ManagerConfig, ManagerState
 from httk.workflow.engine.publish._runners import publish_runner
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import RecordRef
-from httk.workflow.protocol._jsonio import dump_pretty
 
 WORKERS = 2
 PLACEMENT = "flat"
@@ -83,9 +93,10 @@ GOAL_MARKER_BYTES = 500
 FIRST_CLAIM_RUNS = 3
 TIMED_PASSES = 50
 
-# Reads its attempt's identity with bash builtins (no fork), then publishes succeed the protocol's way:
-# a draft directory, outcome.json inside it, one rename onto outcome.ready (synchronized when durable).
-RUNNER = r"""#!/usr/bin/env bash
+# The minimal runner: reads its attempt's identity with bash builtins (no fork), then publishes succeed
+# the protocol's way: a draft directory, outcome.json inside it, one rename onto outcome.ready
+# (synchronized when durable).
+MINIMAL_RUNNER = r"""#!/usr/bin/env bash
 set -euo pipefail
 job_id='' activation_id='' attempt_id=''
 pattern='^ *"(job_id|activation_id|attempt_id)": "([^"]*)"'
@@ -109,6 +120,47 @@ if [ "$HTTK_WORKFLOW_DURABLE" = 1 ]; then
     sync "$control"
 fi
 """
+
+# What a hand-written shell runner does: sed for each member it needs, date for a timestamp, mkdir and mv
+# as commands.
+SED_RUNNER = r"""#!/usr/bin/env bash
+set -euo pipefail
+context=$HTTK_WORKFLOW_CONTEXT
+job_id=$(sed -n 's/^  "job_id": "\(.*\)",$/\1/p' "$context")
+activation_id=$(sed -n 's/^  "activation_id": "\(.*\)",$/\1/p' "$context")
+attempt_id=$(sed -n 's/^  "attempt_id": "\(.*\)",$/\1/p' "$context")
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+control=$HTTK_WORKFLOW_CONTROL_DIR
+draft=$control/outcome.tmp.$$
+mkdir "$draft"
+outcome='{"format":"httk-workflow-outcome","format_version":1,"job_id":"%s","activation_id":"%s",'
+outcome+='"attempt_id":"%s","action":"succeed","message":"started %s"}\n'
+# shellcheck disable=SC2059  # the format is ours
+printf "$outcome" "$job_id" "$activation_id" "$attempt_id" "$started" > "$draft/outcome.json"
+if [ "$HTTK_WORKFLOW_DURABLE" = 1 ]; then
+    sync "$draft/outcome.json" "$draft"
+fi
+mv -T "$draft" "$control/outcome.ready"
+if [ "$HTTK_WORKFLOW_DURABLE" = 1 ]; then
+    sync "$control"
+fi
+"""
+
+# The Python SDK's no-op step (the interpreter is this one, so it finds the SDK and its bytecode).
+PYTHON_RUNNER = f"""#!{sys.executable}
+from httk.workflow.sdk import Attempt, dispatch, step
+
+
+@step
+def start(a: Attempt) -> None:
+    a.succeed()
+
+
+if __name__ == "__main__":
+    raise SystemExit(dispatch())
+"""
+
+RUNNERS = {"minimal": MINIMAL_RUNNER, "sed": SED_RUNNER, "python": PYTHON_RUNNER}
 
 
 def progress(message: str) -> None:
@@ -263,30 +315,74 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-RUNNER_LOOP = r"""
-for control in "$@"; do
-    HTTK_WORKFLOW_CONTROL_DIR=$control HTTK_WORKFLOW_CONTEXT=$control/context.json "$RUNNER"
-done
-"""
+@dataclass(frozen=True)
+class Alone:
+    """A runner's own cost, without any manager: CPU seconds per attempt bare, and behind the gate."""
+
+    runner: float
+    gated: float  # the launch gate's shell and the runner it executes
+
+    @property
+    def limit(self) -> float:
+        """Jobs per second this machine's cores allow when the runner and its gate are all there is."""
+        return cores() / self.gated
 
 
-def time_runner(base: Path, runner_file: Path, *, durable: bool, count: int = 200) -> tuple[float, float]:
-    """Wall and CPU seconds per runner invocation on its own, back to back from one bash loop."""
-    root = base / f"runner-alone-{'durable' if durable else 'fast'}-{uuid.uuid4().hex[:8]}"
-    controls = []
-    for index in range(count):
-        control = root / f"c{index}"
-        control.mkdir(parents=True)
-        identity = {"job_id": str(uuid.uuid4()), "activation_id": str(uuid.uuid4())}
-        identity["attempt_id"] = str(uuid.uuid4())
-        (control / "context.json").write_bytes(dump_pretty({"format_version": 1, **identity}))
-        controls.append(str(control))
-    env = {**os.environ, "RUNNER": str(runner_file), "HTTK_WORKFLOW_DURABLE": "1" if durable else "0"}
-    cpu = children_cpu()
-    start = time.perf_counter()
-    subprocess.run(["bash", "-c", RUNNER_LOOP, "loop", *controls], check=True, env=env)
-    wall = time.perf_counter() - start
-    return wall / count, (children_cpu() - cpu) / count
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def prepared_attempts(ws: Workspace, count: int) -> list[PreparedAttempt]:
+    """``count`` attempts prepared exactly as a manager prepares them (context.json, staged runner, the
+    attempt's environment), one per registered job, none of them claimed or started."""
+    state = ManagerState(ws, ManagerConfig(), SYSTEM_CLOCK)
+    prepared = []
+    for marker in [m for m in walk_markers(ws, Kind.SUBMITTED) if isinstance(m, MarkerLocation)][:count]:
+        register(state, marker)
+        ready = next(
+            m
+            for m in walk_markers(ws, Kind.READY)
+            if isinstance(m, MarkerLocation) and m.job_id == marker.job_id
+        )
+        job = state.jobs.get(ready)
+        frame = read_frame(ws, ready)
+        assert frame is not None
+        claimed = claim_frame(state, frame, job)
+        prepared.append(prepare_attempt(plan(state, ready, claimed, job), bash_apis={}, environ=os.environ))
+    return prepared
+
+
+def loop_script(attempts: list[PreparedAttempt], *, gated: bool) -> str:
+    """One shell line per attempt: its environment as prefix assignments, then the runner (or the gate
+    with the release byte on its standard input)."""
+    lines = []
+    for attempt in attempts:
+        assignments = " ".join(f"{name}={shlex.quote(value)}" for name, value in attempt.env.items())
+        argv = " ".join(shlex.quote(part) for part in attempt.argv)
+        workdir = shlex.quote(str(attempt.workdir))
+        if gated:
+            gate = f"/bin/sh -c {shlex.quote(GATE_SCRIPT)} httk-gate {workdir}"
+            lines.append(f"{assignments} {gate} {argv} <<< R")
+        else:
+            lines.append(f"cd {workdir}\n{assignments} {argv}")
+    return "set -e\n" + "\n".join(lines) + "\n"
+
+
+def time_alone(base: Path, runner_file: Path, *, durable: bool, count: int) -> Alone:
+    """CPU per attempt of the runner alone and behind its gate, each over ``count`` prepared attempts run
+    back to back from one shell (whose own share, a fork per line, is in both)."""
+    ws = new_workspace(base / f"alone-{uuid.uuid4().hex[:8]}", runner_file, 2 * count, durable=durable)
+    attempts = prepared_attempts(ws, 2 * count)
+    cost = {}
+    for gated, batch in ((False, attempts[:count]), (True, attempts[count:])):
+        script = base / f"loop-{uuid.uuid4().hex[:8]}.sh"
+        script.write_text(loop_script(batch, gated=gated))
+        before = children_cpu()
+        subprocess.run(["bash", str(script)], check=True, stdout=subprocess.DEVNULL)
+        cost[gated] = (children_cpu() - before) / count
+    ws.close()
+    shutil.rmtree(ws.root, ignore_errors=True)
+    return Alone(cost[False], cost[True])
 
 
 # -- 2. many ready jobs ------------------------------------------------------------------------------
@@ -440,7 +536,7 @@ PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("whole run (Manager.run)", "_manager.py", "run", ""),
     ("  tick", "_manager.py", "tick", ""),
     ("    reap", "_manager.py", "_reap", ""),
-    ("      Popen.poll", "_attempt.py", "poll", ""),
+    ("      GatedProcess.poll", "_gate.py", "poll", ""),
     ("      finish_attempt (commit an outcome)", "_commit.py", "finish_attempt", ""),
     ("        read_outcome", "_outcome.py", "read_outcome", ""),
     ("        retire_attempt_control", "_commit.py", "retire_attempt_control", ""),
@@ -454,11 +550,11 @@ PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("        launch", "_launch.py", "launch", ""),
     ("          prepare_attempt", "_attempt.py", "prepare_attempt", ""),
     ("          confine (the Landlock ruleset)", "_confine.py", "confine", ""),
-    ("          spawn_gated", "_attempt.py", "spawn_gated", ""),
-    ("            subprocess.Popen", "subprocess.py", "__init__", "spawn_gated"),
+    ("          spawn_gated", "_gate.py", "spawn_gated", ""),
+    ("            posix_spawn", "~", "<built-in method posix.posix_spawn>", ""),
     ("            process identity (/proc)", "_liveness.py", "identity_of", ""),
     ("          write_process_file", "_liveness.py", "write_process_file", ""),
-    ("          release (gate byte)", "_attempt.py", "release", ""),
+    ("          release (gate byte)", "_gate.py", "release", ""),
     ("  polling sleeps (clock.sleep)", "_clock.py", "sleep", ""),
     ("  census at exit", "_state.py", "take_census", ""),
     ("transitions: move_marker", "_transition.py", "move_marker", ""),
@@ -535,65 +631,117 @@ def ratio(value: float, goal: float, *, lower_is_better: bool = False) -> str:
     return f"{value / goal:.2f}x of goal ({'met' if value >= goal else 'missed'})"
 
 
-def run_end_to_end(base: Path, runner_file: Path, args: argparse.Namespace) -> list[EndToEnd]:
-    # Rounds interleave the modes, so a change in machine load affects them alike; the best run of each
-    # is kept, since other load on a shared machine only ever slows a run down. The third mode is the
-    # first without runner confinement: the pair prices the Landlock ruleset of every attempt.
-    runs: dict[tuple[bool, bool], list[EndToEnd]] = {(False, True): [], (True, True): [], (False, False): []}
-    for _ in range(max(args.repeat, 1)):
-        for (durable, confine), done in runs.items():
-            done.append(bench_library(base, runner_file, args.jobs, durable=durable, confine=confine))
-    rows = [min(done, key=lambda row: row.seconds) for done in runs.values()]
-    if not args.no_cli:
-        rows.append(bench_cli(base, runner_file, args.jobs))
-    best = f", best of {args.repeat} runs" if args.repeat > 1 else ""
-    print(f"\n1. end to end: {args.jobs} one-step Bash jobs, {WORKERS} workers, start to idle exit{best}")
+GOAL_MANAGER_SHARE = 0.25  # manager CPU per job / the minimal runner's own CPU, at most
+GOAL_FRACTION = 0.75  # end to end / the machine's limit with that runner, non-durable, at least
+GOAL_DURABLE_SHARE = 0.8  # durable / non-durable end to end, at least
+
+
+@dataclass
+class Round:
+    """One runner in one mode, measured once: end to end, and alone right after."""
+
+    run: EndToEnd
+    alone: Alone
+
+    @property
+    def manager_share(self) -> float:
+        """Manager CPU per job over the runner's own CPU per attempt."""
+        return (self.run.manager_cpu or 0.0) / self.run.jobs / self.alone.runner
+
+    @property
+    def fraction(self) -> float:
+        return self.run.rate / self.alone.limit
+
+
+def run_end_to_end(base: Path, runner_files: dict[str, Path], args: argparse.Namespace) -> None:
+    """Every selected runner in every selected mode, ``--repeat`` interleaved rounds; medians of ratios
+    taken within each round (machine load changes between rounds, not within one)."""
+    modes = [mode == "durable" for mode in args.modes if mode != "unconfined"]
+    rounds: dict[tuple[str, bool], list[Round]] = {}
+    unconfined: dict[str, list[EndToEnd]] = {}  # the non-durable run without runner confinement
+    for index in range(max(args.repeat, 1)):
+        for name, runner_file in runner_files.items():
+            for durable in modes:
+                progress(f"round {index + 1}: {name} runner, {'durable' if durable else 'non-durable'}")
+                jobs = args.jobs if name != "python" else max(args.jobs // 4, 1)
+                run = bench_library(base, runner_file, jobs, durable=durable)
+                alone = time_alone(base, runner_file, durable=durable, count=args.alone)
+                rounds.setdefault((name, durable), []).append(Round(run, alone))
+            if "unconfined" in args.modes:
+                progress(f"round {index + 1}: {name} runner, non-durable, unconfined")
+                jobs = args.jobs if name != "python" else max(args.jobs // 4, 1)
+                run = bench_library(base, runner_file, jobs, durable=False, confine=False)
+                unconfined.setdefault(name, []).append(run)
     print(
-        f"{'path':<26} {'jobs':>5} {'seconds':>7} {'jobs/s':>7} {'ms/job':>6} "
-        f"{'manager CPU ms/job':>18} {'runner CPU ms/job':>17} {'succeeded':>9}"
+        f"\n1. end to end: one-step jobs, {WORKERS} workers, start to idle exit, {cores()} cores; "
+        f"medians of {max(args.repeat, 1)} rounds"
     )
-    for row in rows:
-        manager = "-" if row.manager_cpu is None else f"{row.manager_cpu / row.jobs * 1000:.2f}"
-        runner = f"{row.children_cpu / row.jobs * 1000:.2f}" + (" (all)" if row.manager_cpu is None else "")
+    print(
+        f"{'runner':<8} {'mode':<11} {'jobs':>5} {'jobs/s':>7} {'manager':>8} {'runner':>7} {'+gate':>7} "
+        f"{'mgr/run':>7} {'limit/s':>8} {'fraction':>8} {'ok':>4}"
+    )
+    for (name, durable), done in rounds.items():
+        median = statistics.median
         print(
-            f"{row.label:<26} {row.jobs:>5} {row.seconds:>7.2f} {row.rate:>7.1f} "
-            f"{row.seconds / row.jobs * 1000:>6.2f} {manager:>18} {runner:>17} {row.succeeded:>9}"
+            f"{name:<8} {'durable' if durable else 'non-durable':<11} {done[0].run.jobs:>5} "
+            f"{median(r.run.rate for r in done):>7.1f} "
+            f"{median((r.run.manager_cpu or 0) / r.run.jobs for r in done) * 1000:>8.2f} "
+            f"{median(r.alone.runner for r in done) * 1000:>7.2f} "
+            f"{median(r.alone.gated for r in done) * 1000:>7.2f} "
+            f"{median(r.manager_share for r in done):>7.2f} {median(r.alone.limit for r in done):>8.1f} "
+            f"{median(r.fraction for r in done):>8.2f} "
+            f"{median(r.run.succeeded / r.run.jobs for r in done):>4.0%}"
         )
-    print("(runner CPU: the launch gate, the runner and the commands it starts, as reaped children)")
-    print("per attempt, median ms between its frames' created_at stamps (read back from the journal):")
-    print(f"  {'path':<24} {'launch':>7} {'attempt':>8} {'commit':>7} {'refill':>7}")
-    for row in rows:
-        if row.timeline is not None:
-            t = row.timeline
-            print(f"  {row.label:<24} {t.launch:>7.2f} {t.attempt:>8.2f} {t.commit:>7.2f} {t.refill:>7.2f}")
+    for name, runs in unconfined.items():
+        confined = [r.run for r in rounds.get((name, False), [])]
+        if confined:
+            ratio = statistics.median(c.rate / u.rate for c, u in zip(confined, runs, strict=True))
+            print(
+                f"runner confinement ({confinement_state()}), {name} runner, non-durable: confined / "
+                f"unconfined jobs/s {ratio:.2f}; launch {_launch_ms(confined[-1])} ms vs "
+                f"{_launch_ms(runs[-1])} ms median (claimed -> running, last round)"
+            )
     print(
-        "  launch: claimed -> running (claim rename, prepare_attempt, spawn, process.json); attempt: "
-        "running -> committing\n  (running rename, gate, runner, exit noticed by polling, outcome read); "
-        "commit: committing -> succeeded;\n  refill: succeeded -> the next claim (retire the control "
-        "directory, the rest of the tick, a ready pass)"
+        "(manager, runner, +gate: CPU ms per job; runner and +gate measured alone in the same round, the\n"
+        " runner bare and behind the launch gate; limit: cores / runner+gate; fraction: jobs/s / limit;\n"
+        " mgr/run: the manager's CPU per job / the runner's own; ok: share of jobs that succeeded)"
     )
-    for durable in (False, True):
-        wall, cpu = time_runner(base, runner_file, durable=durable)
+    print_goals(rounds)
+    for (name, durable), done in rounds.items():
+        timeline = done[-1].run.timeline
+        if timeline is not None:
+            t = timeline
+            print(
+                f"  {name} {'durable' if durable else 'non-durable'} timeline (ms, last round): launch "
+                f"{t.launch:.2f}, attempt {t.attempt:.2f}, commit {t.commit:.2f}, refill {t.refill:.2f}"
+            )
+
+
+def print_goals(rounds: dict[tuple[str, bool], list[Round]]) -> None:
+    median = statistics.median
+    minimal = rounds.get(("minimal", False))
+    if minimal:
+        share = median(r.manager_share for r in minimal)
         print(
-            f"the runner alone, {'durable' if durable else 'non-durable':<11}: {wall * 1000:5.2f} ms wall, "
-            f"{cpu * 1000:5.2f} ms CPU per job (back to back, no gate, no manager)"
+            f"goal 1, manager CPU / minimal runner CPU <= {GOAL_MANAGER_SHARE}: {share:.2f} "
+            f"({'met' if share <= GOAL_MANAGER_SHARE else 'missed'})"
         )
-    confined, unconfined = rows[0], rows[2]
-    print(
-        f"runner confinement ({confinement_state()}): {confined.rate:.1f} jobs/s confined, "
-        f"{unconfined.rate:.1f} unconfined, ratio {confined.rate / unconfined.rate:.2f}; launch "
-        f"{_launch_ms(confined)} ms vs {_launch_ms(unconfined)} ms median (claimed -> running)"
-    )
-    print(f"library non-durable vs goal {GOAL_FAST:.0f} jobs/s:  {ratio(rows[0].rate, GOAL_FAST)}")
-    print(f"library durable vs goal {GOAL_DURABLE:.0f} jobs/s:       {ratio(rows[1].rate, GOAL_DURABLE)}")
-    budget = 1000 * (os.cpu_count() or 1) / GOAL_FAST
-    fast = rows[0]
-    used = ((fast.manager_cpu or 0.0) + fast.children_cpu) / fast.jobs * 1000
-    print(
-        f"CPU budget at {GOAL_FAST:.0f} jobs/s on {os.cpu_count()} cores: {budget:.2f} ms per job; "
-        f"the non-durable run used {used:.2f} (manager and runners together)"
-    )
-    return rows
+    for name in ("minimal", "sed", "python"):
+        done = rounds.get((name, False))
+        if done:
+            fraction = median(r.fraction for r in done)
+            print(
+                f"goal {4 if name == 'python' else 2}, {name} runner end to end / limit >= {GOAL_FRACTION}: "
+                f"{fraction:.2f} ({'met' if fraction >= GOAL_FRACTION else 'missed'})"
+            )
+    for name in ("minimal", "sed", "python"):
+        fast, durable = rounds.get((name, False)), rounds.get((name, True))
+        if fast and durable:
+            share = median(d.run.rate / f.run.rate for f, d in zip(fast, durable, strict=True))
+            print(
+                f"goal 3, {name} runner durable / non-durable >= {GOAL_DURABLE_SHARE}: {share:.2f} "
+                f"({'met' if share >= GOAL_DURABLE_SHARE else 'missed'})"
+            )
 
 
 def confinement_state() -> str:
@@ -649,7 +797,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--jobs", type=int, default=2_000)
+    parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument(
         "--ready",
         type=lambda text: [int(part) for part in text.split(",") if part],
@@ -660,29 +808,54 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="also profile a library run of each mode")
     parser.add_argument("--no-cli", action="store_true", help="skip the CLI run")
     parser.add_argument(
-        "--repeat", type=int, default=1, help="run each library end-to-end case this often, keep the best"
+        "--repeat", type=int, default=3, help="rounds of the end-to-end cases (ratios: the median)"
     )
+    parser.add_argument(
+        "--runners",
+        type=lambda text: [part for part in text.split(",") if part],
+        default=list(RUNNERS),
+        help=f"comma-separated runners of part 1 (default {','.join(RUNNERS)}; the python runner gets a "
+        "quarter of --jobs)",
+    )
+    parser.add_argument(
+        "--modes",
+        type=lambda text: [
+            part for part in text.split(",") if part in ("non-durable", "durable", "unconfined")
+        ],
+        default=["non-durable", "durable", "unconfined"],
+        help="comma-separated modes of part 1 (default non-durable,durable,unconfined)",
+    )
+    parser.add_argument("--alone", type=int, default=100, help="attempts timed alone per runner and round")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="httk-bench-throughput-", dir=args.dir))
     try:
-        print(f"throughput benchmark in {base} ({os.cpu_count()} cores, {load()})")
-        runner_file = base / "succeed.sh"
-        runner_file.write_text(RUNNER)
-        runner_file.chmod(0o755)
+        print(f"throughput benchmark in {base} ({cores()} cores, {load()})")
+        runner_files = {}
+        for name in args.runners:
+            runner_files[name] = base / f"{name}.run"
+            runner_files[name].write_text(RUNNERS[name])
+            runner_files[name].chmod(0o755)
+        first = next(iter(runner_files.values()))
         if args.jobs > 0:
-            run_end_to_end(base, runner_file, args)
-        largest = run_ready(base, runner_file, args.ready)
+            run_end_to_end(base, runner_files, args)
+            if not args.no_cli:
+                row = bench_cli(base, first, args.jobs)
+                print(
+                    f"one CLI run (httk workflow run), non-durable, {args.runners[0]} runner: "
+                    f"{row.rate:.1f} jobs/s"
+                )
+        largest = run_ready(base, first, args.ready)
         if largest is not None:
             print_footprint(largest)
         if args.profile and args.jobs > 0:
-            profile_runs(base, runner_file, args.jobs)
+            profile_runs(base, first, args.jobs, args.modes)
         print(f"\nfinished ({load()})")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def profile_runs(base: Path, runner_file: Path, jobs: int) -> None:
-    for durable in (False, True):
+def profile_runs(base: Path, runner_file: Path, jobs: int, modes: list[str]) -> None:
+    for durable in (mode == "durable" for mode in modes if mode != "unconfined"):
         profiler = cProfile.Profile()
         row = bench_library(base / "profiled", runner_file, jobs, durable=durable, profiler=profiler)
         print_profile(profiler, row)

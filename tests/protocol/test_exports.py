@@ -48,6 +48,7 @@ EXPECTED = [
     "WorkspaceUnavailableError",
     "decode_base36",
     "encode_base36",
+    "fast_match",
     "placement_prefix_matches",
     "validate_capability",
     "validate_child_label",

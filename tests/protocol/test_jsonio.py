@@ -16,6 +16,8 @@ from httk.workflow.protocol._jsonio import (
     parse_json_object,
     read_json_object,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def _parse(data: bytes, **kwargs: object) -> dict[str, object]:
@@ -177,6 +179,48 @@ def test_dump_compact_refuses_nan() -> None:
 
 def test_dump_pretty_indents_and_ends_with_newline() -> None:
     assert dump_pretty({"a": [1], "é": {}}) == '{\n  "a": [\n    1\n  ],\n  "é": {}\n}\n'.encode()
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(exclude_categories=["Cs"])),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(deadline=None, max_examples=300)
+@given(json_values)
+def test_dump_pretty_is_byte_for_byte_the_standard_indent_2_layout(value: object) -> None:
+    expected = json.dumps(value, indent=2, ensure_ascii=False).encode() + b"\n"
+    assert dump_pretty(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"t": (1, [2])}, {1: "int key"}, {"x": float("inf")}, [float("nan")], {"s": "\ud800"}],
+    ids=["tuple in a dict", "non-string key", "infinity", "nan", "lone surrogate"],
+)
+def test_dump_pretty_leaves_unusual_values_to_the_standard_encoder(value: object) -> None:
+    try:
+        expected = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False).encode()
+    except ValueError as exc:  # UnicodeEncodeError is one
+        with pytest.raises(type(exc)):
+            dump_pretty(value)
+        return
+    assert dump_pretty(value) == expected + b"\n"
+
+
+def test_dump_pretty_refuses_a_cycle_as_the_standard_encoder_does() -> None:
+    looped: list[object] = []
+    looped.append(looped)
+    with pytest.raises(ValueError, match="Circular"):
+        dump_pretty({"loop": looped})
 
 
 def test_dumped_documents_read_back(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from httk.workflow.protocol import (
     encode_base36,
     validate_priority,
 )
+from httk.workflow.protocol._markers import _fast_parse, fast_match
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -338,3 +339,47 @@ def test_mutated_markers_parse_and_round_trip_or_are_refused(marker: MarkerName,
     replacement = data.draw(st.sampled_from(["", ".", "-", "--", "0", "9", "a", "A", "init", "\u00e9"]))
     width = data.draw(st.integers(0, 3))
     _check_parse_or_refuse(text[:index] + replacement + text[index + width :])
+
+
+# ------------------------------------------------------------------------------ the fast path
+
+
+def _agree(text: str) -> None:
+    """The one-pattern fast path and the full grammar accept the same names and build the same values."""
+    try:
+        expected: MarkerName | None = MarkerName._parse_fully(text)
+    except InvalidNameError:
+        expected = None
+    match = fast_match(text)
+    if expected is None:
+        assert match is None, text
+        return
+    if match is not None:
+        fast = _fast_parse(match)
+        assert (fast, fast.ref, fast.key, str(fast)) == (expected, expected.ref, expected.key, text)
+    assert MarkerName.parse(text) == expected  # through the memo, or the fast path, or the full parser
+
+
+@FAST
+@given(init_markers | later_markers, st.data())
+def test_the_fast_marker_pattern_agrees_with_the_parser(marker: MarkerName, data: st.DataObject) -> None:
+    text = str(marker)
+    _agree(text)
+    index = data.draw(st.integers(0, len(text)))
+    replacement = data.draw(st.sampled_from(["", ".", "-", "--", "0", "9", "a", "A", "init", "\u00e9", "g0"]))
+    _agree(text[:index] + replacement + text[index + data.draw(st.integers(0, 3)) :])
+
+
+def test_the_fast_path_covers_the_worst_case_shapes_it_claims() -> None:
+    ref = RecordRef(UUID, 36**6 - 1, 36**12 - 1, 36**12 - 1, "f" * 32)
+    common = f"{'t' * 48}--{UUID}.p999.g{'z' * 12}.{ref}"
+    assert fast_match(common) is not None
+    _agree(common)
+    _agree(worst_case_marker())  # 13 generation digits: the full parser's alone
+    assert fast_match(worst_case_marker()) is None
+
+
+def test_a_memoized_name_is_the_value_parsing_gives() -> None:
+    marker = MarkerName(JobKey(UUID, "memo"), 500, 3, RecordRef.parse(REF))
+    text = str(marker)  # formatting remembers it
+    assert MarkerName.parse(text) is marker

@@ -11,12 +11,8 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._workspace import Workspace, init
-from httk.workflow.engine.manager._attempt import (
-    PROTOCOL_VARIABLES,
-    AttemptPlan,
-    PreparedAttempt,
-    prepare_attempt,
-)
+from httk.workflow.engine.manager._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
+from httk.workflow.engine.manager._gate import PROTOCOL_VARIABLES
 from httk.workflow.engine.publish._runners import RunnerFailure, publish_runner
 from httk.workflow.engine.publish._submit import Submitter, job_key_of
 from httk.workflow.models import load_schema, validator

@@ -21,14 +21,8 @@ from httk.workflow.engine.core._liveness import (
     write_process_file,
 )
 from httk.workflow.engine.core._workspace import init
-from httk.workflow.engine.manager._attempt import (
-    GATE_ABORTED,
-    AttemptPlan,
-    GatedProcess,
-    PreparedAttempt,
-    prepare_attempt,
-    spawn_gated,
-)
+from httk.workflow.engine.manager._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
+from httk.workflow.engine.manager._gate import GATE_ABORTED, GatedProcess, spawn_gated
 from httk.workflow.engine.publish._runners import RunnerFailure
 from httk.workflow.engine.publish._submit import Submitter, job_key_of
 from httk.workflow.protocol import InvalidDocumentError
@@ -170,7 +164,7 @@ def test_a_gate_whose_manager_is_killed_before_release_never_runs_the_runner(tmp
         "import json, os, signal, sys\n"
         "from pathlib import Path\n"
         "from httk.workflow.engine.manager._attempt import PreparedAttempt\n"
-        "from httk.workflow.engine.manager._attempt import spawn_gated\n"
+        "from httk.workflow.engine.manager._gate import spawn_gated\n"
         "f = json.loads(sys.argv[1])\n"
         "for name in ('control_dir', 'workdir', 'stdout_path', 'stderr_path'):\n"
         "    f[name] = Path(f[name])\n"
@@ -213,6 +207,25 @@ def test_the_runner_inherits_only_its_standard_streams(tmp_path: Path, gates: li
     assert fds == {"0": "/dev/null", "1": str(prepared.stdout_path), "2": str(prepared.stderr_path)}
     assert gate.terminate_group() is True
     assert gate.wait(timeout=20) == -signal.SIGTERM
+
+
+def test_a_descriptor_someone_made_inheritable_stays_with_the_manager(
+    tmp_path: Path, gates: list[GatedProcess]
+) -> None:
+    prepared = _prepare(tmp_path, b"#!/bin/sh\nls /proc/$$/fd > fds.txt\n")
+    opened = os.open(tmp_path / "inheritable", os.O_WRONLY | os.O_CREAT, 0o600)
+    leaked = os.dup2(opened, 77)  # inheritable, as dup2 makes it, at a number nothing else uses
+    try:
+        gate = spawn_gated(prepared)
+    finally:
+        os.close(leaked)
+        os.close(opened)
+    gates.append(gate)
+    gate.release()
+    assert gate.wait(timeout=20) == 0
+    listed = (prepared.workdir / "fds.txt").read_text().split()
+    assert {"0", "1", "2"} <= set(listed)
+    assert "77" not in listed
 
 
 def test_an_unstartable_gate_is_a_process_failure(tmp_path: Path) -> None:

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 from httk.workflow.engine.core._workspace import Workspace, init, probe_marker
-from httk.workflow.engine.manager._attempt import spawn_gated
 from httk.workflow.engine.manager._confine import BROAD_REFRESH_SECONDS, Confiner
+from httk.workflow.engine.manager._gate import spawn_gated
 from httk.workflow.engine.manager._landlock import Confinement, ConfinementError, Landlock, landlock
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.manager._state import ManagerConfig

@@ -874,13 +874,13 @@ def test_an_attempt_launched_as_a_drain_begins_is_stopped_too(
     job = scripted_job({"prepare": {"wait_for": str(tmp_path / "never")}}, runner)
     submit(ws, job)
     manager = Manager(ws, ManagerConfig(drain_timeout=WAIT_SECONDS))
-    launch = _launch.launch
+    launch = _launch.launch_all
 
     def launch_as_the_signal_arrives(*args: Any) -> None:
         manager.request_drain()  # SIGTERM handled between the claim and the launch
         launch(*args)
 
-    monkeypatch.setattr(_launch, "launch", launch_as_the_signal_arrives)
+    monkeypatch.setattr(_launch, "launch_all", launch_as_the_signal_arrives)
 
     summary = manager.run()
 

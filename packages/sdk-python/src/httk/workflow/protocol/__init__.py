@@ -60,6 +60,7 @@ from ._markers import (
     PRIORITY_MAX,
     PRIORITY_MIN,
     MarkerName,
+    fast_match,
     validate_priority,
 )
 from ._names import (
@@ -120,6 +121,7 @@ __all__ = [
     "WorkspaceUnavailableError",
     "decode_base36",
     "encode_base36",
+    "fast_match",
     "placement_prefix_matches",
     "validate_capability",
     "validate_child_label",

@@ -73,6 +73,20 @@ class RecordRef:
             object.__setattr__(self, "_text", text)  # frozen, so through object
         return text
 
+    @classmethod
+    def unchecked(cls, writer: str, segment: int, offset: int, length: int, checksum128: str) -> RecordRef:
+        """A reference from values already known valid (a writer's own, or a name the fast marker pattern
+        matched), built without re-validating them: half the cost of a reference, paid per transition."""
+        ref = object.__new__(cls)
+        setter = object.__setattr__
+        setter(ref, "writer", writer)
+        setter(ref, "segment", segment)
+        setter(ref, "offset", offset)
+        setter(ref, "length", length)
+        setter(ref, "checksum128", checksum128)
+        setter(ref, "_text", None)
+        return ref
+
     @property
     def frame_size(self) -> int:
         """Bytes the whole frame occupies: length prefix, payload, checksum and trailer."""

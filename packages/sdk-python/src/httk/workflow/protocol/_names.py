@@ -128,6 +128,14 @@ class JobKey:
         return self.job_id if self.tag is None else f"{self.tag}--{self.job_id}"
 
     @classmethod
+    def unchecked(cls, job_id: str, tag: str | None) -> JobKey:
+        """A job key from parts already known valid (the fast marker pattern matched them)."""
+        key = object.__new__(cls)
+        object.__setattr__(key, "job_id", job_id)
+        object.__setattr__(key, "tag", tag)
+        return key
+
+    @classmethod
     def parse(cls, text: str) -> JobKey:
         """Split a job key, identifying the final UUID rather than trusting the tag.
 

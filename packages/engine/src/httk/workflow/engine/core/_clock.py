@@ -65,7 +65,8 @@ SYSTEM_CLOCK = SystemClock()
 
 def utc_timestamp(moment: datetime) -> str:
     """RFC 3339 UTC with microseconds and a ``Z``, the timestamp form of every document we write."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat is a third of strftime's cost, and every state frame carries one timestamp.
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def parse_time(timestamp: object) -> datetime | None:

@@ -124,6 +124,12 @@ def install(plan: Plan | None) -> None:
     _installed.plan = plan
 
 
+def planned() -> bool:
+    """Whether a fault is planned and has not fired yet (what a deferred fsync must remember for)."""
+    plan = _installed.plan
+    return plan is not None and not plan.fired
+
+
 def _due(index: int, what: str) -> Fault | None:
     plan = _installed.plan
     if plan is None or plan.fired or plan.at != index or what not in APPLIES[plan.fault]:

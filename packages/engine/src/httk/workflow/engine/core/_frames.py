@@ -23,7 +23,7 @@ Pure: nothing here reads or writes a file.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -90,6 +90,12 @@ class Frame(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._members)
+
+    def keys(self) -> KeysView[str]:
+        return self._members.keys()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self._members.items()
 
     def __repr__(self) -> str:
         return f"Frame({self.kind.value!r}, {self._members!r})"
@@ -164,23 +170,31 @@ def _text(value: object) -> str | None:
 
 def record_of(workspace: Workspace, marker: MarkerLocation, frame: Frame) -> dict[str, Any]:
     """The journal record of moving ``marker`` to ``frame``: the common members, then the frame's own."""
+    name = marker.name
     record: dict[str, Any] = {
         "format": FRAME_FORMAT,
         "format_version": 1,
         "workspace_id": workspace.workspace_id,
-        "job_id": marker.job_id,
-        "job_key": marker.job_key,
+        "job_id": name.key.job_id,
+        "job_key": str(name.key),
         "placement": marker.placement,
-        "state_generation": marker.name.generation + 1,
+        "state_generation": name.generation + 1,
         "kind": frame.kind.value,
-        "previous_record_ref": None if marker.name.ref is None else str(marker.name.ref),
+        "previous_record_ref": None if name.ref is None else str(name.ref),
         "created_at": utc_timestamp(workspace.clock.now()),
-        **frame,
+        **frame._members,
     }
     if frame.priority is not None:
         record["priority"] = frame.priority
-    record.setdefault("priority", marker.name.priority)
+    elif "priority" not in record:
+        record["priority"] = name.priority
     return record
+
+
+def _plain(frame: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The members of a frame as the dict it holds (a builder reads them through the mapping protocol
+    otherwise, one Python call per member); any other mapping as it is."""
+    return frame._members if type(frame) is Frame else frame
 
 
 # -- what frames carry ------------------------------------------------------------------------------
@@ -194,10 +208,11 @@ class Counters:
 
     @classmethod
     def of(cls, frame: Mapping[str, Any]) -> Counters:
+        members = _plain(frame)
         return cls(
-            int(frame.get("activation_ordinal", 1)),
-            int(frame.get("attempt_ordinal", 0)),
-            int(frame.get("total_attempts", 0)),
+            int(members.get("activation_ordinal", 1)),
+            int(members.get("attempt_ordinal", 0)),
+            int(members.get("total_attempts", 0)),
         )
 
     def as_members(self) -> dict[str, int]:
@@ -240,7 +255,8 @@ ACTIVATION_ONLY = ("join_summary",)
 
 def carried(frame: Mapping[str, Any]) -> dict[str, Any]:
     """The members every frame of an activation carries forward from the previous one."""
-    return {key: frame[key] for key in CARRY if key in frame}
+    members = _plain(frame)
+    return {key: members[key] for key in CARRY if key in members}
 
 
 def with_counters(frame: Mapping[str, Any]) -> dict[str, Any]:
@@ -271,23 +287,14 @@ def kept_members(frame: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def next_data_generation(current: int, changed: bool) -> int:
-    """The data generation after a committed transaction: one more exactly when it changed data.
-
-    Examples
-    --------
-    >>> next_data_generation(3, True), next_data_generation(3, False)
-    (4, 3)
-    """
+    """The data generation after a committed transaction: one more exactly when it changed data."""
     return current + 1 if changed else current
 
 
 # -- failures ---------------------------------------------------------------------------------------
 def failure_of(code: str, message: str, **details: Any) -> dict[str, Any]:
     """A failure object: ``code``, ``message`` and, when given, ``details``."""
-    found: dict[str, Any] = {"code": code, "message": message}
-    if details:
-        found["details"] = details
-    return found
+    return {"code": code, "message": message, **({"details": details} if details else {})}
 
 
 def protocol_failure(message: str, **details: Any) -> dict[str, Any]:
@@ -357,7 +364,7 @@ def launched(
 ) -> Frame:
     """The running frame: the claim, the process identity behind the launch gate, and what confines it."""
     members = {"process": dict(process), "workdir": workdir, "confinement": dict(confinement)}
-    return Frame(Kind.RUNNING, {**claimed, **members, "reason": "launched"})
+    return Frame(Kind.RUNNING, {**_plain(claimed), **members, "reason": "launched"})
 
 
 def preparation_failed(claimed: Mapping[str, Any], manager_id: str, failure: Mapping[str, Any]) -> Frame:

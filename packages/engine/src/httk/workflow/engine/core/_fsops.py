@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
@@ -115,6 +115,37 @@ def fsync_file(path: Path | str) -> None:
         _sync(fd, path)
     finally:
         os.close(fd)
+
+
+_SYNC_THREADS = 8
+_sync_pool: object | None = None  # a ThreadPoolExecutor, made on the first batch that needs one
+
+
+def fsync_dirs(paths: Collection[Path | str], renames: Mapping[int, Path | str] | None = None) -> None:
+    """Synchronize several directories, concurrently when there are several.
+
+    Storage serves concurrent flushes together (one device cache flush answers all that wait for it),
+    so a batch of renames costs about one flush however many directories it touched; one after another
+    they would cost one each. Returns once every directory is synchronized; the first error is raised.
+    ``renames`` maps the number of each rename whose durability these fsyncs complete (made with
+    ``durable=False``) to the directory of its new name: an fsync fault planned at any of them fails
+    this batch, as it would have failed that rename's own fsync.
+    """
+    for index, directory in (renames or {}).items():
+        failure = _faults.fsync_failure(index, "rename", directory)
+        if failure is not None:
+            raise failure
+    if len(paths) <= 1:
+        for path in paths:
+            fsync_dir(path)
+        return
+    global _sync_pool
+    if _sync_pool is None:
+        from concurrent.futures import ThreadPoolExecutor  # durable batches only: not for every start-up
+
+        _sync_pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="httk-fsync")
+    for future in [_sync_pool.submit(fsync_dir, path) for path in paths]:  # type: ignore[attr-defined]
+        future.result()
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -219,7 +250,8 @@ def _libc_renameat2() -> object | None:
             import ctypes
             import ctypes.util
 
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            # The process's own symbols include the C library's: find_library would run ldconfig.
+            libc = ctypes.CDLL(None, use_errno=True)
             function = libc.renameat2
             function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
             function.restype = ctypes.c_int
@@ -230,14 +262,14 @@ def _libc_renameat2() -> object | None:
 
 
 def _rename_noreplace(src: Path | str, dst: Path | str) -> None:
-    function = _libc_renameat2()
+    function = _renameat2 or (_libc_renameat2() if _renameat2 is None else None)
     if function is not None:
-        import ctypes
-
         at_fdcwd = -100
         result = function(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), _RENAME_NOREPLACE)  # type: ignore[operator]
         if result == 0:
             return
+        import ctypes
+
         err = ctypes.get_errno()
         if err not in (errno.ENOSYS, errno.EINVAL):
             raise OSError(err, os.strerror(err), str(src), None, str(dst))
@@ -263,8 +295,8 @@ def rename(src: Path | str, dst: Path | str, *, durable: bool, noreplace: bool =
 
 def sync_parents(src: Path | str, dst: Path | str) -> None:
     """Synchronize the directories a rename changed, so neither name's change can be lost."""
-    dst_parent = Path(dst).parent
-    src_parent = Path(src).parent
+    dst_parent = os.path.dirname(dst)
+    src_parent = os.path.dirname(src)
     fsync_dir(dst_parent)
     if src_parent != dst_parent:
         fsync_dir(src_parent)
@@ -429,6 +461,9 @@ class AppendHandle:
         self.path = path
         self._fd = fd
         self.size = os.fstat(fd).st_size
+        # Under a fault plan, the numbers of the appends no fsync has covered yet: the next one (a group
+        # commit's, :meth:`sync`) makes all of them durable, so a fault planned at any of them fails it.
+        self._unsynced: list[int] = []
 
     def append(self, data: bytes, *, durable: bool) -> int:
         """Append ``data`` in full; return the offset at which it starts."""
@@ -438,9 +473,20 @@ class AppendHandle:
         finally:
             self.size = os.fstat(self._fd).st_size  # what is there, a failed write's part included
         _mutated("append", self.path)
+        if _faults.planned():
+            self._unsynced.append(_count)
         if durable:
-            _sync(self._fd, self.path)
+            self.sync()
         return offset
+
+    def sync(self) -> None:
+        """Synchronize everything appended so far (one ``fsync`` for any number of appends)."""
+        pending, self._unsynced = self._unsynced, []
+        for index in pending:
+            failure = _faults.fsync_failure(index, "append", self.path)
+            if failure is not None:
+                raise failure
+        os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -116,7 +116,7 @@ def read_frame(workspace: Workspace, marker: MarkerLocation) -> Frame | None:
     """The state frame the marker names, or ``None`` for a ``g0.init`` submission marker."""
     if marker.name.ref is None:
         return None
-    return Frame(marker.kind, workspace.reader.read(marker.name.ref))
+    return Frame(marker.kind, workspace.read_record(marker.name.ref))
 
 
 class MarkerIndex:

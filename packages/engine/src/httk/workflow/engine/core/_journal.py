@@ -19,9 +19,11 @@ per rotation one exclusive create. Each instance holds one file descriptor.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,9 @@ from ._segments import (
 
 MIN_SEGMENT_BYTES = 4096
 """The smallest rotation size policy allows (``journal_segment_bytes`` is at least 4096)."""
+
+RECENT_FRAMES = 4096
+"""How many of its latest payloads a writer keeps for :meth:`JournalWriter.recent` (about 2 MB)."""
 
 MIN_FRAME_PAYLOAD = 2
 """The shortest payload a writer produces: a record is a JSON object, at least ``{}``."""
@@ -102,6 +107,11 @@ class JournalWriter:
         self._frames_in_segment = 0
         self._frames_written = 0
         self._closed = False
+        self._unsynced = False  # frames appended with sync=False since the last fsync of the segment
+        # The latest payloads by reference. A frame never changes once written, so its payload is what a
+        # read of the reference returns; a manager reads back, when it claims a job, the ready frame it
+        # appended when it registered it.
+        self._recent: OrderedDict[RecordRef, bytes] = OrderedDict()
 
     @property
     def writer_id(self) -> str:
@@ -113,8 +123,12 @@ class JournalWriter:
         """The writer directory (it exists only after the first append)."""
         return self._journal_dir / self._writer_id
 
-    def append(self, record: Mapping[str, Any]) -> RecordRef:
+    def append(self, record: Mapping[str, Any], *, sync: bool = True) -> RecordRef:
         """Write ``record`` as one frame and return its reference once it is complete (and synced).
+
+        With ``sync=False`` a durable writer leaves the frame unsynchronized until :meth:`sync`, so that
+        the frames of several transitions share one ``fsync`` (group commit); nobody may rename a marker
+        onto the reference before that.
 
         Raises :class:`JournalError` for a record that cannot be encoded, a closed writer, an
         existing writer directory, or a failed write; the error names the path.
@@ -125,11 +139,25 @@ class JournalWriter:
             if self._closed:
                 raise JournalError(f"{self.directory}: journal writer is closed")
             handle = self._handle_for(len(frame))
-            offset = self._write(handle, frame)
+            offset = self._write(handle, frame, sync=sync)
             self._frames_in_segment += 1
             self._frames_written += 1
             segment = self._segment
-        return RecordRef(self._writer_id, segment, offset, len(payload), checksum128(digest))
+            # The writer id was validated once, and the other members are this writer's own numbers.
+            ref = RecordRef.unchecked(self._writer_id, segment, offset, len(payload), checksum128(digest))
+            self._recent[ref] = payload
+            if len(self._recent) > RECENT_FRAMES:
+                self._recent.popitem(last=False)
+        return ref
+
+    def recent(self, ref: RecordRef) -> dict[str, Any] | None:
+        """The record of ``ref`` when this writer appended it lately (no read), else ``None``."""
+        with self._lock:
+            payload = self._recent.get(ref)
+        if payload is None:
+            return None
+        document: dict[str, Any] = json.loads(payload)  # our own encoding: no strict checks needed
+        return document
 
     def _handle_for(self, frame_size: int) -> _fsops.AppendHandle:
         """The segment the next frame goes to, creating or rotating as needed."""
@@ -148,6 +176,7 @@ class JournalWriter:
 
     def _rotate(self) -> _fsops.AppendHandle:
         if self._handle is not None:
+            self._sync_segment()  # frames of a batch left in the old segment are synchronized first
             self._handle.close()
             self._handle = None
         if self._segment + 1 >= 1 << SEGMENT_BITS:
@@ -180,13 +209,32 @@ class JournalWriter:
             # The name may exist with a partial header; the next append rotates past it.
             raise JournalError(f"{path}: cannot create journal segment: {exc}") from exc
 
-    def _write(self, handle: _fsops.AppendHandle, frame: bytes) -> int:
+    def _write(self, handle: _fsops.AppendHandle, frame: bytes, *, sync: bool) -> int:
         try:
-            return handle.append(frame, durable=self._durable)
+            offset = handle.append(frame, durable=self._durable and sync)
         except OSError as exc:
             handle.close()
             self._handle = None
             raise JournalError(f"{handle.path}: cannot append journal frame: {exc}") from exc
+        self._unsynced = self._durable and not sync
+        return offset
+
+    def sync(self) -> None:
+        """Synchronize every frame appended with ``sync=False`` (nothing when there is none)."""
+        with self._lock:
+            self._sync_segment()
+
+    def _sync_segment(self) -> None:
+        if not self._unsynced or self._handle is None:
+            return
+        try:
+            self._handle.sync()
+        except OSError as exc:
+            path = self._handle.path
+            self._handle.close()
+            self._handle = None
+            raise JournalError(f"{path}: cannot synchronize journal frames: {exc}") from exc
+        self._unsynced = False
 
     def statistics(self) -> JournalStatistics:
         """A snapshot of the writer's identity, current segment and counts."""

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from httk.workflow.protocol import InvalidDocumentError
-from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
+from httk.workflow.protocol._jsonio import dump_compact, read_json_object
 
 from . import _fsops
 from ._workspace import Workspace
@@ -369,7 +369,7 @@ def write_process_file(control_dir: Path, identity: ProcessIdentity, durable: bo
     """Record the gated process in ``<control>/process.json``; synchronized before it returns if durable."""
     path = control_dir / PROCESS_FILE
     document = {"format": PROCESS_FORMAT, "format_version": 1, **identity}
-    _fsops.write_file_atomic(path, dump_pretty(document), durable=durable)
+    _fsops.write_file_atomic(path, dump_compact(document), durable=durable)
     return path
 
 

@@ -70,6 +70,9 @@ MAX_FRAME_PAYLOAD = 16 * 1024 * 1024
 
 CHECKSUM128_BYTES = 16  # the prefix of the SHA-256 digest a reference carries
 
+# One encoder for every frame: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
 
 def encode_record(record: Mapping[str, Any]) -> bytes:
     """Serialize one journal record as compact UTF-8 JSON (no BOM, no ASCII escaping).
@@ -85,8 +88,7 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
     """
     try:
         document = record if isinstance(record, dict) else dict(record)
-        text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        payload = text.encode("utf-8")
+        payload = _ENCODER.encode(document).encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         raise JournalError(f"journal record cannot be encoded as JSON: {exc}") from exc
     _check_payload_size(len(payload))

@@ -29,6 +29,7 @@ from httk.workflow.protocol import (
     InvalidNameError,
     MarkerName,
     PolicyError,
+    RecordRef,
     TransitionError,
     WorkspaceError,
     WorkspaceFormatError,
@@ -41,7 +42,7 @@ from httk.workflow.protocol._jsonio import (
     parse_json_object,
     read_json_object,
 )
-from httk.workflow.protocol._markers import MAX_MARKER_BYTES
+from httk.workflow.protocol._markers import MAX_MARKER_BYTES, fast_match
 from httk.workflow.protocol._policy import (
     Policy,
     parse_policy,
@@ -115,6 +116,7 @@ class Workspace:
     # Every transition names two marker directories; joining four path parts each time was a tenth of a
     # manager's Python time. Bounded by the placements this process touched, like the marker index.
     _marker_dirs: dict[tuple[str, str], Path] = field(default_factory=dict, init=False, repr=False)
+    _marker_dir_texts: dict[tuple[Kind, str], str] = field(default_factory=dict, init=False, repr=False)
 
     # -- identity and layout -------------------------------------------------------------------
     @property
@@ -172,6 +174,14 @@ class Workspace:
             directory = self._marker_dirs[key] = self.control / "state" / key[0] / placement
         return directory
 
+    def marker_dir_text(self, kind: Kind, placement: str) -> str:
+        """:meth:`marker_dir` as text: the transition path joins strings, never pathlib objects."""
+        key = (kind, placement)
+        text = self._marker_dir_texts.get(key)
+        if text is None:
+            text = self._marker_dir_texts[key] = str(self.marker_dir(kind, placement))
+        return text
+
     def payload_path(self, placement: str, job_key: str) -> Path:
         return self.root / placement / job_key
 
@@ -193,6 +203,15 @@ class Workspace:
         """Keep an existing index current with a marker this process moved (it is never built for this)."""
         if self.marker_index is not None:
             self.marker_index.note(location)
+
+    def read_record(self, ref: RecordRef) -> dict[str, Any]:
+        """The journal record ``ref`` names: from this process's own writer when it appended it lately,
+        else read (and verified) from its segment."""
+        if self._writer is not None and ref.writer == self._writer.writer_id:
+            found = self._writer.recent(ref)
+            if found is not None:
+                return found
+        return self.reader.read(ref)
 
     @cached_property
     def reader(self) -> JournalReader:
@@ -480,6 +499,10 @@ class MarkerLocation:
     def path(self, workspace: Workspace) -> Path:
         return workspace.marker_dir(self.kind, self.placement) / str(self.name)
 
+    def path_text(self, workspace: Workspace) -> str:
+        """:meth:`path` as text, for the hot paths that hand it straight to a system call."""
+        return f"{workspace.marker_dir_text(self.kind, self.placement)}/{self.name}"
+
     @property
     def job_key(self) -> str:
         return str(self.name.key)
@@ -559,29 +582,10 @@ def kind_entries(workspace: Workspace, placement: str) -> Iterator[tuple[Kind, o
             yield from ((kind, entry) for entry in entries)
 
 
-# Invariant: every name this pattern accepts (with the checks in is_marker_name) is one MarkerName.parse
-# accepts: numbers short enough that no bound can be exceeded (12 base-36 digits < 2**64, 6 < 2**32), no
-# leading zeroes, and 'init' exactly at generation 0. Names it rejects go to the real parser
-# (test_fast_marker_check_agrees_with_the_parser).
-_FAST_MARKER = re.compile(
-    r"(?:(?P<tag>[a-z0-9][a-z0-9._-]{0,47})--)?"
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-    r"\.p[0-9]{3}\.g(?P<generation>0|[1-9a-z][0-9a-z]{0,11})\."
-    r"(?P<ref>init|w[0-9a-f]{32}-s(?:0|[1-9a-z][0-9a-z]{0,5})-o(?:0|[1-9a-z][0-9a-z]{0,11})"
-    r"-l(?:0|[1-9a-z][0-9a-z]{0,11})-h[0-9a-f]{32})"
-)
-
-
 def is_marker_name(name: str) -> bool:
     """Whether ``name`` is a valid marker basename: one regular expression, the full parser only when it
     says no (about 1 µs instead of 20 µs per name, which is what lets ``status`` count 100,000 jobs)."""
-    match = _FAST_MARKER.fullmatch(name)
-    if (
-        match is not None
-        and len(name) <= MAX_MARKER_BYTES
-        and (match["ref"] == "init") == (match["generation"] == "0")
-        and (match["tag"] is None or "--" not in match["tag"])
-    ):
+    if fast_match(name) is not None:
         return True
     try:
         MarkerName.parse(name)

@@ -217,6 +217,10 @@ class _RepairSource(MarkerLocation):
         del workspace
         return self.source
 
+    def path_text(self, workspace: Workspace) -> str:
+        del workspace
+        return str(self.source)
+
 
 class _Repairer:
     def __init__(self, workspace: Workspace, frames: dict[str, list[Adopted]], quarantine: bool) -> None:

@@ -1,5 +1,5 @@
-"""An attempt, prepared and started: control directory, workdir, runner, context.json, environment, and
-the process behind its launch gate.
+"""An attempt, prepared: control directory, workdir, runner, context.json and environment (the process
+that runs it is :mod:`._gate`'s).
 
 What :func:`prepare_attempt` guarantees, in the order it does the work:
 
@@ -26,8 +26,8 @@ the protocol's ``HTTK_WORKFLOW_*`` variables and ``HTTK_<NAME>`` for each scalar
 setting never overrides a variable the manager's environment already has: that variable is a deployment
 override (spec/02 "Application settings": "a real HTTK_VASP_COMMAND deployment override" ranks above the
 workspace setting), so the runner must still see it. Settings never export into the ``HTTK_WORKFLOW_``
-namespace, which belongs to the protocol. The executor removes stale protocol variables inherited from
-the manager's environment (:data:`PROTOCOL_VARIABLES`) before adding these.
+namespace, which belongs to the protocol. The gate removes stale protocol variables inherited from
+the manager's environment (:data:`._gate.PROTOCOL_VARIABLES`) before adding these.
 
 **An isolated workdir of a transactional job** starts as a copy of committed ``data/`` that shares no
 inode with it (a copy, or a reflink a filesystem makes for ``copy_file_range``; never a hard link), so
@@ -38,30 +38,6 @@ files in a directory nobody reads until the attempt's context.json (written afte
 seam) says the attempt is prepared. A crash part-way leaves a half-filled ``run.<attempt-id>/`` of an
 attempt that never started; the next attempt gets a new one.
 
-**The launch gate** (the local executor). :func:`spawn_gated` starts ``/bin/sh -c <gate> httk-gate
-<argv...>`` in a new session (so its process group id is its pid and cancellation can signal the whole
-group), in the attempt's workdir, with stdout and stderr appended to the control directory's logs and the
-read end of a pipe as its standard input. The gate reads the one release byte from that pipe (up to
-end of file, which follows it at once):
-
-- the release byte: it replaces its standard input with ``/dev/null`` and ``exec``\\ s the runner, so
-  the runner keeps the gate's pid, process group and recorded identity, and inherits no descriptor of
-  ours;
-- end of file alone (the manager closed the pipe, or died, which closes it too): it exits with status
-  :data:`GATE_ABORTED` (125) without executing anything.
-
-This is what closes the crash window between recording a process and running it. The manager calls
-:func:`write_process_file` (synchronized when durable) and commits its running marker, and only then
-:meth:`GatedProcess.release`. Invariant: the release byte is written only after process.json is durable,
-so an attempt without a process.json never executed its runner (cancellation evidence
-``no_launched_process``). The write end is created close-on-exec and never passed to any child, so the
-manager's own death is the only other thing that can close it.
-
-A POSIX shell is the gate because it starts in under a millisecond (dash; bash where /bin/sh is
-missing); a Python gate would add tens of milliseconds to every attempt. Process identity comes from
-``/proc``: the pid's start time in clock ticks (field 22 of ``/proc/<pid>/stat``) detects a recycled pid,
-the kernel boot id a reboot, and the pid namespace a container that shares the host name.
-
 Cost per attempt: two or three directories, one context.json (three fsyncs when durable), for a shared
 runner one copy and one digest of its bytes, for a transactional isolated workdir one copy of ``data/``
 (a reflink where the filesystem offers one): nothing grows with the number of jobs.
@@ -70,12 +46,8 @@ runner one copy and one digest of its bytes, for a transactional isolated workdi
 from __future__ import annotations
 
 import errno
-import functools
 import os
-import shutil
-import signal
 import stat
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,7 +55,6 @@ from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core import _fsops
-from httk.workflow.engine.core._liveness import ProcessIdentity, identity_of
 from httk.workflow.engine.core._workspace import Workspace
 from httk.workflow.engine.publish._runners import (
     DEFAULT_PKG_MODULES,
@@ -95,30 +66,12 @@ from httk.workflow.engine.publish._transaction_manifest import TransactionError
 from httk.workflow.protocol._digest import ATTEMPT_DIR_PREFIX
 from httk.workflow.protocol._jsonio import dump_pretty
 
-from ._landlock import Confinement, ConfinementError
 from ._rules import settings_environment
 
 CONTEXT_FORMAT, CONTEXT_FILE = "httk-workflow-attempt-context", "context.json"
 STDOUT_FILE, STDERR_FILE = "stdout.log", "stderr.log"
 STDIO_LOG = "stdio.log"
 """The job's own log below ``<payload>/logs/``, where each retired attempt's output is kept (D5)."""
-
-PROTOCOL_VARIABLES = (
-    "HTTK_WORKFLOW_CONTEXT",
-    "HTTK_WORKFLOW_CONTROL_DIR",
-    "HTTK_WORKFLOW_WORKSPACE_DIR",
-    "HTTK_WORKFLOW_JOB_DIR",
-    "HTTK_WORKFLOW_WORKDIR",
-    "HTTK_WORKFLOW_IS_RESTART",
-    "HTTK_WORKFLOW_UNCLEAN_RESTART",
-    "HTTK_WORKFLOW_DURABLE",
-    "HTTK_WORKFLOW_ATTEMPT_REASON",
-    "HTTK_WORKFLOW_STEP",
-    "HTTK_WORKFLOW_PYTHON",
-    "HTTK_WORKFLOW_BASH_API",
-    "HTTK_WORKFLOW_DATA_DIR",
-)
-"""Every attempt-specific variable of the protocol; none of them is ever inherited from the manager."""
 
 
 @dataclass(frozen=True)
@@ -413,188 +366,3 @@ def _copy_bytes(in_fd: int, out_fd: int) -> None:
         view = memoryview(chunk)
         while view:
             view = view[os.write(out_fd, view) :]
-
-
-GATE_ABORTED = 125
-"""Exit status of a gate that was never released (it executed nothing)."""
-
-_RELEASE_BYTE = b"R"
-_LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-# The gate reads the release line from its standard input, which is the pipe; POSIX ``read`` takes bytes
-# one at a time from a pipe up to the newline, so it never consumes more than the release. End of file
-# leaves the variable empty (a manager that closed the pipe, or died): exit without running anything.
-# Then standard input becomes /dev/null and the runner replaces the gate in the same process.
-GATE_SCRIPT = (
-    "IFS= read -r httk_gate\n"
-    f'[ "$httk_gate" = {_RELEASE_BYTE.decode()} ] || exit {GATE_ABORTED}\n'
-    f"exec </dev/null || exit {GATE_ABORTED}\n"
-    'exec "$@"\n'
-)
-
-
-@functools.cache
-def _shell() -> str:
-    """The POSIX shell that runs the gate: /bin/sh (dash starts in about half the time of bash)."""
-    return "/bin/sh" if os.access("/bin/sh", os.X_OK) else shutil.which("bash") or "/bin/bash"
-
-
-class GatedProcess:
-    """One runner process, blocked on its gate until :meth:`release` (or gone after :meth:`abort`)."""
-
-    def __init__(self, popen: subprocess.Popen[bytes], gate_fd: int) -> None:
-        self._popen = popen
-        self._gate_fd = gate_fd
-        self.state = "gated"  # gated -> released | aborted
-        self._identity = identity_of(popen.pid)
-
-    @property
-    def pid(self) -> int:
-        return self._popen.pid
-
-    @property
-    def identity(self) -> ProcessIdentity:
-        return ProcessIdentity(**self._identity)
-
-    def release(self) -> bool:
-        """Let the runner execute; ``False`` when the gate was already gone (it then ran nothing)."""
-        if self.state != "gated":
-            raise RuntimeError(f"cannot release a gate that is {self.state}")
-        self.state = "released"
-        try:
-            os.write(self._gate_fd, _RELEASE_BYTE)
-        except BrokenPipeError:
-            return False
-        finally:
-            self._close_gate()
-        return True
-
-    def abort(self) -> bool:
-        """Close the gate without releasing it: the process exits with 125. Idempotent once aborted."""
-        if self.state == "released":
-            return False
-        self.state = "aborted"
-        self._close_gate()
-        return True
-
-    def poll(self) -> int | None:
-        """The exit status (negative for a signal, as Popen reports it) or ``None`` while running."""
-        return self._popen.poll()
-
-    def wait(self, timeout: float | None = None) -> int:
-        """Wait for the exit status; raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
-        return self._popen.wait(timeout)
-
-    def terminate_group(self, sig: int = signal.SIGTERM) -> bool:
-        """Signal the whole process group (the runner and every child it left in it); whether any process
-        received it. Signalling a gated process is safe: it dies in the gate."""
-        try:
-            os.killpg(self.pid, sig)
-        except ProcessLookupError:
-            return False
-        return True
-
-    def _close_gate(self) -> None:
-        if self._gate_fd >= 0:
-            os.close(self._gate_fd)
-            self._gate_fd = -1
-
-    def __repr__(self) -> str:
-        return f"<GatedProcess pid={self.pid} state={self.state} returncode={self._popen.returncode}>"
-
-
-def spawn_gated(
-    prepared: PreparedAttempt,
-    *,
-    environ: Mapping[str, str] | None = None,
-    confinement: Confinement | None = None,
-) -> GatedProcess:
-    """Start the prepared runner blocked on its launch gate; nothing of the runner executes yet.
-
-    The environment is ``environ`` (default ``os.environ``) without any inherited protocol variable,
-    updated with ``prepared.env``. With ``confinement`` the gate starts inside its ruleset
-    (:meth:`._landlock.Confinement.within`). Raises :class:`RunnerFailure` ``process_failure`` when the
-    gate cannot be started (a workdir that vanished, say) or confined; a storage error creating its
-    output logs is raised as it is."""
-    out_fd = _open_log(prepared.stdout_path)  # a storage error here is the manager's, not the job's
-    try:
-        err_fd = _open_log(prepared.stderr_path)
-    except BaseException:
-        os.close(out_fd)
-        raise
-    read_fd, write_fd = os.pipe()  # both close-on-exec; the read end becomes the gate's stdin
-    try:
-        arguments = [_shell(), "-c", GATE_SCRIPT, "httk-gate", *prepared.argv]
-        env = runner_environment(prepared, environ)
-
-        def start() -> subprocess.Popen[bytes]:
-            return subprocess.Popen(
-                arguments,
-                cwd=prepared.workdir,
-                env=env,
-                stdin=read_fd,
-                stdout=out_fd,
-                stderr=err_fd,
-                start_new_session=True,
-            )
-
-        popen = start() if confinement is None else confinement.within(start)
-    except OSError as exc:
-        os.close(write_fd)
-        what = "confined" if isinstance(exc, ConfinementError) else "started"
-        raise RunnerFailure(
-            "process_failure",
-            f"the runner process could not be {what}: {exc}",
-            {"argv0": prepared.argv[0], "workdir": str(prepared.workdir)},
-        ) from exc
-    finally:
-        for fd in (read_fd, out_fd, err_fd):
-            os.close(fd)
-    return GatedProcess(popen, write_fd)
-
-
-def runner_environment(prepared: PreparedAttempt, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The runner's full environment: the manager's, minus stale protocol variables, plus the attempt's."""
-    base = os.environ if environ is None else environ
-    env = {name: value for name, value in base.items() if name not in PROTOCOL_VARIABLES}
-    env.update(prepared.env)
-    return env
-
-
-def _open_log(path: Path) -> int:
-    """Create the log through the mutation seam and open it for appending (an existing one is reused)."""
-    try:
-        return _fsops.create_for_append(path)
-    except FileExistsError:
-        return os.open(path, _LOG_FLAGS)
-
-
-def wait_for_exit(pids: Sequence[int], timeout: float) -> bool:
-    """Block until one of ``pids`` (children of this process) exits, or ``timeout`` seconds pass.
-
-    Uses Linux pidfds, so a finished runner is noticed at once instead of at the next poll; returns
-    ``False`` without waiting where pidfds are unavailable, and the caller then sleeps its poll interval.
-    """
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None or not pids:
-        return False
-    import select
-
-    poller = select.poll()
-    descriptors: list[int] = []
-    try:
-        for pid in pids:
-            try:
-                fd = opener(pid)
-            except ProcessLookupError:
-                return True  # already gone: reap it now
-            except OSError:
-                return False
-            descriptors.append(fd)
-            poller.register(fd, select.POLLIN)
-        poller.poll(max(timeout, 0.0) * 1000.0)
-        return True
-    finally:
-        for fd in descriptors:
-            os.close(fd)

@@ -18,7 +18,8 @@ import enum
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,14 +38,16 @@ from httk.workflow.engine.core._frames import (
 from httk.workflow.engine.core._jobs import LoadedJob, check_identity, check_owned_marker
 from httk.workflow.engine.core._liveness import write_process_file
 from httk.workflow.engine.core._states import Trigger
+from httk.workflow.engine.core._transition import Move, TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation
 from httk.workflow.engine.publish._runners import RunnerFailure
 from httk.workflow.protocol import ForeignOwnerError, InvalidDocumentError, WorkflowError
 
-from ._attempt import AttemptPlan, prepare_attempt, spawn_gated
-from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, unmet
+from ._attempt import AttemptPlan, PreparedAttempt, prepare_attempt
+from ._gate import GatedProcess, spawn_gated
+from ._rules import allocation, claim_mismatches, describe, fits, requirement_of, reserved, unmet
 from ._state import LiveAttempt, ManagerState
-from ._storage import STORAGE_ERRORS, transient
+from ._storage import CONTAINED, STORAGE_ERRORS, transient
 from ._writable import Attempt
 
 if TYPE_CHECKING:
@@ -59,6 +62,34 @@ def register(state: ManagerState, marker: MarkerLocation) -> bool | None:
     A job another account owns (its marker, payload or job.json) is not this manager's to judge: it is
     left (``None``) for that account's managers, and said once.
     """
+    move = registration(state, marker)
+    if move is None:
+        return None
+    state.move(*move)
+    return True
+
+
+def register_all(state: ManagerState, markers: Sequence[MarkerLocation]) -> bool:
+    """:func:`register` every marker of a pass, as one group commit (one fsync of their frames); a
+    storage error is contained for the job it concerns (for all of them when it is the batch's)."""
+    doing = "act on the submitted job"
+    moves = [
+        move
+        for move in (state.storage.contain(doing, m.job_key, registration, state, m) for m in markers)
+        if move is not None
+    ]
+    acted = False
+    for (marker, _frame, _trigger), outcome in zip(moves, move_each(state, moves), strict=True):
+        if isinstance(outcome, BaseException):
+            state.storage.note(doing, marker.job_key, outcome)
+        else:
+            acted = True
+    return acted
+
+
+def registration(state: ManagerState, marker: MarkerLocation) -> Move | None:
+    """The move that registers a submitted job: to ready, or to failed when its job.json is invalid;
+    ``None`` for a job another account owns (left to its own managers)."""
     try:
         check_owned_marker(state.workspace, marker)
         job = state.jobs.get(marker)
@@ -68,10 +99,8 @@ def register(state: ManagerState, marker: MarkerLocation) -> bool | None:
         return None
     except (InvalidDocumentError, WorkflowError) as exc:
         failure = protocol_failure(f"the submitted job is invalid: {exc}", defect=str(exc)[:2000])
-        state.move(marker, invalid_submission(failure), Trigger.PROTOCOL_ERROR)
-        return True
-    state.move(marker, first_activation(job.document, job.digest, reason="registered"), Trigger.REGISTER)
-    return True
+        return marker, invalid_submission(failure), Trigger.PROTOCOL_ERROR
+    return marker, first_activation(job.document, job.digest, reason="registered"), Trigger.REGISTER
 
 
 def claimable(state: ManagerState, marker: MarkerLocation) -> LoadedJob | None:
@@ -107,6 +136,16 @@ class Claim(enum.Enum):
     LATER = "later"  # its allocation does not fit next to the running attempts' reservations yet
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """A ready candidate this manager will claim: its marker and job, the claimed frame, the allocation."""
+
+    marker: MarkerLocation
+    job: LoadedJob
+    frame: Frame
+    allocation: dict[str, int] | None
+
+
 def claim_and_launch(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> bool:
     """Claim one ready job and launch its attempt; ``False`` when another actor won the claim (or its
     resources do not fit here)."""
@@ -115,6 +154,36 @@ def claim_and_launch(state: ManagerState, marker: MarkerLocation, job: LoadedJob
 
 def claim_ready(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> Claim:
     """Claim a ready job :func:`claimable` admitted and launch its attempt, if its resources fit now."""
+    chosen = choose(state, marker, job, ())
+    if isinstance(chosen, Claim):
+        return chosen
+    return Claim.CLAIMED if claim_all(state, [chosen]) else Claim.LOST
+
+
+def choose_from(
+    state: ManagerState, window: list[MarkerLocation], slots: int, passed_over: list[MarkerLocation]
+) -> list[Chosen]:
+    """Up to ``slots`` claims, taking candidates from the front of the priority-ordered ``window``; one
+    whose resources do not fit yet goes to ``passed_over``, one this manager cannot claim is dropped."""
+    chosen: list[Chosen] = []
+    while window and len(chosen) < slots:
+        marker = window.pop(0)
+        job = claimable(state, marker)
+        if job is None:
+            continue  # not for this manager: counted by the census, never waited for
+        choice = state.storage.contain("claim", marker.job_key, choose, state, marker, job, chosen)
+        if choice is Claim.LATER:
+            passed_over.append(marker)
+        elif isinstance(choice, Chosen):
+            chosen.append(choice)
+    return chosen
+
+
+def choose(
+    state: ManagerState, marker: MarkerLocation, job: LoadedJob, pending: Sequence[Chosen]
+) -> Chosen | Claim:
+    """The claim of a candidate :func:`claimable` admitted, when its resources fit next to the running
+    attempts and the ``pending`` claims of the same pass; otherwise why not."""
     frame = state.awaiting_room.pop(marker, None) if state.awaiting_room else None
     if frame is None:
         frame = state.frame_or_none(marker)
@@ -123,36 +192,63 @@ def claim_ready(state: ManagerState, marker: MarkerLocation, job: LoadedJob) -> 
     allocation = None
     capacities = state.config.resources
     if capacities is not None and (capacities or frame.get("resources")):
-        placed = _place(state, frame, capacities)
+        placed = _place(state, frame, capacities, [c.allocation or {} for c in pending])
         if isinstance(placed, Claim):
             if placed is Claim.LATER:
                 state.awaiting_room[marker] = frame
             return placed
         allocation = placed
-    claimed = claim_frame(state, frame, job)
-    result = state.move(marker, claimed, Trigger.CLAIM)
-    if not result.won or result.current is None:
-        return Claim.LOST
-    log.info(
-        "claimed %s (attempt %s of step %s)%s",
-        marker.job_key,
-        claimed["attempt_id"],
-        claimed.get("step"),
-        "" if allocation is None else f" allocating {describe(allocation)}",
-    )
-    launch(state, result.current, claimed, job, allocation)
-    return Claim.CLAIMED
+    return Chosen(marker, job, claim_frame(state, frame, job), allocation)
+
+
+def claim_all(state: ManagerState, chosen: Sequence[Chosen]) -> int:
+    """Claim the chosen candidates as one group commit, then launch those won; how many were won. A
+    storage error is contained for the claim it concerns (for each of them when it is the batch's)."""
+    won: list[tuple[MarkerLocation, Chosen]] = []
+    for c, outcome in zip(
+        chosen, move_each(state, [(c.marker, c.frame, Trigger.CLAIM) for c in chosen]), strict=True
+    ):
+        if isinstance(outcome, BaseException):
+            state.storage.note("claim", c.marker.job_key, outcome)
+        elif outcome.won and outcome.current is not None:
+            log.info(
+                "claimed %s (attempt %s of step %s)%s",
+                c.marker.job_key,
+                c.frame["attempt_id"],
+                c.frame.get("step"),
+                "" if c.allocation is None else f" allocating {describe(c.allocation)}",
+            )
+            won.append((outcome.current, c))
+    launch_all(state, won)
+    return len(won)
+
+
+def move_each(state: ManagerState, moves: Sequence[Move]) -> list[TransitionResult | BaseException]:
+    """The moves as one group commit (:meth:`ManagerState.move_all`), each result or, in its place, the
+    storage or marker error that kept that move from happening: every move's, when it was the batch's."""
+    if not moves:
+        return []
+    errors: dict[int, BaseException] = {}
+    try:
+        results = state.move_all(moves, failed=errors.__setitem__)
+    except CONTAINED as exc:
+        return [exc] * len(moves)
+    return [errors.get(index, result) for index, result in enumerate(results)]
 
 
 def _place(
-    state: ManagerState, frame: Mapping[str, Any], capacities: Mapping[str, int]
+    state: ManagerState,
+    frame: Mapping[str, Any],
+    capacities: Mapping[str, int],
+    pending: Sequence[Mapping[str, int]] = (),
 ) -> dict[str, int] | Claim:
     """The allocation of the frame's requirement when it fits now; otherwise whether it ever can here."""
     requirement = requirement_of(frame.get("resources"))
     if unmet(requirement, capacities):
         return Claim.NOT_HERE
     allocated = allocation(requirement, capacities, state.config.workers)
-    if not fits(allocated, capacities, state.reserved()):
+    taken = reserved([*(live.allocation for live in state.live.values()), *pending])
+    if not fits(allocated, capacities, taken):
         return Claim.LATER
     return allocated
 
@@ -182,8 +278,69 @@ def launch(
     ``allocation`` (``None`` without resource scheduling) is what the attempt's context.json offers and
     what the live attempt reserves.
     """
+    launch_all(state, [(claimed, Chosen(claimed, job, frame, allocation))])
+
+
+@dataclass(frozen=True)
+class _Started:
+    """An attempt prepared and spawned behind its closed gate, with the running frame that names it."""
+
+    claimed: MarkerLocation
+    chosen: Chosen
+    running: Frame
+    prepared: PreparedAttempt
+    process: GatedProcess
+
+
+def launch_all(state: ManagerState, claims: Sequence[tuple[MarkerLocation, Chosen]]) -> None:
+    """Launch claimed attempts: prepare and spawn each behind its gate, commit their running markers as
+    one group commit, then release each whose rename won (the module header's order, per attempt).
+
+    A storage error is contained for the attempt it concerns: its gate is aborted, so nothing of its
+    runner runs, and its job is given back to ready (:func:`give_back`)."""
+    started = [
+        s
+        for s in (
+            state.storage.contain("launch", c.job_key, _start, state, c, chosen) for c, chosen in claims
+        )
+        if s is not None
+    ]
+    if not started:
+        return
+    outcomes = move_each(state, [(s.claimed, s.running, Trigger.LAUNCH) for s in started])
+    for s, outcome in zip(started, outcomes, strict=True):
+        if isinstance(outcome, BaseException) or not outcome.won or outcome.current is None:
+            s.process.abort()  # the gate exits without running anything
+            if isinstance(outcome, STORAGE_ERRORS):
+                give_back(state, s.claimed, s.chosen.frame, outcome)
+            elif isinstance(outcome, BaseException):
+                state.storage.note("launch", s.claimed.job_key, outcome)
+            continue
+        s.process.release()
+        state.launched += 1
+        state.live[s.chosen.frame["attempt_id"]] = LiveAttempt(
+            outcome.current,
+            s.running,
+            s.chosen.job,
+            s.prepared,
+            s.process,
+            allocation=s.chosen.allocation or {},
+        )
+        log.info(
+            "launched %s step %s attempt %s (pid %s)",
+            s.claimed.job_key,
+            s.chosen.frame.step,
+            s.chosen.frame["attempt_id"],
+            s.process.pid,
+        )
+
+
+def _start(state: ManagerState, claimed: MarkerLocation, chosen: Chosen) -> _Started | None:
+    """Prepare the attempt and spawn it behind its gate, process.json written; ``None`` when that failed
+    (the claim has then moved to failed, or back to ready after a storage error)."""
+    frame, job = chosen.frame, chosen.job
     try:
-        attempt = plan(state, claimed, frame, job, allocation)
+        attempt = plan(state, claimed, frame, job, chosen.allocation)
         prepared = prepare_attempt(
             attempt,
             runner_search_path=state.config.runner_search_path,
@@ -206,38 +363,23 @@ def launch(
             confinement.close()
     except RunnerFailure as exc:
         prepare_failed(state, claimed, frame, exc.failure)
-        return
+        return None
     except STORAGE_ERRORS as exc:
         if not transient(exc):
             message = f"the attempt could not be prepared: {exc}"
             prepare_failed(state, claimed, frame, {"code": "process_failure", "message": message})
         else:
             give_back(state, claimed, frame, exc)
-        return
+        return None
     try:
         identity = process.identity
         write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
-        running = launched(frame, identity, str(prepared.workdir), confinement.record)
-        result = state.move(claimed, running, Trigger.LAUNCH)
     except STORAGE_ERRORS as exc:
         process.abort()  # never released: nothing of the runner ran
         give_back(state, claimed, frame, exc)
-        return
-    if not result.won or result.current is None:
-        process.abort()  # the gate exits without running anything
-        return
-    process.release()
-    state.launched += 1
-    state.live[frame["attempt_id"]] = LiveAttempt(
-        result.current, running, job, prepared, process, allocation=allocation or {}
-    )
-    log.info(
-        "launched %s step %s attempt %s (pid %s)",
-        claimed.job_key,
-        frame.step,
-        frame["attempt_id"],
-        identity["pid"],
-    )
+        return None
+    running = launched(frame, identity, str(prepared.workdir), confinement.record)
+    return _Started(claimed, chosen, running, prepared, process)
 
 
 # -- the Bash libraries runners source ------------------------------------------------------------

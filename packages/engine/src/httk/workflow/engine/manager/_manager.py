@@ -41,22 +41,19 @@ from typing import Any
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK, Clock, SystemClock, utc_timestamp
 from httk.workflow.engine.core._liveness import current_job, hostname, identity_of
-from httk.workflow.engine.core._scan import Anomaly, MarkerStream
+from httk.workflow.engine.core._scan import MarkerStream
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.engine.maintenance._gc import PeriodicCollection
 from httk.workflow.protocol._jsonio import dump_compact, dump_pretty
 
 from . import _cancel, _commit, _launch, _recovery, _request_apply, _waiting
-from ._attempt import wait_for_exit
+from ._gate import wait_for_exit
 from ._slurm import AllocationWatch
-from ._state import Census, LiveAttempt, ManagerConfig, ManagerState, take_census
+from ._state import AnomalyReport, Census, LiveAttempt, ManagerConfig, ManagerState, take_census
 from ._storage import PROBE_SECONDS, STORAGE_ERRORS, Unfinished, persist
 
 SOFTWARE_VERSION = "0.1.0"
-
-REPORTED_ANOMALIES = 100
-"""How many entries that are not markers a manager names in its log, each once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +177,11 @@ PASSES: tuple[tuple[Kind, Handler], ...] = (
     (Kind.SUBMITTED, _launch.register),
 )
 
+# Handlers that take a whole pass at once: their moves share one group commit (core._transition).
+BATCHED: dict[Handler, Callable[[ManagerState, Sequence[MarkerLocation]], bool]] = {
+    _launch.register: _launch.register_all,
+}
+
 # Invariant: every kind a manager moves on its own (core._states.ACTIVE_KINDS) is streamed exactly once
 # per scan, and no other kind ever is (tests/engine/manager/test_manager_passes.py).
 SCAN_ORDER = (*(kind for kind, _ in PASSES), Kind.READY)
@@ -213,8 +215,7 @@ class Manager:
         self._window_at = float("-inf")
         self._last_join_pass = float("-inf")
         self._quiet: set[Kind] = set()
-        self._reported: set[Path] = set()  # Invariant: at most REPORTED_ANOMALIES paths
-        self._reported_enough = False
+        self._report = AnomalyReport()
         self.gc = PeriodicCollection(config.gc_interval, clock)
         self.allocation = AllocationWatch.of(config.drain_before_end, os.environ, clock)
         self.record: ManagerRecord | None = None
@@ -330,8 +331,8 @@ class Manager:
         state, config = self.state, self.config
         if isinstance(state.clock, SystemClock) and state.live:
             remaining = config.scan_interval - (state.clock.monotonic() - self._last_scan)
-            pids = [live.process.pid for live in state.live.values()]
-            if wait_for_exit(pids, min(max(remaining, config.poll_interval), config.scan_interval)):
+            processes = [live.process for live in state.live.values()]
+            if wait_for_exit(processes, min(max(remaining, config.poll_interval), config.scan_interval)):
                 return
         state.clock.sleep(config.poll_interval)
 
@@ -443,12 +444,16 @@ class Manager:
     def _run_pass(self, kind: Kind, handler: Handler) -> bool:
         result = self._streams[kind].next_pass()
         self._report(result.anomalies)
-        acted = False
+        failures = self.state.storage.failures
+        batch = BATCHED.get(handler)
+        acted = batch(self.state, result.markers) if batch is not None else False
         doing = f"act on the {kind.value} job"
-        for marker in result.markers:
+        for marker in [] if batch is not None else result.markers:
             acted |= self.state.storage.contain(doing, marker.job_key, handler, self.state, marker) is True
             self.heartbeat_opportunity()  # one join evaluation may list thousands of children
-        self._note_cycle(kind, result.exhausted_cycle, acted)
+        # A job a storage error left where it was is work still to do: the kind is not quiet (the next
+        # pass tries it again), even when the error hit every job of the pass (a batch's group commit).
+        self._note_cycle(kind, result.exhausted_cycle and self.state.storage.failures == failures, acted)
         self.heartbeat_opportunity()
         return acted
 
@@ -480,19 +485,14 @@ class Manager:
             exhausted = result.exhausted_cycle
         acted = False
         passed_over: list[MarkerLocation] = []
+        failures = self.state.storage.failures
         # A claim that fails on storage pauses claiming at once, for the rest of this pass too.
         while self._window and self._free_slots() > 0 and not self.draining and not self.state.storage.paused:
-            marker = self._window.pop(0)
-            job = _launch.claimable(self.state, marker)
-            if job is None:
-                continue  # not for this manager: counted by the census, never waited for
-            claimed = self.state.storage.contain(
-                "claim", marker.job_key, _launch.claim_ready, self.state, marker, job
-            )
-            if claimed is _launch.Claim.LATER:
-                passed_over.append(marker)
-                continue
-            acted |= claimed is _launch.Claim.CLAIMED
+            # As many candidates as there are free slots, claimed and launched as one group commit; a
+            # claim another actor won frees its slot for the next round.
+            chosen = _launch.choose_from(self.state, self._window, self._free_slots(), passed_over)
+            if chosen:
+                acted |= _launch.claim_all(self.state, chosen) > 0
             self.heartbeat_opportunity()
         if passed_over:
             self._window[:0] = passed_over
@@ -500,7 +500,9 @@ class Manager:
         # (a lost race, a frame that cannot be read, resources beyond this manager) is nothing this
         # manager can progress. A candidate left for want of room implies running attempts, which keep
         # the manager awake until they end and make room.
-        self._note_cycle(Kind.READY, exhausted and not self._window, acted)
+        # A claim a storage error left ready is tried again, as a job of another pass (_run_pass).
+        quiet = exhausted and not self._window and self.state.storage.failures == failures
+        self._note_cycle(Kind.READY, quiet, acted)
         return acted
 
     def _note_cycle(self, kind: Kind, exhausted: bool, acted: bool) -> None:
@@ -531,28 +533,6 @@ class Manager:
                 continue  # a cancellation fenced it: its exit is the evidence, there is nothing to commit
             _commit.finish_reaped(self.state, attempt_id, Unfinished(live, status))
         return acted
-
-    def _report(self, anomalies: Sequence[Anomaly]) -> None:
-        """Log each entry that is not a marker once, the first :data:`REPORTED_ANOMALIES` by name: a
-        directory of 100,000 stray files must not become 100,000 log lines (fsck lists them all)."""
-        for anomaly in anomalies:
-            if anomaly.path in self._reported:
-                continue
-            if len(self._reported) >= REPORTED_ANOMALIES:
-                if not self._reported_enough:
-                    self._reported_enough = True
-                    log.error(
-                        "more than %d entries of the state tree are not job markers; they are never "
-                        "scheduled, and no more are named here (workspace fsck lists them all)",
-                        REPORTED_ANOMALIES,
-                    )
-                return
-            self._reported.add(anomaly.path)
-            log.error(
-                "not a job marker, never scheduled (workspace fsck quarantines it): %s (%s)",
-                anomaly.path,
-                anomaly.reason,
-            )
 
     # -- heartbeat -------------------------------------------------------------------------------
     def heartbeat_opportunity(self) -> None:

@@ -21,7 +21,7 @@ import logging
 import uuid
 import weakref
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -30,15 +30,16 @@ from httk.workflow.engine.core._clock import Clock, age_seconds
 from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._jobs import JobCache, LoadedJob, check_owned_marker, load_job, read_frame
 from httk.workflow.engine.core._liveness import manager_gone, read_heartbeat, read_manifest
-from httk.workflow.engine.core._scan import walk_markers
+from httk.workflow.engine.core._scan import Anomaly, walk_markers
 from httk.workflow.engine.core._states import CORE_KINDS, FENCED_KINDS, Kind, Trigger
-from httk.workflow.engine.core._transition import TransitionResult, move_marker
+from httk.workflow.engine.core._transition import Move, TransitionResult, move_marker, move_markers
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.protocol import ForeignOwnerError, WorkflowError
 
 from . import _rules
-from ._attempt import GatedProcess, PreparedAttempt
+from ._attempt import PreparedAttempt
 from ._confine import Confiner
+from ._gate import GatedProcess
 from ._rules import (
     DEFAULT_JOIN_GRACE_SECONDS,
     DEFAULT_TAKEOVER_GRACE_FACTOR,
@@ -196,6 +197,13 @@ class ManagerState:
 
     def move(self, marker: MarkerLocation, frame: Frame, trigger: Trigger) -> TransitionResult:
         return move_marker(self.workspace, marker, frame, trigger)
+
+    def move_all(
+        self, moves: Sequence[Move], *, failed: Callable[[int, Exception], None] | None = None
+    ) -> list[TransitionResult]:
+        """Several jobs' moves as one group commit (:func:`move_markers`, which tells ``failed`` of a
+        rename that failed)."""
+        return move_markers(self.workspace, moves, failed=failed)
 
     def apply(self, marker: MarkerLocation, decision: Frame, trigger: Trigger) -> bool:
         """Move ``marker`` to the frame a decision built (this manager's id where it names none); return
@@ -460,3 +468,36 @@ def take_census(workspace: Workspace, config: ManagerConfig) -> Census:
             elif kind in FENCED_KINDS and not _readable(workspace, item):
                 census.unreadable += 1
     return census
+
+
+REPORTED_ANOMALIES = 100
+"""How many entries that are not markers a manager names in its log, each once."""
+
+
+class AnomalyReport:
+    """Logs each entry of the state tree that is not a marker once, the first :data:`REPORTED_ANOMALIES`
+    by name: a directory of 100,000 stray files must not become 100,000 log lines (fsck lists them all)."""
+
+    def __init__(self) -> None:
+        self._reported: set[Path] = set()  # Invariant: at most REPORTED_ANOMALIES paths
+        self._enough = False
+
+    def __call__(self, anomalies: Sequence[Anomaly]) -> None:
+        for anomaly in anomalies:
+            if anomaly.path in self._reported:
+                continue
+            if len(self._reported) >= REPORTED_ANOMALIES:
+                if not self._enough:
+                    self._enough = True
+                    log.error(
+                        "more than %d entries of the state tree are not job markers; they are never "
+                        "scheduled, and no more are named here (workspace fsck lists them all)",
+                        REPORTED_ANOMALIES,
+                    )
+                return
+            self._reported.add(anomaly.path)
+            log.error(
+                "not a job marker, never scheduled (workspace fsck quarantines it): %s (%s)",
+                anomaly.path,
+                anomaly.reason,
+            )

@@ -32,6 +32,9 @@ T = TypeVar("T")
 STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, JournalError, WorkspaceUnavailableError)
 """What the filesystem (or the journal above it) raises when it cannot do what a transition needs."""
 
+CONTAINED: tuple[type[BaseException], ...] = (*STORAGE_ERRORS, TransitionError)
+"""What :meth:`StorageWatch.contain` keeps from stopping the manager: storage errors, and corrupt markers."""
+
 TRANSIENT_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.ESTALE, errno.ENOMEM, errno.EAGAIN}
     | {errno.ETIMEDOUT, errno.ENOLCK, errno.EBUSY, errno.EMFILE, errno.ENFILE}
@@ -64,6 +67,7 @@ class StorageWatch:
         self.failing_since: float | None = None
         self._last_probe = float("-inf")
         self._logged: set[tuple[str, str]] = set()
+        self.failures = 0  # storage errors met so far: a pass that met one has work left, it is not quiet
 
     @property
     def paused(self) -> bool:
@@ -75,13 +79,24 @@ class StorageWatch:
         ``None``."""
         try:
             return action(*args, **kwargs)
-        except STORAGE_ERRORS as exc:
-            self.failed(doing, job, exc)
-        except TransitionError as exc:  # a job whose markers are corrupt: fsck's, not a reason to stop
-            self._note(doing, job, exc)
+        except CONTAINED as exc:
+            self.note(doing, job, exc)
         return None
 
+    def note(self, doing: str, job: str, exc: BaseException) -> None:
+        """What :meth:`contain` does with an error it caught, for one job of a batch that failed; an
+        error that is neither storage's nor a corrupt marker's is raised again."""
+        if isinstance(exc, STORAGE_ERRORS):
+            self.failed(doing, job, exc)
+        elif isinstance(
+            exc, TransitionError
+        ):  # a job whose markers are corrupt: fsck's, not a reason to stop
+            self._note(doing, job, exc)
+        else:
+            raise exc
+
     def failed(self, doing: str, job: str, exc: BaseException) -> None:
+        self.failures += 1
         if self.failing_since is None:
             self.failing_since = self.clock.monotonic()
             log.error("storage is failing (%s): claiming paused until writes work again", _short(exc))
