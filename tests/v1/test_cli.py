@@ -34,7 +34,8 @@ def test_loading_the_group_imports_no_importer_and_no_engine() -> None:
     assert json.loads(loaded.replace("'", '"')) == [
         "httk.workflow.cli",
         "httk.workflow.cli._options",
-        "httk.workflow.cli.arguments",
+        "httk.workflow.cli._progress",
+        "httk.workflow.cli.shared",
         "httk.workflow.v1",
     ]
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from httk.workflow.cli.arguments import WorkspaceArg, bind
+from httk.workflow.cli.shared import WorkspaceArg, bind
 
 if TYPE_CHECKING:
     from ._import_report import ImportReport
@@ -130,7 +130,10 @@ def import_command(
             attempts=attempts,
             durable=durable,
         )
-        report = import_tree(workspace, tree, options)
+        from httk.workflow.cli.shared import progress_bar, wanted
+
+        with progress_bar("importing v1 tasks", enabled=wanted(as_json)) as bar:
+            report = import_tree(workspace, tree, options, progress=bar.report)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

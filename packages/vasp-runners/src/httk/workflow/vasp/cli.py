@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from httk.workflow.cli.arguments import WorkspaceArg, bind
+from httk.workflow.cli.shared import WorkspaceArg, bind
 
 app = typer.Typer(
     name="vasp", help="Packaged VASP workflows: plots of their calculations.", no_args_is_help=True

@@ -1,4 +1,4 @@
-"""The WORKSPACE argument for every command, an add-on's included: one resolver, used the same way.
+"""What every command shares, an add-on's included: the WORKSPACE argument and its one resolver.
 
 A command declares ``workspace: WorkspaceArg = None`` (and ``workspace_option: WorkspaceOpt = None``) and
 its other words as optional positionals, then calls :func:`bind` (fixed words) or :func:`bind_many`
@@ -8,9 +8,23 @@ back as the path to attach: the word given (a registered name or a directory hol
 default, or the per-user default workspace (created by a command that writes). :func:`resolve` resolves
 one word, or none, and says which rule chose (``Resolved.located``).
 
+A long command draws its progress bar with :func:`progress_bar` when :func:`wanted` (a terminal, no
+``--json``); rich is imported only when a bar is drawn.
+
 This module imports only typer and the standard library: it is loaded for ``--help``.
 """
 
 from ._options import Resolved, UsageError, WorkspaceArg, WorkspaceOpt, bind, bind_many, resolve
+from ._progress import progress_bar, wanted
 
-__all__ = ["Resolved", "UsageError", "WorkspaceArg", "WorkspaceOpt", "bind", "bind_many", "resolve"]
+__all__ = [
+    "Resolved",
+    "UsageError",
+    "WorkspaceArg",
+    "WorkspaceOpt",
+    "bind",
+    "bind_many",
+    "progress_bar",
+    "resolve",
+    "wanted",
+]
