@@ -60,6 +60,17 @@ def workspace_path(tmp_path: Path) -> Path:
     return tmp_path / "ws"
 
 
+@pytest.fixture(autouse=True)
+def user_homes(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Every test gets its own per-user configuration and data directories, so none can touch the real
+    user's registry, global launchers or default workspace (the processes a test starts inherit them)."""
+    home = tmp_path_factory.mktemp("user-home")
+    homes = {"HTTK_CONFIG_HOME": home / "config", "HTTK_DATA_HOME": home / "data"}
+    for variable, path in homes.items():
+        monkeypatch.setenv(variable, str(path))
+    return homes
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The controller (or a run without xdist) makes the directory its workers share the cluster in."""
     if not hasattr(config, "workerinput") and SHARED_VARIABLE not in os.environ:

@@ -13,7 +13,7 @@ from tests.cli.conftest import Invoke
 @pytest.fixture
 def home(tmp_path: Path) -> dict[str, str]:
     """An environment whose per-user configuration directory is a fresh temporary one."""
-    return {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    return {"HTTK_CONFIG_HOME": str(tmp_path / "config")}
 
 
 def test_a_workspace_launcher_is_added_listed_shown_and_removed(
@@ -54,7 +54,7 @@ def test_a_global_launcher_serves_every_workspace_and_a_workspace_one_wins(
         ).exit_code
         == 0
     )
-    assert (Path(home["XDG_CONFIG_HOME"]) / "httk" / "launchers" / "cluster.json").is_file()
+    assert (Path(home["HTTK_CONFIG_HOME"]) / "launchers" / "cluster.json").is_file()
     invoke(
         "workflow", "launcher", "add", "--template", "process", "--workspace", workspace, "cluster", env=home
     )

@@ -255,10 +255,13 @@ def test_without_a_terminal_the_monitor_says_so_and_exits_2(ws: Workspace) -> No
     assert done.stdout == ""
 
 
-def test_the_monitor_needs_a_workspace(invoke: Invoke) -> None:
+def test_the_monitor_needs_a_workspace(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     result = invoke("workflow", "monitor")
     assert result.exit_code == 2
-    assert "no workspace given" in result.stderr
+    assert f"no workspace: {tmp_path} is not inside one" in result.stderr
 
 
 def test_a_missing_workspace_is_refused_before_the_screen_opens(

@@ -27,66 +27,76 @@ def test_bind_fills_the_slots_options_leave_open(
     words: list[str], options: tuple[str | None, ...], expected: list[str]
 ) -> None:
     padded: list[str | None] = [*words, *[None] * (3 - len(words))]
-    assert bind(padded, slots(*options)) == expected
+    assert bind(padded, slots(*options), writes=False) == expected
 
 
-def test_bind_refuses_a_missing_workspace() -> None:
-    with pytest.raises(UsageError, match="no workspace given: pass WORKSPACE or --workspace WS"):
-        bind([None, None, None], slots(None, None, None))
+def test_bind_refuses_to_guess_a_workspace_a_read_command_cannot_find(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=r"no workspace: .* pass WORKSPACE or --workspace WS"):
+        bind([None, "k", "v"], slots(None, None, None), writes=False)
 
 
-def test_bind_names_a_missing_word() -> None:
+def test_bind_names_a_missing_word(tmp_path: Path) -> None:
+    (tmp_path / "ws" / ".httk-workflow").mkdir(parents=True)
     with pytest.raises(UsageError, match="missing VALUE"):
-        bind(["ws", "k", None], slots(None, None, None))
+        bind([str(tmp_path / "ws"), "k", None], slots(None, None, None), writes=False)
 
 
 def test_bind_refuses_two_different_workspaces(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     with pytest.raises(UsageError, match="differ"):
-        bind([str(tmp_path / "a"), "k", "v"], slots(str(tmp_path / "b"), None, None))
+        bind([str(tmp_path / "a"), "k", "v"], slots(str(tmp_path / "b"), None, None), writes=False)
 
 
 def test_bind_accepts_two_spellings_of_one_directory(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     spelled = str(tmp_path / "a" / ".." / "a")
-    assert bind([spelled, "k", "v"], slots(str(tmp_path / "a"), None, None))[1:] == ["k", "v"]
+    assert bind([spelled, "k", "v"], slots(str(tmp_path / "a"), None, None), writes=False)[1:] == ["k", "v"]
 
 
 def test_bind_refuses_extra_words() -> None:
     with pytest.raises(UsageError, match="unexpected extra argument 'x'"):
-        bind(["ws", "x"], [("WORKSPACE", None), ("KEY", "k")])
+        bind(["ws", "x", "y"], [("WORKSPACE", None), ("KEY", "k")], writes=False)
 
 
 def test_usage_error_message_is_just_the_message() -> None:
     assert UsageError("no workspace given").format_message() == "no workspace given"
 
 
-def test_bind_many_takes_the_first_word_as_workspace() -> None:
-    assert bind_many(["ws", "p1", "p2"], None, what="PAYLOAD") == ("ws", ["p1", "p2"])
+def test_bind_many_takes_a_first_word_that_is_a_workspace_as_the_workspace(tmp_path: Path) -> None:
+    (tmp_path / "ws" / ".httk-workflow").mkdir(parents=True)
+    ws = str(tmp_path / "ws")
+    assert bind_many([ws, "p1", "p2"], None, what="PAYLOAD", writes=False) == (ws, ["p1", "p2"])
 
 
 def test_bind_many_with_the_option_treats_every_word_as_an_item() -> None:
-    assert bind_many(["p1", "p2"], "ws", what="PAYLOAD") == ("ws", ["p1", "p2"])
+    assert bind_many(["p1", "p2"], "ws", what="PAYLOAD", writes=False) == ("ws", ["p1", "p2"])
 
 
 def test_bind_many_drops_a_repeated_workspace(tmp_path: Path) -> None:
     (tmp_path / "ws" / ".httk-workflow").mkdir(parents=True)
     ws = str(tmp_path / "ws")
-    assert bind_many([ws, "p1"], ws, what="PAYLOAD") == (ws, ["p1"])
+    assert bind_many([ws, "p1"], ws, what="PAYLOAD", writes=False) == (ws, ["p1"])
 
 
 def test_bind_many_refuses_a_different_workspace_word(tmp_path: Path) -> None:
     (tmp_path / "ws" / ".httk-workflow").mkdir(parents=True)
     (tmp_path / "other").mkdir()
     with pytest.raises(UsageError, match="differ"):
-        bind_many([str(tmp_path / "ws"), "p1"], str(tmp_path / "other"), what="PAYLOAD")
+        bind_many([str(tmp_path / "ws"), "p1"], str(tmp_path / "other"), what="PAYLOAD", writes=False)
 
 
 @pytest.mark.parametrize(("words", "option"), [([], None), (["ws"], None), ([], "ws")])
-def test_bind_many_needs_an_item(words: list[str], option: str | None) -> None:
-    with pytest.raises(UsageError, match=r"no workspace|missing PAYLOAD"):
-        bind_many(words, option, what="PAYLOAD")
+def test_bind_many_needs_an_item(
+    words: list[str], option: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "ws" / ".httk-workflow").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=r"missing PAYLOAD"):
+        bind_many(words, option, what="PAYLOAD", writes=False)
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from httk.workflow.cli._progress import Bar, progress_bar, wanted
 from httk.workflow.engine.maintenance._gc import PHASES
 
 from tests.cli.conftest import spec_job, write_payload
+from tests.v1.v1trees import fixture_tree
 
 BIN = Path(sys.executable).parent
 JOBS = 201  # one more than job submit's BIG_BATCH: the batch that gets a bar
@@ -162,6 +163,23 @@ def test_gc_draws_a_bar_on_a_terminal_and_nothing_into_a_pipe(submitted: Path) -
     assert done.returncode == 0
     assert done.stderr == "" and ESCAPE not in done.stdout
     assert not any(phase in done.stdout for phase in PHASES)
+
+
+# -- v1 import ---------------------------------------------------------------------------------------
+def test_v1_import_draws_a_bar_on_a_terminal_and_nothing_into_a_pipe(workspace: Path, tmp_path: Path) -> None:
+    tree = tmp_path / "Runs"
+    fixture_tree(tree)  # it holds a task a live v1 manager may own: the import leaves it, exit status 1
+    status, shown = on_a_terminal("workflow", "v1", "import", workspace, tree, "--dry-run")
+    assert status == 1, shown
+    assert ESCAPE in shown and "importing v1 tasks" in shown and "5 would import" in shown
+
+    done = through_pipes("workflow", "v1", "import", workspace, tree, "--dry-run")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == "" and ESCAPE not in done.stdout and "importing v1 tasks" not in done.stdout
+
+    status, shown = on_a_terminal("workflow", "v1", "import", workspace, tree, "--dry-run", "--json")
+    assert status == 1 and ESCAPE not in shown and "importing v1 tasks" not in shown
+    assert json.loads(shown.replace("\r\n", "\n"))["dry_run"] is True
 
 
 # -- the helper ---------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ def test_init_prints_the_path_and_the_workspace_id(tmp_path: Path, invoke: Invok
     assert result.stdout.splitlines() == [
         f"initialized workspace {tmp_path / 'ws'}",
         f"workspace_id {document['workspace_id']}",
+        "registered as demo",
     ]
     assert document["name"] == "demo"
     assert document["durable"] is True
@@ -309,10 +310,13 @@ def test_an_unsupported_extension_can_be_shown_but_not_changed(workspace: Path, 
 # -- the workspace argument -------------------------------------------------------------------------
 
 
-def test_no_workspace_is_a_usage_error(invoke: Invoke) -> None:
+def test_no_workspace_is_a_usage_error(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     result = invoke("workspace", "policy", "show")
     assert result.exit_code == 2
-    assert "no workspace given: pass WORKSPACE or --workspace WS" in result.stderr
+    assert "pass WORKSPACE or --workspace WS" in result.stderr
 
 
 def test_two_different_workspaces_are_a_usage_error(workspace: Path, tmp_path: Path, invoke: Invoke) -> None:

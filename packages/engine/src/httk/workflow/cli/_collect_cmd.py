@@ -53,7 +53,7 @@ def collect(
     as_csv: CsvOpt = False,
 ) -> None:
     """One record per finished job: its results (data/results.json), or why it has none."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
     if as_json and as_csv:
         raise UsageError("--json and --csv cannot be combined")
     from httk.workflow.engine import attach, collect_results

@@ -75,7 +75,9 @@ def debug(
     durable: DurableOpt = None,
 ) -> None:
     """Drive one job to a stop in the foreground, with a private task manager that sees only that job."""
-    root, word = bind([workspace, target], [("WORKSPACE", workspace_option), ("PAYLOAD|JOB", None)])
+    root, word = bind(
+        [workspace, target], [("WORKSPACE", workspace_option), ("PAYLOAD|JOB", None)], writes=True
+    )
     from httk.workflow.engine import DebugError, DebugOptions, debug_job
     from httk.workflow.protocol import PolicyError, WorkflowError, WorkspaceError
 

@@ -55,7 +55,7 @@ def delete(
     durable: DurableOpt = None,
 ) -> None:
     """Delete succeeded, failed, cancelled, submitted or ready jobs: each payload with its marker."""
-    root, selectors = bind_many(words or [], workspace_option, what="JOB")
+    root, selectors = bind_many(words or [], workspace_option, what="JOB", writes=True)
     from httk.workflow.engine import attach
 
     workspace = attach(root, durable=durable)

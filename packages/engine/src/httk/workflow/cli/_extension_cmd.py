@@ -37,7 +37,7 @@ def list_extensions(
     as_json: JsonOpt = False,
 ) -> None:
     """Every extension: enabled here or not, implemented by this version or not."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
     from httk.workflow.engine import attach
     from httk.workflow.engine import list_extensions as extensions_of
 
@@ -60,7 +60,7 @@ def enable(
     durable: DurableOpt = None,
 ) -> None:
     """Enable an extension this version implements (refused while a manager is live)."""
-    root, extension = bind([workspace, name], [("WORKSPACE", workspace_option), ("NAME", None)])
+    root, extension = bind([workspace, name], [("WORKSPACE", workspace_option), ("NAME", None)], writes=True)
     from httk.workflow.engine import attach, enable_extension
 
     changed, live = enable_extension(attach(root, durable=durable), extension)

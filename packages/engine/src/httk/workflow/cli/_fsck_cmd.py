@@ -60,7 +60,7 @@ def fsck(
     as_json: JsonOpt = False,
 ) -> None:
     """Check that every marker resolves to its journal frame (exit 1 when something is left to do)."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=repair)
     for given, option in (
         (quarantine_unrepairable, "--quarantine-unrepairable"),
         (rebuild_lost, "--rebuild-lost"),

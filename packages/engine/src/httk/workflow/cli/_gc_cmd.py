@@ -33,7 +33,7 @@ def gc(
     as_json: JsonOpt = False,
 ) -> None:
     """Remove what policy.retention and the always-safe rules allow; safe on a live workspace."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=True)
     from httk.workflow.engine import attach, collect_garbage
 
     attached = attach(root, writable=not dry_run, durable=durable)

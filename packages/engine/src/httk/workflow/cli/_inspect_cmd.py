@@ -122,7 +122,7 @@ def status(
     as_json: JsonOpt = False,
 ) -> None:
     """Count jobs per state kind (and per placement prefix on request), and the live managers."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
     from httk.workflow.engine import workspace_status
 
     from . import _inspect_render as render
@@ -142,7 +142,7 @@ def managers(
     as_json: JsonOpt = False,
 ) -> None:
     """One line per registered manager: live or stale, and what it serves."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
     from httk.workflow.engine import list_managers
 
     from . import _inspect_render as render
@@ -169,7 +169,7 @@ def list_jobs(
     as_json: JsonOpt = False,
 ) -> None:
     """List jobs in a stable order, a page at a time with --limit and --after."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
     from httk.workflow.engine import job_row
     from httk.workflow.engine import list_jobs as page_of_jobs
 
@@ -204,7 +204,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one job: its state, step, counters against budgets, owner or failure, paths, runner events."""
-    root, selector = bind([workspace, job], [("WORKSPACE", workspace_option), ("JOB", None)])
+    root, selector = bind([workspace, job], [("WORKSPACE", workspace_option), ("JOB", None)], writes=False)
     from httk.workflow.engine import show_job
 
     from . import _inspect_render as render
@@ -229,7 +229,7 @@ def log(
     as_json: JsonOpt = False,
 ) -> None:
     """The job's transitions, oldest first, walked back from its marker; or what its attempts printed."""
-    root, selector = bind([workspace, job], [("WORKSPACE", workspace_option), ("JOB", None)])
+    root, selector = bind([workspace, job], [("WORKSPACE", workspace_option), ("JOB", None)], writes=False)
     if output and follow:
         raise UsageError("--output and --follow cannot be combined")
     if follow_timeout is not None and not follow:

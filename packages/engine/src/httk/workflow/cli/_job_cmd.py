@@ -66,7 +66,7 @@ def submit(
 ) -> None:
     """Submit payload directories, each containing a job.json, at one placement."""
     words = [*([workspace] if workspace is not None else []), *(payloads or [])]
-    root, paths = bind_many(words, workspace_option, what="PAYLOAD")
+    root, paths = bind_many(words, workspace_option, what="PAYLOAD", writes=True)
     from httk.workflow.engine import Submitter, attach
     from httk.workflow.protocol import validate_placement
 

@@ -10,13 +10,17 @@ from typing import Annotated
 
 import typer
 
-from ._options import JsonOpt, UsageError
+from ._options import JsonOpt, UsageError, resolve
 
 app = typer.Typer(name="launcher", help="Launchers that start task managers.", no_args_is_help=True)
 
 NameArg = Annotated[str, typer.Argument(metavar="NAME", help="The launcher's name.")]
 GlobalOpt = Annotated[
-    bool, typer.Option("--global", help="For every workspace of this user (~/.config/httk/launchers).")
+    bool,
+    typer.Option(
+        "--global",
+        help="For every workspace of this user (launchers/ in ~/.config/httk or $HTTK_CONFIG_HOME).",
+    ),
 ]
 LauncherWorkspaceOpt = Annotated[
     str | None,
@@ -32,13 +36,13 @@ def _directory(workspace: str | None, is_global: bool) -> tuple[Path, str]:
     if is_global:
         return global_directory(), "global"
     assert workspace is not None
-    return workspace_directory(find_root(workspace)), "workspace"
+    return workspace_directory(find_root(resolve(workspace, writes=False).path)), "workspace"
 
 
 def _root(workspace: str | None) -> Path | None:
     from httk.workflow.engine import find_root
 
-    return None if workspace is None else find_root(workspace)
+    return None if workspace is None else find_root(resolve(workspace, writes=False).path)
 
 
 @app.command("add")

@@ -211,7 +211,7 @@ def run(
     drain_before_end: DrainBeforeEndOpt = None,
 ) -> None:
     """Run task managers on a workspace until idle (or forever with --idle), through its launcher."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=True)
     from httk.workflow.engine import plan_run
 
     plan = plan_run(Path(root), count=count, detach=detach, inline=inline)
@@ -267,7 +267,7 @@ def stop(
     every: Annotated[bool, typer.Option("--all", help="Every live manager.")] = False,
 ) -> None:
     """Ask live managers to drain: SIGTERM on this host, scancel --batch --signal=TERM for Slurm jobs."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
     if bool(manager) == every:
         raise UsageError("give --manager ID (repeatable) or --all")
     from httk.workflow.engine import attach, stop_managers

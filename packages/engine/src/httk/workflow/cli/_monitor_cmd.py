@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ._options import DurableOpt, UsageError, WorkspaceOpt
+from ._options import DurableOpt, WorkspaceOpt, resolve
 
 if TYPE_CHECKING:
     from httk.workflow.engine import Workspace
@@ -73,9 +73,10 @@ def monitor(
     durable: DurableOpt = None,
 ) -> None:
     """Watch workspaces live: counts, managers, jobs; continue, cancel, pause or reprioritize a job."""
-    roots = [*(workspaces or []), *([workspace_option] if workspace_option is not None else [])]
-    if not roots:
-        raise UsageError("no workspace given: pass WORKSPACE or --workspace WS")
+    words = [*(workspaces or []), *([workspace_option] if workspace_option is not None else [])]
+    roots = [resolve(word, writes=False, rule="argument").path for word in words] or [
+        resolve(None, writes=False).path
+    ]
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         typer.echo(f"error: {NO_TERMINAL}", err=True)
         raise typer.Exit(2)

@@ -137,7 +137,7 @@ def new(
     as_json: JsonOpt = False,
 ) -> None:
     """Make one job of a packaged workflow or of your own runner, and submit it."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=not show)
     runner_options = {"step": step, "workdir": workdir, "data": data}
     if (workflow is None) == (runner is None):
         raise UsageError("give exactly one of --workflow NAME and --runner PATH")

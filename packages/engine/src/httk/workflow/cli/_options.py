@@ -11,10 +11,14 @@ This module imports only typer and the standard library: it is loaded for ``--he
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from httk.workflow.engine import Located, Readings
 
 WorkspaceArg = Annotated[
     str | None,
@@ -76,62 +80,143 @@ class UsageError(typer.BadParameter):
         return self.message
 
 
-def bind(words: Sequence[str | None], slots: Sequence[tuple[str, str | None]]) -> list[str]:
+def bind(words: Sequence[str | None], slots: Sequence[tuple[str, str | None]], *, writes: bool) -> list[str]:
     """Assign positional ``words`` to the ``slots`` their options left open; return every slot's value.
 
-    ``slots`` is ``(METAVAR, option value)`` in positional order, the workspace first. Missing slots and
-    surplus words are usage errors; a surplus first word must name the same directory as --workspace.
+    ``slots`` is ``(METAVAR, option value)`` in positional order, the workspace first. The workspace
+    slot is optional: a first word is the workspace when there is one word more than the other open
+    slots, and otherwise the workspace is resolved by :func:`resolve` (``writes`` says whether the
+    command may create the per-user default workspace). Missing slots and surplus words are usage
+    errors; a surplus first word must name the same workspace as --workspace.
     """
     given = [word for word in words if word is not None]
-    open_slots = [index for index, (_name, value) in enumerate(slots) if value is None]
-    surplus = len(given) - len(open_slots)
-    if surplus > 0:
-        option = slots[0][1]
-        if surplus > 1 or option is None:
-            raise UsageError(f"unexpected extra argument {given[-surplus]!r}")
-        _require_same_workspace(given[0], option)
-        given = given[1:]
-    if len(given) < len(open_slots):
-        raise UsageError(_missing_message(slots, open_slots[len(given)]))
-    values = [value for _name, value in slots]
+    option, rest = slots[0][1], slots[1:]
+    open_slots = [index for index, (_name, value) in enumerate(rest) if value is None]
+    need = len(open_slots)
+    if len(given) > need + 1:
+        raise UsageError(f"unexpected extra argument {given[need + 1]!r}")
+    workspace: str | None = None
+    if len(given) == need + 1:
+        word = given.pop(0)
+        if option is None:
+            workspace = _named(word)
+        else:
+            _require_same_workspace(word, option)
+    elif given and option is None and _takes_as_workspace(given[0], rest[open_slots[0]][0]):
+        workspace = given.pop(0)  # a workspace directory: the word missing is the next one
+    if len(given) < need:
+        raise UsageError(f"missing {rest[open_slots[len(given)]][0]}")
+    values = [value for _name, value in rest]
     for index, word in zip(open_slots, given, strict=True):
         values[index] = word
-    return [value for value in values if value is not None]
+    root = workspace if workspace is not None else resolve(option, writes=writes).path
+    return [root, *(value for value in values if value is not None)]
 
 
-def bind_many(words: Sequence[str], option: str | None, *, what: str) -> tuple[str, list[str]]:
+def bind_many(words: Sequence[str], option: str | None, *, what: str, writes: bool) -> tuple[str, list[str]]:
     """Split ``[WORKSPACE] ITEM...`` into the workspace and at least one item.
 
-    With --workspace every word is an item, except a first word that is itself a workspace directory:
-    it must then be the same one.
+    Without --workspace the first word is the workspace when it names one (a registered name or a
+    directory holding ``.httk-workflow/``) and more words follow; a lone word that names one is refused
+    as ambiguous. With --workspace every word is an item, except a first word naming that same
+    workspace; a first word that is another workspace directory is refused.
     """
     items = list(words)
-    if option is None:
-        if not items:
-            raise UsageError(_NO_WORKSPACE)
-        workspace = items.pop(0)
-    else:
-        workspace = option
-        if items and _is_workspace(items[0]):
+    workspace: str | None = None
+    if option is None and items and _readings(items[0]).any:
+        if len(items) == 1:
+            _takes_as_workspace(items[0], what)
+        workspace = _named(items.pop(0))  # a workspace directory alone leaves the item missing
+    elif option is not None and items:
+        first = _readings(items[0])
+        if first.directory is not None:
             _require_same_workspace(items.pop(0), option)
+        elif first.entry is not None and _same_directory(first.entry.path, Path(_named(option))):
+            items.pop(0)  # the option's workspace named twice; another registered name is an item
     if not items:
         raise UsageError(f"missing {what}")
-    return workspace, items
+    return workspace if workspace is not None else resolve(option, writes=writes).path, items
 
 
-_NO_WORKSPACE = "no workspace given: pass WORKSPACE or --workspace WS"
+@dataclass(frozen=True)
+class Resolved:
+    """The workspace a command acts on: ``path`` as the command passes it on, and why it was chosen."""
+
+    path: str
+    located: "Located"
 
 
-def _missing_message(slots: Sequence[tuple[str, str | None]], index: int) -> str:
-    return _NO_WORKSPACE if index == 0 else f"missing {slots[index][0]}"
+def resolve(word: str | None, *, writes: bool, rule: str = "option") -> Resolved:
+    """The workspace ``word`` names (a registered name or a path), or the rules' choice when it is None.
+
+    A command that ``writes`` creates the per-user default workspace when the rules reach it and it does
+    not exist yet, and says so once on standard error; a read command that finds no workspace is a usage
+    error.
+    """
+    from httk.workflow.engine import Registry, locate_implicit, locate_word, per_user_default_path
+
+    registry = Registry.for_user()
+    if word is not None:
+        found = _readings(word)
+        _refuse_conflict(found)
+        located = locate_word(found, registry, rule=rule)
+        return Resolved(
+            word if found.entry is None or found.directory is not None else str(located.root), located
+        )
+    chosen = locate_implicit(registry, Path(os.getcwd()), create=writes)
+    if chosen is None:
+        raise UsageError(
+            f"no workspace: {os.getcwd()} is not inside one, no default is recorded for it or for this "
+            f"user, and the per-user default workspace {per_user_default_path()} does not exist yet; pass "
+            "WORKSPACE or --workspace WS (a name or a path)"
+        )
+    if chosen.created:
+        registered = f", registered as {chosen.name!r}" if chosen.name else ""
+        typer.echo(f"note: created the per-user default workspace {chosen.root}{registered}", err=True)
+    return Resolved(str(chosen.root), chosen)
 
 
-def _is_workspace(word: str) -> bool:
-    return os.path.isdir(os.path.join(word, ".httk-workflow"))
+def _named(word: str) -> str:
+    return resolve(word, writes=False, rule="argument").path
+
+
+def _readings(word: str) -> "Readings":
+    from httk.workflow.engine import Registry, workspace_readings
+
+    return workspace_readings(word, Registry.for_user())
+
+
+def _refuse_conflict(found: "Readings") -> None:
+    if found.conflicting and found.entry is not None:
+        raise UsageError(
+            f"{found.word!r} is ambiguous: it is the workspace directory {found.directory} and the name "
+            f"registered for {found.entry.path}; write ./{found.word} for the directory, or the "
+            "registered path for the other"
+        )
+
+
+def _takes_as_workspace(word: str, what: str) -> bool:
+    """Whether a word the count makes the command's next argument is a workspace directory instead.
+
+    A directory holding ``.httk-workflow/`` is never a job, a payload or a key, so it is the workspace
+    (and the next argument is missing); a registered name could as well be a job key or a payload's
+    name, so it is refused as ambiguous, naming both readings.
+    """
+    found = _readings(word)
+    _refuse_conflict(found)
+    if found.directory is not None:
+        return True
+    if found.entry is None:
+        return False
+    raise UsageError(
+        f"{word!r} is ambiguous: it is the registered name of the workspace {found.entry.path}, and it "
+        f"could be the {what}; give the workspace too (WORKSPACE {what}), or name it with --workspace WS "
+        f"to make {word!r} the {what}"
+    )
 
 
 def _require_same_workspace(argument: str, option: str) -> None:
-    if _same_directory(Path(argument), Path(option)):
+    if _same_directory(Path(_named(argument)), Path(_named(option))):
         return
     raise UsageError(f"the WORKSPACE argument {argument!r} and --workspace {option!r} differ")
 

@@ -50,7 +50,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the effective policy: a member the workspace does not set reads as its default."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
     from httk.workflow.engine import attach
 
     policy = attach(root, writable=False).policy
@@ -76,6 +76,7 @@ def set_member(
     root, name, text = bind(
         [workspace, key, value],
         [("WORKSPACE", workspace_option), ("KEY", key_option), ("VALUE", value_option)],
+        writes=True,
     )
     from httk.workflow.engine import attach
 

@@ -73,7 +73,7 @@ def request(
     as_json: JsonOpt = False,
 ) -> None:
     """Ask the managers to continue, override_step, cancel, set_priority or pause one job."""
-    root, items = bind_many(words or [], workspace_option, what="JOB and ACTION")
+    root, items = bind_many(words or [], workspace_option, what="JOB and ACTION", writes=True)
     selector, action = split_job_and_action(items, action_first=workspace_option is not None)
     check_options(action, priority=priority, step=step, force=force)
     from httk.workflow.engine import attach, publish_request, select_job

@@ -52,7 +52,7 @@ def publish(
     as_json: JsonOpt = False,
 ) -> None:
     """Publish a runner file or tree and print the job.json runner reference that pins it."""
-    root, source = bind([workspace, path], [("WORKSPACE", workspace_option), ("PATH", None)])
+    root, source = bind([workspace, path], [("WORKSPACE", workspace_option), ("PATH", None)], writes=True)
     from pathlib import Path
 
     from httk.workflow.engine import attach, publish_runner

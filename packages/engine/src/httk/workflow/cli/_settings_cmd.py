@@ -45,7 +45,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the workspace's application settings."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
     from httk.workflow.engine import attach
 
     settings = attach(root, writable=False).settings
@@ -72,6 +72,7 @@ def set_setting(
     root, setting, text = bind(
         [workspace, name, value],
         [("WORKSPACE", workspace_option), ("NAME", key_option), ("VALUE", value_option)],
+        writes=True,
     )
     from httk.workflow.engine import attach
 
@@ -90,7 +91,9 @@ def unset(
     durable: DurableOpt = None,
 ) -> None:
     """Remove one application setting (nothing happens when it is not set)."""
-    root, setting = bind([workspace, name], [("WORKSPACE", workspace_option), ("NAME", key_option)])
+    root, setting = bind(
+        [workspace, name], [("WORKSPACE", workspace_option), ("NAME", key_option)], writes=True
+    )
     from httk.workflow.engine import attach
 
     if attach(root, durable=durable).change_settings({}, (setting,)):

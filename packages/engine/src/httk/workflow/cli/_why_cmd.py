@@ -47,7 +47,7 @@ SearchPathOpt = Annotated[
 
 def why(*, words: WordsArg = None, workspace_option: WorkspaceOpt = None, as_json: JsonOpt = False) -> None:
     """Why is this job not running? Every precondition, its owner, its join, or its failure."""
-    root, selectors = bind_many(words or [], workspace_option, what="JOB")
+    root, selectors = bind_many(words or [], workspace_option, what="JOB", writes=False)
     from httk.workflow.engine import WhyContext, attach, diagnose, select_jobs
 
     workspace = attach(root, writable=False)
@@ -76,7 +76,7 @@ def precheck(
     as_json: JsonOpt = False,
 ) -> None:
     """Check pending jobs before starting managers: runners, claimability, environment (1: one cannot run)."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)])
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
     from httk.workflow.engine import attach
     from httk.workflow.engine import precheck as check_workspace
 

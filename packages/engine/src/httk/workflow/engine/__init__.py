@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from httk.workflow.engine.core._liveness import ManagerView, list_managers
+    from httk.workflow.engine.core._user_dirs import config_home
     from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, find_root, init
     from httk.workflow.engine.maintenance._fsck import fsck
     from httk.workflow.engine.maintenance._fsck_check import FsckReport
@@ -92,9 +93,18 @@ if TYPE_CHECKING:
         linger_seconds,
         plan_deletion,
     )
+    from httk.workflow.engine.ops._destroy import Destroyed, destroy_workspace
     from httk.workflow.engine.ops._events import event_lines
     from httk.workflow.engine.ops._extensions import ExtensionView, enable_extension, list_extensions
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
+    from httk.workflow.engine.ops._locate import (
+        Located,
+        Readings,
+        locate_implicit,
+        locate_word,
+        per_user_default_path,
+        workspace_readings,
+    )
     from httk.workflow.engine.ops._monitor import (
         Certainty,
         JobDetail,
@@ -116,6 +126,7 @@ if TYPE_CHECKING:
         submit_plan,
     )
     from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
+    from httk.workflow.engine.ops._registry import Registration, Registry, RegistryEntry
     from httk.workflow.engine.ops._select import (
         Position,
         Selection,
@@ -141,6 +152,7 @@ if TYPE_CHECKING:
 # Where each public name is defined, by layer (a full module name outside the engine); loaded on first use.
 _HOMES = {
     **dict.fromkeys(("MarkerLocation", "Workspace", "attach", "find_root", "init"), "core._workspace"),
+    "config_home": "core._user_dirs",
     "Policy": "httk.workflow.protocol._policy",  # the type of Workspace.policy
     **dict.fromkeys(("ManagerView", "list_managers"), "core._liveness"),
     **dict.fromkeys(("SubmitResult", "SubmitStatus", "Submitter"), "publish._submit"),
@@ -200,6 +212,19 @@ _HOMES = {
         "ops._monitor",
     ),
     **dict.fromkeys(("PrecheckReport", "precheck"), "ops._precheck"),
+    **dict.fromkeys(("Destroyed", "destroy_workspace"), "ops._destroy"),
+    **dict.fromkeys(
+        (
+            "Located",
+            "Readings",
+            "locate_implicit",
+            "locate_word",
+            "per_user_default_path",
+            "workspace_readings",
+        ),
+        "ops._locate",
+    ),
+    **dict.fromkeys(("Registration", "Registry", "RegistryEntry"), "ops._registry"),
     **dict.fromkeys(
         (
             "DeleteError",
@@ -239,6 +264,7 @@ __all__ = [
     "DeletePlan",
     "DeleteRefusedError",
     "DeleteResult",
+    "Destroyed",
     "Diagnosis",
     "ExtensionView",
     "FsckReport",
@@ -252,6 +278,7 @@ __all__ = [
     "LaunchReport",
     "LaunchRequest",
     "Launcher",
+    "Located",
     "Manager",
     "ManagerConfig",
     "ManagerView",
@@ -264,6 +291,10 @@ __all__ = [
     "ProcessLauncher",
     "PublishedRequest",
     "PublishedRunner",
+    "Readings",
+    "Registration",
+    "Registry",
+    "RegistryEntry",
     "ResultRecord",
     "RetainedAttempt",
     "RunPlan",
@@ -285,8 +316,10 @@ __all__ = [
     "attach",
     "collect_garbage",
     "collect_results",
+    "config_home",
     "debug_job",
     "delete_jobs",
+    "destroy_workspace",
     "diagnose",
     "enable_extension",
     "event_lines",
@@ -307,7 +340,10 @@ __all__ = [
     "list_extensions",
     "list_jobs",
     "list_managers",
+    "locate_implicit",
+    "locate_word",
     "packaged_workflows",
+    "per_user_default_path",
     "plan_deletion",
     "plan_job",
     "plan_run",
@@ -326,6 +362,7 @@ __all__ = [
     "submit_plan",
     "wait_for_managers",
     "workspace_directory",
+    "workspace_readings",
     "workspace_status",
 ]
 

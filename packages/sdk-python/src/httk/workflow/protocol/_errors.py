@@ -14,7 +14,8 @@ meets them.
     │       └── ForeignOwnerError   an entry a manager would act on belongs to another account
     ├── WorkspaceError              a workspace cannot be attached or changed
     │   ├── WorkspaceFormatError    format.json is missing, invalid, or names what we do not support
-    │   └── PolicyError             a policy or settings change is refused
+    │   ├── PolicyError             a policy or settings change is refused
+    │   └── RegistryError           the user's workspace registry is unreadable or refuses a change
     ├── SubmissionError             a job cannot be submitted (conflicting UUID, missing payload, ...)
     ├── RunnerStoreError            a runner cannot be published to the workspace store
     ├── LauncherError               a launcher bundle or a launch setting is refused (nothing started)
@@ -84,6 +85,13 @@ class WorkspaceFormatError(WorkspaceError):
 
 class PolicyError(WorkspaceError):
     """A policy or settings change is refused (unknown key, out-of-range value)."""
+
+
+class RegistryError(WorkspaceError):
+    """The per-user workspace registry has a corrupt file, lacks a name, or refuses a change.
+
+    ``path`` is the registry file (or directory) concerned, so the operator can inspect or remove it.
+    """
 
 
 class SubmissionError(WorkflowError):

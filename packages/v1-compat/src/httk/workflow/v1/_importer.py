@@ -33,7 +33,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +50,17 @@ from ._placing import JobPlacer, alive
 from ._reader import STALE_SECONDS, Tree, read_tree
 
 STAGING_PREFIX = "v1-import."
+SETTLING = "importing v1 tasks"
+"""What :func:`import_tree` reports to its ``progress`` callable."""
+
+Progress = Callable[[str, int], None]
+"""``progress(what, done)``: the engine's progress convention (``workspace fsck``, ``gc``)."""
+
+
+def _silent(what: str, done: int) -> None:
+    del what, done
+
+
 _COPY_BATCH_BYTES = 64 * 1024
 
 
@@ -74,9 +85,17 @@ class ImportOptions:
 
 
 def import_tree(
-    workspace: Path | str, root: Path | str, options: ImportOptions | None = None, *, now: float | None = None
+    workspace: Path | str,
+    root: Path | str,
+    options: ImportOptions | None = None,
+    *,
+    now: float | None = None,
+    progress: Progress | None = None,
 ) -> ImportReport:
     """Import the v1 tree ``root`` into ``workspace``; see the module header for what it guarantees.
+
+    ``progress(what, done)``, when given, is called as each planned task is settled (imported, found
+    already imported, refused), with the number settled so far: the engine's progress convention.
 
     Raises :class:`ImportRefusedError` before writing anything when the options or the placement are
     invalid, the workspace lies inside the tree, or ``move`` crosses filesystems; the engine's
@@ -98,7 +117,7 @@ def import_tree(
     tree = read_tree(tree_root)
     entries, plans = classify(tree, options, time.time() if now is None else now)
     run = _Run(attached, tree, options, prefix, placer)
-    entries.extend(run.settle(plans))
+    entries.extend(run.settle(plans, progress or _silent))
     entries.extend(run.sweep_orphans({plan.job_id for plan in plans}))
     entries.extend(run.recovered(recovered))
     run.finish()
@@ -163,20 +182,24 @@ class _Run:
         return self.placer.placements.get(name)
 
     # -- settling each planned job -------------------------------------------------------------------
-    def settle(self, plans: list[JobPlan]) -> list[ImportEntry]:
+    def settle(self, plans: list[JobPlan], progress: Progress) -> list[ImportEntry]:
         entries: list[ImportEntry] = []
         fresh: list[JobPlan] = []
+
+        def settled(entry: ImportEntry) -> None:
+            entries.append(entry)
+            progress(SETTLING, len(entries))
+
         for plan in plans:
             if str(plan.key) in self.placement(plan.placement).payloads:
-                entries.append(self._settle_placed(plan))
+                settled(self._settle_placed(plan))
             elif self.options.dry_run:
-                entries.append(entry_for(plan, ImportAction.WOULD_IMPORT))
+                settled(entry_for(plan, ImportAction.WOULD_IMPORT))
             else:
                 fresh.append(plan)
-        if self.options.move:
-            entries.extend(self._submit(plan, plan.task.path) for plan in fresh)
-        else:
-            entries.extend(self._copy_and_submit(fresh))
+        made = (self._submit(plan, plan.task.path) for plan in fresh) if self.options.move else None
+        for entry in made if made is not None else self._copy_and_submit(fresh):
+            settled(entry)
         return entries
 
     def _settle_placed(self, plan: JobPlan) -> ImportEntry:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from httk.workflow.cli.shared import WorkspaceArg, bind
 
 if TYPE_CHECKING:
     from ._import_report import ImportReport
@@ -47,8 +48,10 @@ def _group() -> None:
     """Import and inspect httk v1 ht.task trees, and run them under httk-workflow."""
 
 
-WorkspaceArg = Annotated[str, typer.Argument(metavar="WORKSPACE", help="The workspace directory.")]
-RootArg = Annotated[str, typer.Argument(metavar="ROOT", help="The root of the v1 task tree.")]
+TreeArg = Annotated[str, typer.Argument(metavar="ROOT", help="The root of the v1 task tree.")]
+RootArg = Annotated[
+    str | None, typer.Argument(metavar="ROOT", show_default=False, help="The root of the v1 task tree.")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 DurableOpt = Annotated[
     bool | None,
@@ -102,8 +105,8 @@ IMPORT_EPILOG = "Exit status: 0 all imported; 1 something left behind; 2 bad inp
 @app.command("import", epilog=IMPORT_EPILOG)
 def import_command(
     *,
-    workspace: WorkspaceArg,
-    root: RootArg,
+    workspace: WorkspaceArg = None,
+    root: RootArg = None,
     placement: PlacementOpt = "v1",
     move: MoveOpt = False,
     include_finished: FinishedOpt = False,
@@ -115,6 +118,7 @@ def import_command(
 ) -> None:
     """Turn each top-level runnable task of a v1 tree into a job (see the package README)."""
     with _reporting():
+        workspace, tree = bind([workspace, root], [("WORKSPACE", None), ("ROOT", None)], writes=not dry_run)
         from ._importer import ImportOptions, import_tree
 
         options = ImportOptions(
@@ -126,7 +130,10 @@ def import_command(
             attempts=attempts,
             durable=durable,
         )
-        report = import_tree(workspace, root, options)
+        from httk.workflow.cli.shared import progress_bar, wanted
+
+        with progress_bar("importing v1 tasks", enabled=wanted(as_json)) as bar:
+            report = import_tree(workspace, tree, options, progress=bar.report)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -170,7 +177,7 @@ StatusWorkspaceOpt = Annotated[
 @app.command("status")
 def status_command(
     *,
-    root: RootArg,
+    root: TreeArg,
     workspace: StatusWorkspaceOpt = None,
     placement: PlacementOpt = "v1",
     as_json: JsonOpt = False,
@@ -228,7 +235,10 @@ def _age(seconds: float) -> str:
     return f"{seconds // 86400} days"
 
 
-TemplateArg = Annotated[str, typer.Argument(metavar="TEMPLATE_DIR", help="A v1 task template directory.")]
+TemplateArg = Annotated[
+    str | None,
+    typer.Argument(metavar="TEMPLATE_DIR", show_default=False, help="A v1 task template directory."),
+]
 StructureOpt = Annotated[
     str, typer.Option("--structure", metavar="POSCAR", help="The structure, written as the task's POSCAR.")
 ]
@@ -253,8 +263,8 @@ PythonOpt = Annotated[
 @app.command("new")
 def new_command(
     *,
-    workspace: WorkspaceArg,
-    template: TemplateArg,
+    workspace: WorkspaceArg = None,
+    template: TemplateArg = None,
     structure: StructureOpt,
     name: NameOpt = None,
     task_set: SetOpt = "any",
@@ -271,9 +281,12 @@ def new_command(
     with _reporting():
         from ._template import new_task
 
+        workspace, directory = bind(
+            [workspace, template], [("WORKSPACE", None), ("TEMPLATE_DIR", None)], writes=True
+        )
         made = new_task(
             workspace,
-            template,
+            directory,
             structure,
             name=name,
             task_set=task_set,

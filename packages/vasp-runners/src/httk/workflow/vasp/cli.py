@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from httk.workflow.cli.shared import WorkspaceArg, bind
 
 app = typer.Typer(
     name="vasp", help="Packaged VASP workflows: plots of their calculations.", no_args_is_help=True
@@ -60,12 +61,19 @@ def _runs(payload: Path) -> list[dict[str, object]]:
 
 @app.command()
 def plot(
-    workspace: Annotated[Path, typer.Argument(help="The workspace directory.")],
-    job: Annotated[str, typer.Argument(help="A job key, UUID, unique prefix, payload or marker path.")],
+    workspace: WorkspaceArg = None,
+    job: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="JOB", show_default=False, help="A job key, UUID, unique prefix, payload or marker path."
+        ),
+    ] = None,
+    *,
     output: Annotated[Path, typer.Option("--output", "-o", help="The PNG file to write.")],
 ) -> None:
     """Plot the energy of every ionic step of a VASP job, across its repeats and remedies."""
-    payload = find_payload(workspace, job)
+    root, selector = bind([workspace, job], [("WORKSPACE", None), ("JOB", None)], writes=False)
+    payload = find_payload(Path(root), selector)
     runs = _runs(payload)
     if not any(run.get("ionic_steps") for run in runs):
         _refuse(f"{payload}: the job has no VASP ionic steps to plot yet")

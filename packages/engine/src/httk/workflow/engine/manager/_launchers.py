@@ -10,7 +10,8 @@ another package can add a template without touching the engine.
 
 A *bundle* names a template: ``launcher add --template slurm NAME`` writes
 ``.httk-workflow/launchers/NAME.json`` in one workspace, or with ``--global`` the same file below the
-user's configuration directory (``$XDG_CONFIG_HOME/httk/launchers/``, ``~/.config`` by default). The
+user's configuration directory (``launchers/`` in ``$HTTK_CONFIG_HOME``, else in
+``$XDG_CONFIG_HOME/httk``, ``~/.config/httk`` by default). The
 workspace setting ``manager.launch`` names the bundle ``run`` and ``manager run`` use; the workspace's
 own bundle wins over a global one of the same name, and the name ``process`` always means the built-in
 process launcher. A bundle is launcher configuration, not protocol state: it is written atomically but
@@ -62,6 +63,7 @@ from typing import Any, Protocol
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._liveness import ManagerView, hostname, list_managers, process_alive
+from httk.workflow.engine.core._user_dirs import config_home
 from httk.workflow.engine.core._workspace import Workspace
 from httk.workflow.protocol import InvalidDocumentError, LauncherError, LaunchError
 from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
@@ -157,9 +159,7 @@ def validate_name(name: str) -> str:
 
 
 def global_directory(environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
-    return Path(base) / "httk" / "launchers"
+    return config_home(environ) / "launchers"
 
 
 def workspace_directory(workspace_root: Path) -> Path:
