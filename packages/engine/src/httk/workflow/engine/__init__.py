@@ -26,6 +26,9 @@ engine's floor plan") and may change without notice. The names, by what they are
 * maintenance: :func:`fsck`, :func:`collect_garbage`;
 * operator actions: :func:`publish_request`, :func:`plan_deletion` and :func:`delete_jobs`,
   :func:`debug_job`;
+* detached transfers: :func:`detach_jobs`, :func:`import_bundles`, :func:`abort_transfer`,
+  :func:`list_transfers`, :func:`show_transfer`, and their results (:class:`Detached`,
+  :class:`Imported`, :class:`Aborted`);
 * task managers: :class:`Manager` and :class:`ManagerConfig` (one in this process), :func:`run_manager`
   (what ``manager run --inline`` does), :func:`plan_run`, :func:`launch_managers`,
   :func:`wait_for_managers`, :func:`stop_managers`;
@@ -131,6 +134,9 @@ if TYPE_CHECKING:
         job_output,
         show_job,
     )
+    from httk.workflow.engine.ops._transfer_detach import Detached, detach_jobs
+    from httk.workflow.engine.ops._transfer_import import Imported, import_bundles
+    from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
     from httk.workflow.engine.ops._why import WhyContext, diagnose
     from httk.workflow.engine.ops._why_report import Diagnosis
     from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner
@@ -140,6 +146,9 @@ if TYPE_CHECKING:
 
 # Where each public name is defined, by layer (a full module name outside the engine); loaded on first use.
 _HOMES = {
+    **dict.fromkeys(("Detached", "detach_jobs"), "ops._transfer_detach"),
+    **dict.fromkeys(("Imported", "import_bundles"), "ops._transfer_import"),
+    **dict.fromkeys(("Aborted", "abort_transfer", "list_transfers", "show_transfer"), "ops._transfers"),
     **dict.fromkeys(("MarkerLocation", "Workspace", "attach", "find_root", "init"), "core._workspace"),
     "Policy": "httk.workflow.protocol._policy",  # the type of Workspace.policy
     **dict.fromkeys(("ManagerView", "list_managers"), "core._liveness"),
@@ -230,6 +239,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "Aborted",
     "Bundle",
     "Certainty",
     "DebugError",
@@ -239,10 +249,12 @@ __all__ = [
     "DeletePlan",
     "DeleteRefusedError",
     "DeleteResult",
+    "Detached",
     "Diagnosis",
     "ExtensionView",
     "FsckReport",
     "GcReport",
+    "Imported",
     "JobDetail",
     "JobPage",
     "JobPlan",
@@ -281,12 +293,14 @@ __all__ = [
     "WhyContext",
     "WorkflowEntry",
     "Workspace",
+    "abort_transfer",
     "add_bundle",
     "attach",
     "collect_garbage",
     "collect_results",
     "debug_job",
     "delete_jobs",
+    "detach_jobs",
     "diagnose",
     "enable_extension",
     "event_lines",
@@ -296,6 +310,7 @@ __all__ = [
     "follow_history",
     "fsck",
     "global_directory",
+    "import_bundles",
     "init",
     "job_detail",
     "job_history",
@@ -307,6 +322,7 @@ __all__ = [
     "list_extensions",
     "list_jobs",
     "list_managers",
+    "list_transfers",
     "packaged_workflows",
     "plan_deletion",
     "plan_job",
@@ -322,6 +338,7 @@ __all__ = [
     "select_jobs",
     "settings_read",
     "show_job",
+    "show_transfer",
     "stop_managers",
     "submit_plan",
     "wait_for_managers",

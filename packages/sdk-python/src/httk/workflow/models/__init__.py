@@ -3,7 +3,8 @@
 ``schemas/`` holds one JSON Schema (draft 2020-12) per protocol document -- format.json, job.json, the
 failure object, outcome.json, the transaction manifest, spawn.json, the attempt context, the state frame,
 requests and their retirement records, the manager heartbeat and manifest, the gc frame, the quarantine
-record, the detached-transfer documents (manifest, carried history, acknowledgement, ledger entry), a runner-reported event and the results of the packaged VASP workflows -- plus
+record, the detached-transfer documents (manifest, carried history, acknowledgement, ledger entry),
+a runner-reported event and the results of the packaged VASP workflows -- plus
 ``common.schema.json`` with the definitions they share. The schemas are the contract. The models are
 derived from them by ``scripts/generate_models.py``, all into the one module ``_generated``, and never
 edited by hand.
