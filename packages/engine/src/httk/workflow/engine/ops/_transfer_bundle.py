@@ -14,6 +14,7 @@ Cost: validating a bundle reads every byte of its payload once (the tree digest)
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from httk.workflow.engine.core._sealed import SEALED_DIR, SEALED_HISTORY, sealed
 from httk.workflow.engine.core._states import TRANSFERABLE_KINDS
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.publish._runners import runner_digest
-from httk.workflow.protocol import InvalidDocumentError, JobKey, MarkerName, TransferError
+from httk.workflow.protocol import InvalidDocumentError, JobKey, MarkerName, TransferError, validate_uuid
 from httk.workflow.protocol._digest import job_digest, sha256_bytes, tree_digest
 from httk.workflow.protocol._jsonio import dump_compact, parse_json_object, read_document_bytes
 
@@ -88,25 +89,90 @@ def write_document(path: Path, document: Mapping[str, Any], *, durable: bool) ->
     return data
 
 
-def read_document(path: Path, what: str, schema: str | None = None) -> dict[str, Any]:
-    """A JSON object document, validated against ``schema`` when named (:class:`TransferError` if not)."""
+def read_document(path: Path, what: str, format_name: str | None = None) -> dict[str, Any]:
+    """A JSON object document of ``format_name`` (when named); :class:`TransferError` if it is not one."""
     try:
         data = read_document_bytes(path, what, max_bytes=_MAX_DOCUMENT)
         document = parse_json_object(data, document=what, path=path)
     except InvalidDocumentError as exc:
         raise TransferError(f"{path}: {exc}") from None
-    if schema is not None:
-        _check_schema(document, schema, path)
+    if format_name is not None and (document.get("format"), document.get("format_version")) != (
+        format_name,
+        1,
+    ):
+        raise TransferError(f"{path}: not an {format_name} document of format_version 1")
     return document
 
 
-def _check_schema(document: Mapping[str, Any], schema: str, path: Path) -> None:
-    from httk.workflow.models import validator  # jsonschema is heavy: only a transfer pays for it
+# The manifest's rules, checked by hand: a schema validator costs tens of milliseconds per document, and
+# import reads one per bundle (tests/engine/ops/test_transfers.py holds what detach writes to the schema).
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_MANIFEST_FORMAT = "httk-workflow-transfer-manifest"
 
-    errors = sorted(validator(schema).iter_errors(document), key=lambda error: list(error.path))
-    if errors:
-        where = "/".join(str(part) for part in errors[0].absolute_path) or "(top level)"
-        raise TransferError(f"{path}: not a valid {schema} document at {where}: {errors[0].message}")
+
+def check_manifest(manifest: Mapping[str, Any], path: Path) -> None:
+    """Refuse a manifest that breaks a rule of ``schemas/transfer-manifest`` import relies on."""
+
+    def need(ok: bool, member: str, rule: str) -> None:
+        if not ok:
+            raise TransferError(f"{path}: invalid transfer manifest: member {member!r} {rule}")
+
+    def part(name: str) -> Mapping[str, Any]:
+        value = manifest.get(name)
+        if not isinstance(value, Mapping):
+            need(False, name, "must be an object")
+        return value  # type: ignore[return-value]
+
+    def uuid_at(value: object, member: str) -> None:
+        try:
+            validate_uuid(value if isinstance(value, str) else "")
+        except ValueError:
+            need(False, member, "must be a lowercase canonical UUID")
+
+    def sha_at(value: object, member: str) -> None:
+        need(
+            isinstance(value, str) and _SHA256.fullmatch(value) is not None,
+            member,
+            "must be a SHA-256 digest",
+        )
+
+    uuid_at(manifest.get("transfer_id"), "transfer_id")
+    source, job, marker, history = part("source"), part("job"), part("marker"), part("history")
+    uuid_at(source.get("workspace_id"), "source.workspace_id")
+    need(isinstance(source.get("placement"), str), "source.placement", "must be a placement")
+    uuid_at(job.get("job_id"), "job.job_id")
+    need(isinstance(job.get("job_key"), str), "job.job_key", "must be a job key")
+    sha_at(job.get("job_digest"), "job.job_digest")
+    sha_at(job.get("payload_digest"), "job.payload_digest")
+    need(isinstance(marker.get("name"), str), "marker.name", "must be a marker name")
+    need(
+        marker.get("prior_kind") in _TRANSFERABLE,
+        "marker.prior_kind",
+        "must be a kind a job can be detached in",
+    )
+    generation = marker.get("state_generation")
+    need(
+        isinstance(generation, int) and not isinstance(generation, bool) and generation > 0,
+        "marker.state_generation",
+        "must be a positive integer",
+    )
+    need(isinstance(marker.get("record_ref"), str), "marker.record_ref", "must be a record reference")
+    runners = manifest.get("runners")
+    if not isinstance(runners, list):
+        need(False, "runners", "must be an array")
+    for index, runner in enumerate(runners or ()):
+        need(isinstance(runner, Mapping), f"runners[{index}]", "must be an object")
+        name = runner.get("name")
+        need(
+            isinstance(name, str) and os.path.basename(name) == name and name not in ("", ".", ".."),
+            f"runners[{index}].name",
+            "must be one path component",
+        )
+        sha_at(runner.get("digest"), f"runners[{index}].digest")
+    sha_at(history.get("digest"), "history.digest")
+
+
+_TRANSFERABLE = frozenset(kind.value for kind in TRANSFERABLE_KINDS)
 
 
 def store_runners(job: Mapping[str, Any]) -> list[str]:
@@ -181,7 +247,9 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
     path = bundle / SEALED_DIR / MANIFEST
     if not os.path.isfile(path):
         raise TransferError(f"{bundle}: not a transfer bundle (no {SEALED_DIR}/{MANIFEST})")
-    return read_document(path, "transfer manifest", "transfer-manifest")
+    manifest = read_document(path, "transfer manifest", _MANIFEST_FORMAT)
+    check_manifest(manifest, path)
+    return manifest
 
 
 def read_bundle(bundle: Path, *, check_payload: bool = True) -> Bundle:

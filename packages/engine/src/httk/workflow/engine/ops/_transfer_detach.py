@@ -30,7 +30,7 @@ from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._frames import kept
 from httk.workflow.engine.core._jobs import load_job, read_frame
 from httk.workflow.engine.core._scan import walk_markers
-from httk.workflow.engine.core._sealed import SEALED_DIR, SEALED_HISTORY, seal_marker
+from httk.workflow.engine.core._sealed import SEALED_DIR, SEALED_HISTORY, is_sealed, seal_marker
 from httk.workflow.engine.core._states import OWNED_KINDS, TRANSFERABLE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
@@ -143,9 +143,10 @@ def _in_flight(workspace: Workspace) -> dict[str, _Plan]:
             plan = _Plan(marker)
             found[marker.job_id] = found[marker.job_key] = plan
     for outgoing in outgoing_bundles(workspace):
-        plan = _Plan(None, outgoing.path)
-        key = outgoing.path.name
-        found[key.rsplit("--", 1)[-1]] = found[key] = plan
+        if is_sealed(outgoing.path):  # unsealed, it is the payload of a transferring marker found above
+            plan = _Plan(None, outgoing.path)
+            key = outgoing.path.name
+            found[key.rsplit("--", 1)[-1]] = found[key] = plan
     return found
 
 

@@ -59,7 +59,7 @@ from ._transfer_bundle import (
     require_extension,
     write_document,
 )
-from ._transfers import acknowledge
+from ._transfers import Sources, acknowledge
 
 
 class ImportStatus(StrEnum):
@@ -105,7 +105,11 @@ def import_bundles(workspace: Workspace, bundles: Sequence[Path | str], placemen
     validate_placement(placement)
     plans = [_plan(workspace, Path(bundle), placement) for bundle in bundles]
     _refuse_duplicates(workspace, plans, placement)
-    return [_import(workspace, plan, placement) for plan in plans]
+    sources = Sources()
+    try:
+        return [_import(workspace, plan, placement, sources) for plan in plans]
+    finally:
+        sources.close()
 
 
 def _plan(workspace: Workspace, named: Path, placement: str) -> _Plan:
@@ -189,7 +193,7 @@ def _runner_conflicts(workspace: Workspace, bundle: Bundle) -> list[str]:
     return conflicts
 
 
-def _import(workspace: Workspace, plan: _Plan, placement: str) -> Imported:
+def _import(workspace: Workspace, plan: _Plan, placement: str, sources: Sources) -> Imported:
     placed = workspace.payload_path(placement, plan.job_key)
     status = ImportStatus.IMPORTED if plan.stage is _Stage.FRESH else ImportStatus.RESUMED
     if plan.stage in (_Stage.FRESH, _Stage.PLACED):
@@ -202,9 +206,11 @@ def _import(workspace: Workspace, plan: _Plan, placement: str) -> Imported:
     else:
         status = ImportStatus.ALREADY_IMPORTED
         ack = read_document(
-            receipt_path(workspace, "imported", plan.transfer_id), "import record", "transfer-ack"
+            receipt_path(workspace, "imported", plan.transfer_id),
+            "import record",
+            "httk-workflow-transfer-ack",
         )
-    acknowledgement = acknowledge(ack, read_manifest(placed) if os.path.isdir(placed) else None)
+    acknowledgement = acknowledge(ack, read_manifest(placed) if os.path.isdir(placed) else None, sources)
     if plan.named != placed and os.path.lexists(plan.named) and _transfer_of(plan.named) == plan.transfer_id:
         _fsops.remove_tree(plan.named)  # the copy this import consumed
     destination = ack["destination"]

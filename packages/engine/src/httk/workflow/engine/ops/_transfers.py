@@ -4,12 +4,13 @@ The source side of detached-transfer-v1 (DESIGN.md, "Detached transfers"). A det
 original waits in ``transfers/outgoing/<transfer-id>/`` until either
 
 - an **acknowledgement** arrives (:func:`acknowledge`, which ``transfer import`` calls when the source
-  is reachable): ``acks/<transfer-id>.json``, then the bundle renamed to ``retired/<transfer-id>/``, then
-  the ledger entry ``retired/<transfer-id>.json`` (outcome ``imported``); or
+  is reachable): ``acks/<transfer-id>.json``, then the bundle renamed to ``retired/<transfer-id>/`` and
+  its stale marker removed (so no copy of it can be imported again), then the ledger entry
+  ``retired/<transfer-id>.json`` (outcome ``imported``); or
 - the operator **aborts** it (:func:`abort_transfer`): the ledger entry first (outcome ``aborted``, the
-  decision a later acknowledgement is refused by), the payload back to its placement, the abort frame
-  and the marker back into ``state/<prior kind>/``, the ledger entry again with that frame's reference,
-  and the copy in the detach's ``--to`` directory removed when it is still there.
+  decision a later acknowledgement is refused by), the copy in the detach's ``--to`` directory removed
+  when it is still there, the payload back to its placement, the abort frame and the marker back into
+  ``state/<prior kind>/``, and the ledger entry again with that frame's reference.
 
 Each is resumable by running it again. A job still ``transferring`` (a detach cut short before it
 sealed the marker) is aborted by the verified move back to its prior kind.
@@ -28,7 +29,7 @@ from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._frames import kept
 from httk.workflow.engine.core._jobs import read_frame
 from httk.workflow.engine.core._scan import walk_markers
-from httk.workflow.engine.core._sealed import is_sealed, sealed_markers, unseal_marker
+from httk.workflow.engine.core._sealed import SEALED_DIR, is_sealed, sealed_markers, unseal_marker
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
@@ -52,7 +53,27 @@ from ._transfer_bundle import (
 DELIVERED, UNREACHABLE = "delivered", "unreachable"
 
 
-def acknowledge(ack: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> str:
+class Sources:
+    """The source workspaces one command acknowledges to, each attached once (and closed at the end)."""
+
+    def __init__(self) -> None:
+        self._attached: dict[str, Workspace | None] = {}
+
+    def get(self, root: str) -> Workspace | None:
+        if root not in self._attached:
+            try:
+                self._attached[root] = attach(root)
+            except WorkflowError:
+                self._attached[root] = None
+        return self._attached[root]
+
+    def close(self) -> None:
+        for workspace in self._attached.values():
+            if workspace is not None:
+                workspace.close()
+
+
+def acknowledge(ack: Mapping[str, Any], manifest: Mapping[str, Any] | None, sources: Sources) -> str:
     """Deliver ``ack`` to the source the ``manifest`` names and retire its bundle: what became of it.
 
     :data:`DELIVERED`; :data:`UNREACHABLE` when the source cannot be reached here (no such directory,
@@ -63,27 +84,24 @@ def acknowledge(ack: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> s
     root = None if manifest is None else manifest.get("source", {}).get("root")
     if not isinstance(root, str) or not os.path.isdir(root):
         return UNREACHABLE
-    try:
-        source = attach(root)
-    except WorkflowError:
+    source = sources.get(root)
+    if source is None or source.workspace_id != ack["source_workspace_id"]:
         return UNREACHABLE
-    if source.workspace_id != ack["source_workspace_id"]:
-        return UNREACHABLE
+    placement = str(manifest["source"]["placement"]) if manifest is not None else None
     try:
-        retire(source, ack)
+        retire(source, ack, placement)
     except TransferError as exc:
         return f"refused: {exc}"
-    finally:
-        source.close()
     return DELIVERED
 
 
-def retire(source: Workspace, ack: Mapping[str, Any]) -> None:
-    """Record ``ack`` in ``source`` and retire its sealed bundle (each step skipped once done)."""
+def retire(source: Workspace, ack: Mapping[str, Any], placement: str | None = None) -> None:
+    """Record ``ack`` in ``source`` and retire its sealed bundle (each step skipped once done);
+    ``placement`` is the job's there, when the caller knows it."""
     transfer_id = str(ack["transfer_id"])
     ledger = receipt_path(source, "retired", transfer_id)
     if os.path.lexists(ledger):
-        entry = read_document(ledger, "transfer ledger", "transfer-ledger")
+        entry = read_document(ledger, "transfer ledger", "httk-workflow-transfer-ledger")
         if entry["outcome"] == "aborted":
             raise TransferError(
                 f"transfer {transfer_id} was aborted in {source.root}, which holds the job again; the "
@@ -99,13 +117,17 @@ def retire(source: Workspace, ack: Mapping[str, Any]) -> None:
         _fsops.make_dirs(retired.parent, durable=durable)
         _fsops.rename(outgoing, retired, durable=durable)
     bundles = _entries(retired)
+    for name in bundles:  # the job lives where it was imported: its old marker must not be importable
+        for marker in sealed_markers(retired / name):
+            _fsops.unlink(retired / name / SEALED_DIR / str(marker), durable=durable, missing_ok=True)
     write_document(
         ledger,
         _ledger(
             source,
             transfer_id,
             str(ack["job_key"]),
-            _placement_of(retired / bundles[0]) if bundles else str(ack["destination"]["placement"]),
+            placement
+            or (_placement_of(retired / bundles[0]) if bundles else str(ack["destination"]["placement"])),
             "imported",
             acknowledgement=dict(ack),
         ),
@@ -178,7 +200,9 @@ def _abortable(workspace: Workspace) -> Iterator[tuple[str, str, str]]:
     for name in _entries(transfers_dir(workspace) / "retired"):
         if name.endswith(".json"):
             entry = read_document(
-                transfers_dir(workspace) / "retired" / name, "transfer ledger", "transfer-ledger"
+                transfers_dir(workspace) / "retired" / name,
+                "transfer ledger",
+                "httk-workflow-transfer-ledger",
             )
             if entry["outcome"] == "aborted" and "record_ref" not in entry:
                 yield str(entry["transfer_id"]), str(entry["job_key"]), str(entry["placement"])
@@ -218,24 +242,25 @@ def _abort_sealed(workspace: Workspace, transfer_id: str, key: str, placement: s
             _ledger(workspace, transfer_id, key, placement, "aborted"),
             durable=durable,
         )
+    home = bundle if os.path.isdir(bundle) else payload
+    history = carried_history(home)
+    last = history[-1].get("frame") if history else None
+    info = dict((last or {}).get("transfer") or {})
+    removed = _remove_copy(info.get("destination"), key, transfer_id)  # before the job is schedulable
     if os.path.isdir(bundle):
         _fsops.make_dirs(payload.parent, durable=durable)
         _fsops.rename(bundle, payload, durable=durable)
-    history = carried_history(payload)
-    last = history[-1].get("frame") if history else None
-    info = dict((last or {}).get("transfer") or {})
+    if os.path.isdir(outgoing_dir(workspace, transfer_id)):
+        _fsops.remove_dir(outgoing_dir(workspace, transfer_id), durable=False)
     prior = Kind(str(read_manifest(payload)["marker"]["prior_kind"]))
     if is_sealed(payload):
-        sealed = payload / ".httk-transfer" / str(sealed_markers(payload)[0])
+        sealed = payload / SEALED_DIR / str(sealed_markers(payload)[0])
         frame = kept(prior, last, reason=ABORT_REASON, transfer=info)
         result = unseal_marker(workspace, sealed, placement, frame, Trigger.TRANSFER_ABORT)
         if not result.won or result.current is None:
             raise TransferError(f"{key}: another marker of the job appeared at {placement}")
-        entry = read_document(ledger, "transfer ledger", "transfer-ledger")
+        entry = read_document(ledger, "transfer ledger", "httk-workflow-transfer-ledger")
         write_document(ledger, {**entry, "record_ref": result.current.name.ref_text}, durable=durable)
-    removed = _remove_copy(info.get("destination"), key, transfer_id)
-    if os.path.isdir(outgoing_dir(workspace, transfer_id)):
-        _fsops.remove_dir(outgoing_dir(workspace, transfer_id), durable=False)
     return Aborted(transfer_id, key, placement, prior.value, removed)
 
 
