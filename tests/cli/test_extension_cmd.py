@@ -31,9 +31,11 @@ def test_init_enables_every_extension_given_once_each(tmp_path: Path) -> None:
     ("extension", "why"),
     [
         ("relocation-v1", "it is reserved and not implemented by this version"),
-        ("detached-transfer-v1", "it is not implemented by this version yet"),  # D10, until transfers land
         ("priority-bands-v1", "it is withdrawn and must never be enabled"),
-        ("colour-v1", "it is unknown to this version, which implements transactional-data-v1"),
+        (
+            "colour-v1",
+            "it is unknown to this version, which implements detached-transfer-v1, transactional-data-v1",
+        ),
     ],
 )
 def test_init_refuses_an_extension_this_version_does_not_implement(
@@ -51,7 +53,7 @@ def test_list_shows_what_is_enabled_and_what_is_implemented(tmp_path: Path) -> N
     result = httk("workflow", "workspace", "extension", "list", root)
     assert result.returncode == 0, result.stderr
     assert [line.split()[:3] for line in result.stdout.splitlines()[2:]] == [
-        ["detached-transfer-v1", "no", "no"],
+        ["detached-transfer-v1", "no", "yes"],
         ["multiworkspace-v1", "no", "no"],
         ["relocation-v1", "no", "no"],
         [TRANSACTIONAL, "yes", "yes"],
@@ -97,7 +99,7 @@ def test_enable_adds_the_extension_and_keeps_every_other_member(tmp_path: Path) 
 
 @pytest.mark.parametrize(
     "extension",
-    ["relocation-v1", "multiworkspace-v1", "detached-transfer-v1", "priority-bands-v1", "Bad Name"],
+    ["relocation-v1", "multiworkspace-v1", "priority-bands-v1", "Bad Name"],
 )
 def test_enable_refuses_what_this_version_does_not_implement(tmp_path: Path, extension: str) -> None:
     root = init(tmp_path / "ws")

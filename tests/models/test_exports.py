@@ -25,6 +25,10 @@ MODELS = [
     "Spawn",
     "StateFrame",
     "TransactionManifest",
+    "TransferAcknowledgement",
+    "TransferHistory",
+    "TransferLedgerEntry",
+    "TransferManifest",
     "VaspResults",
 ]
 

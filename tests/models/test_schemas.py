@@ -42,6 +42,10 @@ MODEL_OF: dict[str, str] = {
     "spawn": "Spawn",
     "state-frame": "StateFrame",
     "transaction": "TransactionManifest",
+    "transfer-ack": "TransferAcknowledgement",
+    "transfer-history": "TransferHistory",
+    "transfer-ledger": "TransferLedgerEntry",
+    "transfer-manifest": "TransferManifest",
     "vasp-results": "VaspResults",
 }
 FORMAT_OF: dict[str, str] = {
@@ -60,6 +64,10 @@ FORMAT_OF: dict[str, str] = {
     "spawn": "httk-workflow-spawn",
     "state-frame": "httk-workflow-state",
     "transaction": "httk-workflow-transaction",
+    "transfer-ack": "httk-workflow-transfer-ack",
+    "transfer-history": "httk-workflow-transfer-history",
+    "transfer-ledger": "httk-workflow-transfer-ledger",
+    "transfer-manifest": "httk-workflow-transfer-manifest",
     "vasp-results": "httk-workflow-vasp-results",
 }
 SPEC_EXAMPLES = sorted((HERE / "examples").glob("*.json"))

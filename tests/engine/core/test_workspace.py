@@ -102,7 +102,6 @@ def test_priority_bands_are_refused_even_read_only(workspace_path: Path) -> None
     [
         ("relocation-v1", "reserved and not implemented"),
         ("multiworkspace-v1", "reserved and not implemented"),
-        ("detached-transfer-v1", "not implemented by this version yet"),  # D10, until transfers land
         ("future-thing-v9", "unknown to this version"),
     ],
 )
@@ -118,11 +117,12 @@ def test_unsupported_extensions_attach_read_only(workspace_path: Path, extension
 
 
 def test_only_implemented_extensions_are_listed_as_supported(workspace_path: Path) -> None:
-    assert frozenset({"transactional-data-v1"}) == _workspace.SUPPORTED_EXTENSIONS
-    with pytest.raises(WorkspaceError, match="cannot enable extension 'detached-transfer-v1'"):
-        init(workspace_path, extensions=("detached-transfer-v1",))
+    assert frozenset({"transactional-data-v1", "detached-transfer-v1"}) == _workspace.SUPPORTED_EXTENSIONS
+    with pytest.raises(WorkspaceError, match="cannot enable extension 'relocation-v1'"):
+        init(workspace_path, extensions=("relocation-v1",))
     assert not workspace_path.joinpath(".httk-workflow").exists()
-    assert attach(init(workspace_path, extensions=("transactional-data-v1",)).root).writable
+    both = ("transactional-data-v1", "detached-transfer-v1")
+    assert attach(init(workspace_path, extensions=both).root).writable
 
 
 def test_core_v1_is_readable_not_mutable(workspace_path: Path) -> None:

@@ -8,10 +8,10 @@ WORKSPACE argument also accepts ``--workspace WS``. ``httk-taskmanager`` is an a
 ``precheck``.
 
 Each group is a module with its own ``typer.Typer`` (``_workspace_cmd``, ``_job_cmd``, ``_runner_cmd``,
-``_manager_cmd``, ``_launcher_cmd``, ``_workflows_cmd``); this module only assembles them. Other packages
-add groups to ``httk workflow`` through the entry point group ``httk.workflow.cli``, loaded only when used
-(``_addons``). Every command reports our errors as one ``error:`` line and a documented exit status
-(``_reporting``, whose table the epilog repeats).
+``_manager_cmd``, ``_launcher_cmd``, ``_workflows_cmd``, ``_transfer_cmd``); this module only assembles
+them. Other packages add groups to ``httk workflow`` through the entry point group ``httk.workflow.cli``,
+loaded only when used (``_addons``). Every command reports our errors as one ``error:`` line and a
+documented exit status (``_reporting``, whose table the epilog repeats).
 
 Loading this module (and so ``--help``) imports typer and the command modules only: the engine, the
 protocol rules, pydantic, jsonschema and rich tables are imported inside command bodies, and only
@@ -29,6 +29,7 @@ from . import (
     _monitor_cmd,
     _request_cmd,
     _runner_cmd,
+    _transfer_cmd,
     _why_cmd,
     _workflows_cmd,
     _workspace_cmd,
@@ -65,6 +66,7 @@ workflow_app.add_typer(_runner_cmd.app)
 workflow_app.add_typer(_manager_cmd.app)
 workflow_app.add_typer(_launcher_cmd.app)
 workflow_app.add_typer(_workflows_cmd.app)
+workflow_app.add_typer(_transfer_cmd.app)
 workflow_app.command("run", help="Run task managers through the workspace's launcher (= 'manager run').")(
     _manager_cmd.run
 )

@@ -10,7 +10,7 @@ keeps its traceback). ``HTTK_WORKFLOW_DEBUG=1`` lets every error propagate with 
        add-on command group that cannot be loaded (or ``workspace fsck`` left something for an operator)
 2      bad input: a usage error, an invalid name or document (InvalidNameError, InvalidDocumentError),
        a refused policy or setting (PolicyError), submission (SubmissionError), runner publication
-       (RunnerStoreError), or a launcher or launch setting (LauncherError)
+       (RunnerStoreError), a launcher or launch setting (LauncherError), or a transfer (TransferError)
 3      the workspace cannot be attached or changed: no or invalid format.json, an unsupported or
        withdrawn profile or extension, an existing workspace at init (WorkspaceError)
 =====  ===========================================================================================
@@ -44,6 +44,7 @@ def exit_code(exc: BaseException) -> int | None:
         PolicyError,
         RunnerStoreError,
         SubmissionError,
+        TransferError,
         WorkflowError,
         WorkspaceError,
     )
@@ -55,6 +56,7 @@ def exit_code(exc: BaseException) -> int | None:
         SubmissionError,
         RunnerStoreError,
         LauncherError,
+        TransferError,
     )
     if isinstance(exc, bad_input):
         return 2  # PolicyError is a WorkspaceError, so this test comes first

@@ -26,6 +26,9 @@ engine's floor plan") and may change without notice. The names, by what they are
 * maintenance: :func:`fsck`, :func:`collect_garbage`;
 * operator actions: :func:`publish_request`, :func:`plan_deletion` and :func:`delete_jobs`,
   :func:`debug_job`;
+* detached transfers: :func:`detach_jobs`, :func:`import_bundles`, :func:`abort_transfer`,
+  :func:`list_transfers`, :func:`show_transfer`, and their results (:class:`Detached`,
+  :class:`Imported`, :class:`Aborted`);
 * task managers: :class:`Manager` and :class:`ManagerConfig` (one in this process), :func:`run_manager`
   (what ``manager run --inline`` does), :func:`plan_run`, :func:`launch_managers`,
   :func:`wait_for_managers`, :func:`stop_managers`;
@@ -142,6 +145,9 @@ if TYPE_CHECKING:
         job_output,
         show_job,
     )
+    from httk.workflow.engine.ops._transfer_detach import Detached, detach_jobs
+    from httk.workflow.engine.ops._transfer_import import Imported, import_bundles
+    from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
     from httk.workflow.engine.ops._why import WhyContext, diagnose
     from httk.workflow.engine.ops._why_report import Diagnosis
     from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner
@@ -151,6 +157,9 @@ if TYPE_CHECKING:
 
 # Where each public name is defined, by layer (a full module name outside the engine); loaded on first use.
 _HOMES = {
+    **dict.fromkeys(("Detached", "detach_jobs"), "ops._transfer_detach"),
+    **dict.fromkeys(("Imported", "import_bundles"), "ops._transfer_import"),
+    **dict.fromkeys(("Aborted", "abort_transfer", "list_transfers", "show_transfer"), "ops._transfers"),
     **dict.fromkeys(("MarkerLocation", "Workspace", "attach", "find_root", "init"), "core._workspace"),
     "config_home": "core._user_dirs",
     "Policy": "httk.workflow.protocol._policy",  # the type of Workspace.policy
@@ -255,6 +264,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "Aborted",
     "Bundle",
     "Certainty",
     "DebugError",
@@ -265,10 +275,12 @@ __all__ = [
     "DeleteRefusedError",
     "DeleteResult",
     "Destroyed",
+    "Detached",
     "Diagnosis",
     "ExtensionView",
     "FsckReport",
     "GcReport",
+    "Imported",
     "JobDetail",
     "JobPage",
     "JobPlan",
@@ -312,6 +324,7 @@ __all__ = [
     "WhyContext",
     "WorkflowEntry",
     "Workspace",
+    "abort_transfer",
     "add_bundle",
     "attach",
     "collect_garbage",
@@ -320,6 +333,7 @@ __all__ = [
     "debug_job",
     "delete_jobs",
     "destroy_workspace",
+    "detach_jobs",
     "diagnose",
     "enable_extension",
     "event_lines",
@@ -329,6 +343,7 @@ __all__ = [
     "follow_history",
     "fsck",
     "global_directory",
+    "import_bundles",
     "init",
     "job_detail",
     "job_history",
@@ -340,6 +355,7 @@ __all__ = [
     "list_extensions",
     "list_jobs",
     "list_managers",
+    "list_transfers",
     "locate_implicit",
     "locate_word",
     "packaged_workflows",
@@ -358,6 +374,7 @@ __all__ = [
     "select_jobs",
     "settings_read",
     "show_job",
+    "show_transfer",
     "stop_managers",
     "submit_plan",
     "wait_for_managers",

@@ -3,7 +3,8 @@
 ``schemas/`` holds one JSON Schema (draft 2020-12) per protocol document -- format.json, job.json, the
 failure object, outcome.json, the transaction manifest, spawn.json, the attempt context, the state frame,
 requests and their retirement records, the manager heartbeat and manifest, the gc frame, the quarantine
-record, a runner-reported event and the results of the packaged VASP workflows -- plus
+record, the detached-transfer documents (manifest, carried history, acknowledgement, ledger entry),
+a runner-reported event and the results of the packaged VASP workflows -- plus
 ``common.schema.json`` with the definitions they share. The schemas are the contract. The models are
 derived from them by ``scripts/generate_models.py``, all into the one module ``_generated``, and never
 edited by hand.
@@ -56,6 +57,10 @@ if TYPE_CHECKING:
         Spawn,
         StateFrame,
         TransactionManifest,
+        TransferAcknowledgement,
+        TransferHistory,
+        TransferLedgerEntry,
+        TransferManifest,
         VaspResults,
     )
 
@@ -76,6 +81,10 @@ __all__ = [
     "Spawn",
     "StateFrame",
     "TransactionManifest",
+    "TransferAcknowledgement",
+    "TransferHistory",
+    "TransferLedgerEntry",
+    "TransferManifest",
     "VaspResults",
     "load_schema",
     "schema_path",
@@ -100,6 +109,10 @@ _MODELS: dict[str, str] = {
     "Spawn": "spawn",
     "StateFrame": "state-frame",
     "TransactionManifest": "transaction",
+    "TransferAcknowledgement": "transfer-ack",
+    "TransferHistory": "transfer-history",
+    "TransferLedgerEntry": "transfer-ledger",
+    "TransferManifest": "transfer-manifest",
     "VaspResults": "vasp-results",
 }
 

@@ -625,6 +625,116 @@ class ReplaceTree(BaseModel):
     """
 
 
+class Problem(BaseModel):
+    """
+    Why the frame could not be read when the job was detached.
+    """
+
+    code: Annotated[StrictStr, Field(min_length=1)]
+    """
+    A journal problem code.
+    """
+    detail: StrictStr
+    """
+    What was wrong.
+    """
+
+
+class Entry(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    frame: dict[str, Any] | None = None
+    """
+    The state frame, as its journal holds it.
+    """
+    generation: Generation | None = None
+    """
+    For an unreadable entry, the generation expected there.
+    """
+    problem: Problem | None = None
+    """
+    Why the frame could not be read when the job was detached.
+    """
+    record_ref: Annotated[StrictStr, Field(min_length=1)]
+    """
+    The entry's record reference in the journal of the workspace that wrote it.
+    """
+
+
+class History(BaseModel):
+    """
+    The job's frame history, carried in .httk-transfer/history.json.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    digest: Annotated[
+        StrictStr, Field(max_length=64, min_length=64, pattern="^[0-9a-f]{64}$", title="SHA-256 digest")
+    ]
+    """
+    SHA-256 of history.json exactly as stored.
+    """
+    frames: Annotated[StrictInt, Field(ge=0)]
+    """
+    How many entries it holds.
+    """
+
+
+class Marker(BaseModel):
+    """
+    The sealed marker: the same inode the source state tree held, renamed into .httk-transfer/.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    name: Annotated[StrictStr, Field(max_length=255, min_length=1, pattern="^[^/\\x00]+$")]
+    """
+    Its basename, <job-key>.p<priority>.g<generation>.<record-ref>.
+    """
+    prior_kind: Literal["ready", "paused", "failed", "succeeded", "cancelled"]
+    """
+    The logical state the job was detached in and is imported into.
+    """
+    record_ref: Annotated[
+        StrictStr,
+        Field(
+            max_length=106,
+            pattern="^(?:init|w[0-9a-f]{32}-s(?:0|[1-9a-z][0-9a-z]{0,6})-o(?:0|[1-9a-z][0-9a-z]{0,12})-l(?:0|[1-9a-z][0-9a-z]{0,12})-h[0-9a-f]{32})$",
+            title="Record reference",
+        ),
+    ]
+    """
+    The transferring frame in the source workspace's journal.
+    """
+    state_generation: Annotated[StrictInt, Field(ge=0, le=18446744073709551615, title="Generation")]
+    """
+    The generation of the sealed marker (its transferring frame).
+    """
+
+
+class Runner1(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    digest: Annotated[
+        StrictStr, Field(max_length=64, min_length=64, pattern="^[0-9a-f]{64}$", title="SHA-256 digest")
+    ]
+    """
+    The runner's content digest in the store (a file's SHA-256 or a directory's tree digest).
+    """
+    directory: StrictBool | None = None
+    """
+    Whether the stored runner is a directory; a file when absent or false.
+    """
+    name: Annotated[StrictStr, Field(max_length=255, min_length=1, pattern="^[^/\\x00]+$")]
+    """
+    The runner's name in the store.
+    """
+
+
 UTCTimestamp = TypeAliasType(
     "UTCTimestamp",
     Annotated[
@@ -2128,6 +2238,71 @@ class SpawnEntry(BaseModel):
     """
 
 
+class Transfer(BaseModel):
+    """
+    detached-transfer-v1: the transfer this frame's move belongs to. A transferring frame (reason transfer_detach) starts it; an import frame (transfer_import, in the importing workspace, whose previous_record_ref names the source workspace's transferring frame) or an abort frame (transfer_abort) ends it.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    destination: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    The directory the bundle was detached to, as the operator named it (a transferring frame).
+    """
+    prior_kind: Annotated[
+        Literal[
+            "submitted",
+            "ready",
+            "claimed",
+            "running",
+            "committing",
+            "cancelling",
+            "relocating",
+            "transferring",
+            "waiting",
+            "paused",
+            "succeeded",
+            "failed",
+            "cancelled",
+        ],
+        Field(title="State kind"),
+    ]
+    """
+    The logical state the job was in when it was detached, and returns to.
+    """
+    source_placement: Annotated[
+        StrictStr | None, Field(min_length=1, pattern="^[^/\\x00]+(?:/[^/\\x00]+)*$", title="Placement")
+    ] = None
+    """
+    Its placement there.
+    """
+    source_workspace_id: Annotated[
+        StrictStr | None,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ] = None
+    """
+    The workspace the job was detached from.
+    """
+    transfer_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The transfer.
+    """
+
+
 class Cancellation(BaseModel):
     """
     A cancellation in progress (in a cancelling frame: the fence, naming the attempt and who fenced it) or its verified end (in a cancelled frame, where verified is required).
@@ -2552,6 +2727,423 @@ class MakeDir(BaseModel):
     ]
     """
     The directory below data/.
+    """
+
+
+class Destination(BaseModel):
+    """
+    Where the marker was republished.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    kind: Annotated[
+        Literal[
+            "submitted",
+            "ready",
+            "claimed",
+            "running",
+            "committing",
+            "cancelling",
+            "relocating",
+            "transferring",
+            "waiting",
+            "paused",
+            "succeeded",
+            "failed",
+            "cancelled",
+        ],
+        Field(title="State kind"),
+    ]
+    """
+    The kind the marker was published in.
+    """
+    placement: Annotated[
+        StrictStr, Field(min_length=1, pattern="^[^/\\x00]+(?:/[^/\\x00]+)*$", title="Placement")
+    ]
+    """
+    The placement imported at.
+    """
+    record_ref: Annotated[
+        StrictStr,
+        Field(
+            max_length=106,
+            pattern="^(?:init|w[0-9a-f]{32}-s(?:0|[1-9a-z][0-9a-z]{0,6})-o(?:0|[1-9a-z][0-9a-z]{0,12})-l(?:0|[1-9a-z][0-9a-z]{0,12})-h[0-9a-f]{32})$",
+            title="Record reference",
+        ),
+    ]
+    """
+    The import frame in the importing workspace's journal.
+    """
+    state_generation: Annotated[StrictInt, Field(ge=0, le=18446744073709551615, title="Generation")]
+    """
+    The generation of the import frame.
+    """
+    workspace_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The importing workspace.
+    """
+
+
+class TransferAcknowledgement(BaseModel):
+    """
+    An import's receipt: .httk-workflow/transfers/imported/<transfer-id>.json in the importing workspace (its duplicate suppression) and the same document in .httk-workflow/transfers/acks/<transfer-id>.json of the source workspace, where it lets the source retire its sealed bundle.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    destination: Destination
+    """
+    Where the marker was republished.
+    """
+    format: Literal["httk-workflow-transfer-ack"]
+    """
+    Document type.
+    """
+    format_version: Literal[1]
+    """
+    Major format version.
+    """
+    imported_at: Annotated[
+        StrictStr,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]{1,9})?Z$",
+            title="UTC timestamp",
+        ),
+    ]
+    """
+    When the marker was republished.
+    """
+    job_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The job.
+    """
+    job_key: Annotated[
+        StrictStr,
+        Field(
+            max_length=86,
+            min_length=36,
+            pattern="^(?:[a-z0-9](?:-?[a-z0-9._])*-?--)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="Job key",
+        ),
+    ]
+    """
+    The job key.
+    """
+    source_workspace_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The workspace it was detached from.
+    """
+    transfer_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The transfer imported.
+    """
+
+
+class TransferHistory(BaseModel):
+    """
+    <bundle>/.httk-transfer/history.json: the job's state frames, oldest first, as job log read them at detach (across earlier transfers too), ending with the transferring frame. It stays in the payload after import so job log reads across the move.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    entries: list[Entry]
+    """
+    The frames, oldest first.
+    """
+    format: Literal["httk-workflow-transfer-history"]
+    """
+    Document type.
+    """
+    format_version: Literal[1]
+    """
+    Major format version.
+    """
+    job_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The job.
+    """
+    transfer_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The transfer that wrote it.
+    """
+
+
+class TransferLedgerEntry(BaseModel):
+    """
+    .httk-workflow/transfers/retired/<transfer-id>.json in the source workspace: why and when a sealed bundle left transfers/outgoing/ (imported and acknowledged, or aborted). Collection may remove the retired bundle beside it after trash_days; this entry is kept.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    acknowledgement: dict[str, Any] | None = None
+    """
+    The acknowledgement that retired it (an httk-workflow-transfer-ack document).
+    """
+    format: Literal["httk-workflow-transfer-ledger"]
+    """
+    Document type.
+    """
+    format_version: Literal[1]
+    """
+    Major format version.
+    """
+    job_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The job.
+    """
+    job_key: Annotated[
+        StrictStr,
+        Field(
+            max_length=86,
+            min_length=36,
+            pattern="^(?:[a-z0-9](?:-?[a-z0-9._])*-?--)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="Job key",
+        ),
+    ]
+    """
+    The job key.
+    """
+    outcome: Literal["imported", "aborted"]
+    """
+    imported: an acknowledgement arrived (it is repeated in acknowledgement); aborted: the job was put back into the source state tree.
+    """
+    placement: Annotated[
+        StrictStr, Field(min_length=1, pattern="^[^/\\x00]+(?:/[^/\\x00]+)*$", title="Placement")
+    ]
+    """
+    The job's placement when it was detached.
+    """
+    record_ref: Annotated[
+        StrictStr | None,
+        Field(
+            max_length=106,
+            pattern="^(?:init|w[0-9a-f]{32}-s(?:0|[1-9a-z][0-9a-z]{0,6})-o(?:0|[1-9a-z][0-9a-z]{0,12})-l(?:0|[1-9a-z][0-9a-z]{0,12})-h[0-9a-f]{32})$",
+            title="Record reference",
+        ),
+    ] = None
+    """
+    For an abort, the frame that republished the marker.
+    """
+    retired_at: Annotated[
+        StrictStr,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]{1,9})?Z$",
+            title="UTC timestamp",
+        ),
+    ]
+    """
+    When the bundle was retired.
+    """
+    transfer_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The transfer.
+    """
+
+
+class Job(BaseModel):
+    """
+    The job the bundle holds.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    job_digest: Annotated[
+        StrictStr, Field(max_length=64, min_length=64, pattern="^[0-9a-f]{64}$", title="SHA-256 digest")
+    ]
+    """
+    SHA-256 of job.json exactly as stored.
+    """
+    job_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The job UUID.
+    """
+    job_key: Annotated[
+        StrictStr,
+        Field(
+            max_length=86,
+            min_length=36,
+            pattern="^(?:[a-z0-9](?:-?[a-z0-9._])*-?--)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="Job key",
+        ),
+    ]
+    """
+    The job key, which is also the bundle directory's name.
+    """
+    payload_digest: Annotated[
+        StrictStr, Field(max_length=64, min_length=64, pattern="^[0-9a-f]{64}$", title="SHA-256 digest")
+    ]
+    """
+    The canonical tree digest of the payload, leaving out .httk-job, every top-level .httk-attempt.* and .httk-transfer.
+    """
+
+
+class Source(BaseModel):
+    """
+    Where the job was detached from.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    placement: Annotated[
+        StrictStr, Field(min_length=1, pattern="^[^/\\x00]+(?:/[^/\\x00]+)*$", title="Placement")
+    ]
+    """
+    The job's placement in the source workspace.
+    """
+    root: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    The source workspace's absolute path when it was detached, so a local import can deliver the acknowledgement; advisory.
+    """
+    workspace_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The source workspace.
+    """
+
+
+class TransferManifest(BaseModel):
+    """
+    <bundle>/.httk-transfer/manifest.json: one detached job (detached-transfer-v1). Written once by detach before the marker is sealed into .httk-transfer/; import validates the whole bundle against it before it publishes the marker into the target workspace. After import it stays in the payload as transfer provenance.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    created_at: Annotated[
+        StrictStr,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]{1,9})?Z$",
+            title="UTC timestamp",
+        ),
+    ]
+    """
+    When the job was detached.
+    """
+    format: Literal["httk-workflow-transfer-manifest"]
+    """
+    Document type.
+    """
+    format_version: Literal[1]
+    """
+    Major format version.
+    """
+    history: History
+    """
+    The job's frame history, carried in .httk-transfer/history.json.
+    """
+    job: Job
+    """
+    The job the bundle holds.
+    """
+    marker: Marker
+    """
+    The sealed marker: the same inode the source state tree held, renamed into .httk-transfer/.
+    """
+    runners: list[Runner1]
+    """
+    The store runners job.json references, carried below .httk-transfer/runners/<name>.
+    """
+    source: Source
+    """
+    Where the job was detached from.
+    """
+    transfer_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The transfer: one detach of one job. Import records and acknowledgements are keyed by it.
     """
 
 
@@ -3633,7 +4225,7 @@ class StateFrame(BaseModel):
     process: Process1 | None = None
     reason: Annotated[StrictStr, Field(min_length=1)]
     """
-    Why the transition happened, as a code. This implementation writes registered, invalid_submission, claimed, launched, prepare_failure, outcome, unusable_outcome, advance, wait, succeed, pause, retry, failure, released_stale_claim, join_satisfied, join_impossible, join_unresolved, join_resolved, invalid_join, dependency_failure, operator_continue, operator_override_step, operator_pause, operator_set_priority, operator_cancel, cancel_verified, operator_delete, fsck_repair and fsck_rebuild; a frame of another writer may carry another code.
+    Why the transition happened, as a code. This implementation writes registered, invalid_submission, claimed, launched, prepare_failure, outcome, unusable_outcome, advance, wait, succeed, pause, retry, failure, released_stale_claim, join_satisfied, join_impossible, join_unresolved, join_resolved, invalid_join, dependency_failure, operator_continue, operator_override_step, operator_pause, operator_set_priority, operator_cancel, cancel_verified, operator_delete, fsck_repair, fsck_rebuild, transfer_detach, transfer_import and transfer_abort; a frame of another writer may carry another code.
     """
     released_claim: ReleasedClaim | None = None
     request_id: Annotated[
@@ -3687,6 +4279,10 @@ class StateFrame(BaseModel):
     total_attempts: Annotated[StrictInt | None, Field(ge=0, title="Ordinal")] = None
     """
     Attempts of the whole job so far.
+    """
+    transfer: Transfer | None = None
+    """
+    detached-transfer-v1: the transfer this frame's move belongs to. A transferring frame (reason transfer_detach) starts it; an import frame (transfer_import, in the importing workspace, whose previous_record_ref names the source workspace's transferring frame) or an abort frame (transfer_abort) ends it.
     """
     unclean_restart: StrictBool | None = None
     """

@@ -6,9 +6,10 @@ followed by its bytes. Paths are the raw filename bytes joined by ``/``. The roo
 an entry, so an empty directory digests to SHA-256 of nothing. Symbolic links, FIFOs, sockets and devices
 anywhere in the tree are refused with :class:`UnsafePathError` naming their relative path.
 
-With ``exclude_payload_private`` (the payload digest), the top-level ``.httk-job`` and every top-level
-``.httk-attempt.*`` are left out entirely, whatever their file type: they are runner- and manager-owned
-mutable areas. The same names deeper in the tree are ordinary entries.
+With ``exclude_payload_private`` (the payload digest), the top-level ``.httk-job``, ``.httk-transfer``
+(a detached bundle's metadata, which describes the payload and so cannot be part of its digest) and
+every top-level ``.httk-attempt.*`` are left out entirely, whatever their file type: they are runner-,
+manager- and transfer-owned areas. The same names deeper in the tree are ordinary entries.
 
 Why not "sort each directory and recurse": global bytewise order interleaves a directory's contents
 with its siblings. ``a/b`` sorts after ``a-b`` and ``a.b`` ('/' is 0x2f, after '-' 0x2d and '.' 0x2e)
@@ -46,11 +47,13 @@ if TYPE_CHECKING:
 CHUNK_BYTES = 1 << 20
 PAYLOAD_PRIVATE_DIR = ".httk-job"
 ATTEMPT_DIR_PREFIX = ".httk-attempt."
+TRANSFER_DIR = ".httk-transfer"
 
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 
 _FILE, _DIR_ENTRY, _DIR_CONTENTS = 0, 1, 2
+_PRIVATE_NAMES = frozenset({PAYLOAD_PRIVATE_DIR, TRANSFER_DIR})
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -108,7 +111,8 @@ def tree_digest(root: Path | str, *, exclude_payload_private: bool = False) -> s
     root
         The directory to digest; it must not itself be a symbolic link. It contributes no entry.
     exclude_payload_private
-        Leave out the top-level ``.httk-job`` and ``.httk-attempt.*`` (the payload digest).
+        Leave out the top-level ``.httk-job``, ``.httk-transfer`` and ``.httk-attempt.*`` (the payload
+        digest).
 
     Raises
     ------
@@ -163,7 +167,7 @@ def _events(dir_fd: int, prefix: bytes, root_text: str, exclude: bool) -> Iterat
     with os.scandir(dir_fd) as entries:
         for entry in entries:
             name = entry.name
-            if exclude and (name == PAYLOAD_PRIVATE_DIR or name.startswith(ATTEMPT_DIR_PREFIX)):
+            if exclude and (name in _PRIVATE_NAMES or name.startswith(ATTEMPT_DIR_PREFIX)):
                 continue
             rel = prefix + os.fsencode(name)
             if entry.is_dir(follow_symlinks=False):

@@ -106,6 +106,11 @@ class RunnerStoreError(WorkflowError):
     """A runner cannot be published into, or resolved from, the workspace runner store."""
 
 
+class TransferError(WorkflowError):
+    """A transfer is refused (a job that may not leave, a bundle that is not whole, a duplicate);
+    nothing was changed."""
+
+
 class LauncherError(WorkflowError):
     """A launcher bundle, its name or a launch setting is refused; nothing was started."""
 

@@ -56,6 +56,9 @@ class Trigger(StrEnum):
     TAKEOVER = "takeover"
     FSCK_REPAIR = "fsck_repair"
     FSCK_REBUILD = "fsck_rebuild"
+    TRANSFER_DETACH = "transfer_detach"
+    TRANSFER_IMPORT = "transfer_import"
+    TRANSFER_ABORT = "transfer_abort"
 
 
 K = Kind
@@ -128,9 +131,29 @@ TRANSITIONS: frozenset[tuple[Kind, Kind, Trigger]] = frozenset(
 )
 
 
+TRANSFERABLE_KINDS = frozenset({K.READY, K.PAUSED, K.FAILED, K.SUCCEEDED, K.CANCELLED})
+"""The kinds a job may be detached in (detached-transfer-v1): the quiescent kinds of spec/01 but
+waiting, whose join resolves its children by their placement in this workspace."""
+
+TRANSFER_TRIGGERS = frozenset({T.TRANSFER_DETACH, T.TRANSFER_IMPORT, T.TRANSFER_ABORT})
+
+TRANSFER_TRANSITIONS: frozenset[tuple[Kind, Kind, Trigger]] = frozenset(
+    {
+        *((kind, K.TRANSFERRING, T.TRANSFER_DETACH) for kind in TRANSFERABLE_KINDS),
+        *((K.TRANSFERRING, kind, T.TRANSFER_IMPORT) for kind in TRANSFERABLE_KINDS),
+        *((K.TRANSFERRING, kind, T.TRANSFER_ABORT) for kind in TRANSFERABLE_KINDS),
+    }
+)
+"""The extension's rows (spec/01, "Relocating and transferring jobs"): a job enters transferring from
+the kind it rests in and leaves it, imported or aborted, into that same kind. Kept apart from
+:data:`TRANSITIONS`, the core table, so no fact about the core kinds changes; only an operator's
+``transfer`` command moves these markers, never a manager pass."""
+
+
 def check_transition(source: Kind, destination: Kind, trigger: Trigger) -> None:
-    """Refuse any marker move that is not a row of :data:`TRANSITIONS`."""
-    if (source, destination, trigger) not in TRANSITIONS:
+    """Refuse any marker move that is not a row of :data:`TRANSITIONS` or :data:`TRANSFER_TRANSITIONS`."""
+    row = (source, destination, trigger)
+    if row not in TRANSITIONS and row not in TRANSFER_TRANSITIONS:
         raise TransitionError(
             f"illegal transition {source.value} -> {destination.value} by {trigger.value}: "
             "not a row of the core state machine"
@@ -147,8 +170,10 @@ def destinations(source: Kind, *triggers: Trigger) -> frozenset[Kind]:
     return frozenset(dest for src, dest, trigger in TRANSITIONS if src is source and trigger in triggers)
 
 
-OPERATOR_TRIGGERS = frozenset({T.OPERATOR_CONTINUE, T.CANCEL, T.CANCEL_FENCE, T.PAUSE, T.SET_PRIORITY})
-"""The moves only an operator causes (a request, or ``job delete``'s cancel fence)."""
+OPERATOR_TRIGGERS = frozenset(
+    {T.OPERATOR_CONTINUE, T.CANCEL, T.CANCEL_FENCE, T.PAUSE, T.SET_PRIORITY, *TRANSFER_TRIGGERS}
+)
+"""The moves only an operator causes (a request, ``job delete``'s cancel fence, a transfer command)."""
 
 MANAGER_TRIGGERS = frozenset(Trigger) - OPERATOR_TRIGGERS - {T.FSCK_REPAIR, T.FSCK_REBUILD}
 """The moves a manager makes on its own."""

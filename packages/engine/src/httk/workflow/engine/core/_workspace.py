@@ -61,10 +61,10 @@ CONTROL_DIR = ".httk-workflow"
 FORMAT_NAME = "httk-workflow-filesystem"
 CORE_PROFILE = "core-v2"
 READABLE_PROFILES = frozenset({"core-v1", "core-v2"})
-SUPPORTED_EXTENSIONS = frozenset({"transactional-data-v1"})
+SUPPORTED_EXTENSIONS = frozenset({"transactional-data-v1", "detached-transfer-v1"})
 """The extensions this version implements: the only ones it mutates a workspace under (spec/01, startup
 step 2). A workspace listing any other is attached read-only, for inspection."""
-UNIMPLEMENTED_EXTENSIONS = frozenset({"detached-transfer-v1"})
+UNIMPLEMENTED_EXTENSIONS: frozenset[str] = frozenset()
 """Extensions DECISIONS D10 asks for whose code has not landed yet: listed here so the refusal says so,
 and moved to :data:`SUPPORTED_EXTENSIONS` together with that code (and with the journal collection gate
 its bundles' frame references need)."""

@@ -38,10 +38,20 @@ from datetime import datetime
 from typing import Any
 
 from httk.workflow.engine.core._clock import Clock, utc_timestamp
+from httk.workflow.engine.core._sealed import outgoing_markers
+from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import Workspace
 
 from ._gc_control import sweep_journal, sweep_manager_dirs, sweep_scratch
-from ._gc_tree import DAY_SECONDS, CategoryCount, PayloadGates, Sweep, sweep_state
+from ._gc_tree import (
+    DAY_SECONDS,
+    CategoryCount,
+    PayloadGates,
+    Sweep,
+    TreeFindings,
+    segment_key,
+    sweep_state,
+)
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -136,6 +146,7 @@ def collect_garbage(
     skipped = {name: _kept_because(name, always_safe_only) for name in limits if limits[name] is None}
     sweep.phase = PHASES[0]
     findings = sweep_state(sweep, PayloadGates(limits["attempt_control"], limits["transaction_trash"]))
+    _protect_sealed(workspace, findings)
     sweep.phase = PHASES[1]
     sweep_scratch(sweep)
     sweep.phase = PHASES[2]
@@ -160,6 +171,14 @@ def collect_garbage(
         return report
     ref = workspace.journal().append(report.frame())
     return replace(report, frame_ref=str(ref))
+
+
+def _protect_sealed(workspace: Workspace, findings: TreeFindings) -> None:
+    """A bundle awaiting handover references its journal like a current marker (spec/01, gc table)."""
+    for name in outgoing_markers(workspace):
+        if name.ref is not None:
+            findings.current_segments.add(segment_key(name.ref.writer, name.ref.segment))
+            findings.chains.append((Kind.TRANSFERRING, "transfers", str(name)))
 
 
 _RETENTION_KEY = {

@@ -60,6 +60,7 @@ from httk.workflow.engine.core._frames import (
     repaired_from,
 )
 from httk.workflow.engine.core._liveness import manager_gone, read_heartbeat, read_manifest
+from httk.workflow.engine.core._sealed import SEALED_DIR, SEALED_HISTORY
 from httk.workflow.engine.core._states import OWNED_KINDS, PERMANENT_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.protocol import (
@@ -414,19 +415,15 @@ def job_history(
     ``previous_kind`` is the kind before the oldest returned frame when the caller knows it (``follow``).
     """
     entries: list[dict[str, Any]] = []
-    ref: Any = None if marker.name.ref is None else marker.name.ref_text
-    expected = range(marker.name.generation, marker.name.generation + 1)
     wanted = None if limit is None else limit + 1  # one more, to know the kind the oldest came from
-    while ref is not None and expected and expected[-1] > after_generation:
+    for entry in history_chain(workspace, marker, after_generation):
         if wanted is not None and len(entries) >= wanted:
             break
-        entry = read_entry(workspace, ref, marker.job_id, expected)
         if "frame" in entry and entry["frame"]["state_generation"] <= after_generation:
             break  # a repair adopted a frame the caller has already seen
         entries.append(entry)
         if "problem" in entry:
             break
-        ref, expected = previous_link(entry["frame"])
     entries.reverse()
     extra: dict[str, Any] | None = None
     if wanted is not None and len(entries) == wanted and "problem" not in entries[0]:
@@ -439,6 +436,55 @@ def job_history(
         _log_entry(entry, before, gaps.get(index))
         for index, (entry, before) in enumerate(_with_previous(entries, previous_kind))
     ]
+
+
+def history_chain(
+    workspace: Workspace, marker: MarkerLocation, after_generation: int
+) -> Iterator[dict[str, Any]]:
+    """The marker's frames newest first, as :func:`read_entry` gives them.
+
+    Past a ``transfer_import`` frame, whose predecessor is in the journal of the workspace the job came
+    from, the chain goes on in the history the transfer carried in the payload (detached-transfer-v1).
+    """
+    ref: Any = None if marker.name.ref is None else marker.name.ref_text
+    expected = range(marker.name.generation, marker.name.generation + 1)
+    while ref is not None and expected and expected[-1] > after_generation:
+        entry = read_entry(workspace, ref, marker.job_id, expected)
+        yield entry
+        if "problem" in entry:
+            return
+        if entry["frame"].get("reason") == TRANSFER_IMPORT_REASON:
+            payload = workspace.payload_path(marker.placement, marker.job_key)
+            for carried in reversed(carried_history(payload)):
+                yield {
+                    "ref": carried["record_ref"],
+                    **{k: v for k, v in carried.items() if k != "record_ref"},
+                }
+            return
+        ref, expected = previous_link(entry["frame"])
+
+
+TRANSFER_IMPORT_REASON = "transfer_import"
+HISTORY_MAX_BYTES = 64 << 20
+"""The largest carried history read: a very long-lived job's is large, never unbounded."""
+
+
+def carried_history(payload: Path) -> list[dict[str, Any]]:
+    """The entries of the payload's ``.httk-transfer/history.json``, oldest first; ``[]`` when it has none.
+
+    A history that cannot be read is one problem entry, so ``job log`` says so instead of failing.
+    """
+    path = payload / SEALED_DIR / SEALED_HISTORY
+    if not os.path.lexists(path):
+        return []
+    try:
+        document = read_json_object(path, document="transfer history", max_bytes=HISTORY_MAX_BYTES)
+        entries = document.get("entries")
+        if document.get("format") != "httk-workflow-transfer-history" or not isinstance(entries, list):
+            raise InvalidDocumentError("transfer history", "", "is not a transfer history document", path)
+    except InvalidDocumentError as exc:
+        return [{"record_ref": str(path), "generation": None, "problem": _code("bad_history", str(exc))}]
+    return [entry for entry in entries if isinstance(entry, dict) and "record_ref" in entry]
 
 
 def _lost_generations(

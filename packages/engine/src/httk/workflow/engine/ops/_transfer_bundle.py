@@ -1,0 +1,339 @@
+"""The detached bundle of detached-transfer-v1: where its parts live, how they are written and checked.
+
+A bundle is a job's payload holding ``.httk-transfer/``: ``manifest.json``
+(``schemas/transfer-manifest``), ``history.json`` (``schemas/transfer-history``), ``runners/<name>``
+and, while it is detached, the job's one marker. :func:`read_bundle` is the whole validation import
+relies on: nothing in a bundle is trusted before it passes. The workspace side is
+``.httk-workflow/transfers/``: ``outgoing/<transfer-id>/<job-key>/`` (a source's sealed bundle awaiting
+acknowledgement), ``imported/`` and ``acks/`` (``schemas/transfer-ack``) and ``retired/``
+(``schemas/transfer-ledger`` beside each retired bundle). DESIGN.md, "Detached transfers".
+
+Cost: validating a bundle reads every byte of its payload once (the tree digest) and each carried runner.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._sealed import SEALED_DIR, SEALED_HISTORY, sealed_markers
+from httk.workflow.engine.core._states import TRANSFERABLE_KINDS
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
+from httk.workflow.engine.publish._runners import runner_digest
+from httk.workflow.protocol import InvalidDocumentError, JobKey, MarkerName, TransferError, validate_uuid
+from httk.workflow.protocol._digest import job_digest, sha256_bytes, tree_digest
+from httk.workflow.protocol._jsonio import dump_compact, parse_json_object, read_document_bytes
+
+from ._show import history_chain
+
+MANIFEST = "manifest.json"
+RUNNERS = "runners"
+IMPORT_REASON = "transfer_import"
+DETACH_REASON = "transfer_detach"
+ABORT_REASON = "transfer_abort"
+EXTENSION = "detached-transfer-v1"
+_MAX_DOCUMENT = 64 << 20  # a history of a very long-lived job is large, never unbounded
+
+
+def transfers_dir(workspace: Workspace) -> Path:
+    return workspace.control / "transfers"
+
+
+def outgoing_dir(workspace: Workspace, transfer_id: str) -> Path:
+    return transfers_dir(workspace) / "outgoing" / transfer_id
+
+
+def receipt_path(workspace: Workspace, where: str, transfer_id: str) -> Path:
+    """``imported``, ``acks`` or ``retired``: the receipt of ``transfer_id`` there."""
+    return transfers_dir(workspace) / where / f"{transfer_id}.json"
+
+
+def retired_dir(workspace: Workspace, transfer_id: str) -> Path:
+    return transfers_dir(workspace) / "retired" / transfer_id
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A source workspace's sealed bundle awaiting acknowledgement (or abort)."""
+
+    transfer_id: str
+    path: Path
+
+
+def outgoing_bundles(workspace: Workspace) -> Iterator[Outgoing]:
+    """Every sealed bundle below ``transfers/outgoing/``, in transfer-id order."""
+    root = transfers_dir(workspace) / "outgoing"
+    try:
+        transfers = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return
+    for transfer_id in transfers:
+        try:
+            names = sorted(os.listdir(root / transfer_id))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            yield Outgoing(transfer_id, root / transfer_id / name)
+
+
+def write_document(path: Path, document: Mapping[str, Any], *, durable: bool) -> bytes:
+    """Write ``document`` atomically as compact JSON with a final newline; the bytes written."""
+    data = dump_compact(dict(document)) + b"\n"
+    _fsops.make_dirs(path.parent, durable=durable)
+    _fsops.write_file_atomic(path, data, durable=durable)
+    return data
+
+
+def read_document(path: Path, what: str, format_name: str | None = None) -> dict[str, Any]:
+    """A JSON object document of ``format_name`` (when named); :class:`TransferError` if it is not one."""
+    try:
+        data = read_document_bytes(path, what, max_bytes=_MAX_DOCUMENT)
+        document = parse_json_object(data, document=what, path=path)
+    except InvalidDocumentError as exc:
+        raise TransferError(f"{path}: {exc}") from None
+    if format_name is not None and (document.get("format"), document.get("format_version")) != (
+        format_name,
+        1,
+    ):
+        raise TransferError(f"{path}: not an {format_name} document of format_version 1")
+    return document
+
+
+# The manifest's rules, checked by hand: a schema validator costs tens of milliseconds per document, and
+# import reads one per bundle (tests/engine/ops/test_transfers.py holds what detach writes to the schema).
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_MANIFEST_FORMAT = "httk-workflow-transfer-manifest"
+
+
+def check_manifest(manifest: Mapping[str, Any], path: Path) -> None:
+    """Refuse a manifest that breaks a rule of ``schemas/transfer-manifest`` import relies on."""
+
+    def need(ok: bool, member: str, rule: str) -> None:
+        if not ok:
+            raise TransferError(f"{path}: invalid transfer manifest: member {member!r} {rule}")
+
+    def part(name: str) -> Mapping[str, Any]:
+        value = manifest.get(name)
+        if not isinstance(value, Mapping):
+            need(False, name, "must be an object")
+        return value  # type: ignore[return-value]
+
+    def uuid_at(value: object, member: str) -> None:
+        try:
+            validate_uuid(value if isinstance(value, str) else "")
+        except ValueError:
+            need(False, member, "must be a lowercase canonical UUID")
+
+    def sha_at(value: object, member: str) -> None:
+        need(
+            isinstance(value, str) and _SHA256.fullmatch(value) is not None,
+            member,
+            "must be a SHA-256 digest",
+        )
+
+    uuid_at(manifest.get("transfer_id"), "transfer_id")
+    source, job, marker, history = part("source"), part("job"), part("marker"), part("history")
+    uuid_at(source.get("workspace_id"), "source.workspace_id")
+    need(isinstance(source.get("placement"), str), "source.placement", "must be a placement")
+    uuid_at(job.get("job_id"), "job.job_id")
+    need(isinstance(job.get("job_key"), str), "job.job_key", "must be a job key")
+    sha_at(job.get("job_digest"), "job.job_digest")
+    sha_at(job.get("payload_digest"), "job.payload_digest")
+    need(isinstance(marker.get("name"), str), "marker.name", "must be a marker name")
+    need(
+        marker.get("prior_kind") in _TRANSFERABLE,
+        "marker.prior_kind",
+        "must be a kind a job can be detached in",
+    )
+    generation = marker.get("state_generation")
+    need(
+        isinstance(generation, int) and not isinstance(generation, bool) and generation > 0,
+        "marker.state_generation",
+        "must be a positive integer",
+    )
+    need(isinstance(marker.get("record_ref"), str), "marker.record_ref", "must be a record reference")
+    runners = manifest.get("runners")
+    if not isinstance(runners, list):
+        need(False, "runners", "must be an array")
+    for index, runner in enumerate(runners or ()):
+        need(isinstance(runner, Mapping), f"runners[{index}]", "must be an object")
+        name = runner.get("name")
+        need(
+            isinstance(name, str) and os.path.basename(name) == name and name not in ("", ".", ".."),
+            f"runners[{index}].name",
+            "must be one path component",
+        )
+        sha_at(runner.get("digest"), f"runners[{index}].digest")
+    sha_at(history.get("digest"), "history.digest")
+
+
+_TRANSFERABLE = frozenset(kind.value for kind in TRANSFERABLE_KINDS)
+
+
+def store_runners(job: Mapping[str, Any]) -> list[str]:
+    """The runner-store names job.json references (its runner, when it is a workspace runner)."""
+    runner = job.get("runner")
+    if isinstance(runner, Mapping) and runner.get("source") == "workspace":
+        return [str(runner["path"])]
+    return []
+
+
+def payload_digest(payload: Path) -> str:
+    """The payload's tree digest: everything but ``.httk-job``, attempt directories and ``.httk-transfer``."""
+    return tree_digest(payload, exclude_payload_private=True)
+
+
+def require_extension(workspace: Workspace) -> None:
+    workspace.require_writable()
+    if EXTENSION not in workspace.extensions:
+        raise TransferError(
+            f"{workspace.root}: the workspace does not enable {EXTENSION}; enable it first "
+            f"(httk workflow workspace extension enable {workspace.root} {EXTENSION})"
+        )
+
+
+# -- the carried history ------------------------------------------------------------------------------
+def chain_entries(workspace: Workspace, marker: MarkerLocation) -> Iterator[dict[str, Any]]:
+    """The job's history newest first, as ``job log`` reads it (across earlier transfers too):
+    ``{"record_ref", "frame"}`` entries, or a problem entry, which ends it."""
+    for entry in history_chain(workspace, marker, 0):
+        yield _as_carried(entry)
+
+
+def _as_carried(entry: Mapping[str, Any]) -> dict[str, Any]:
+    if "frame" in entry:
+        return {"record_ref": entry["ref"], "frame": dict(entry["frame"])}
+    return {"record_ref": entry["ref"], "generation": entry["generation"], "problem": entry["problem"]}
+
+
+# -- reading a bundle ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    """A bundle that passed :func:`read_bundle`: its manifest, job.json, and the sealed marker."""
+
+    path: Path
+    manifest: dict[str, Any]
+    job: dict[str, Any]
+    marker: MarkerName
+
+    @property
+    def transfer_id(self) -> str:
+        return str(self.manifest["transfer_id"])
+
+    @property
+    def job_id(self) -> str:
+        return str(self.manifest["job"]["job_id"])
+
+    @property
+    def job_key(self) -> str:
+        return str(self.manifest["job"]["job_key"])
+
+    @property
+    def prior_kind(self) -> str:
+        return str(self.manifest["marker"]["prior_kind"])
+
+    @property
+    def sealed_path(self) -> Path:
+        return self.path / SEALED_DIR / str(self.marker)
+
+
+def read_manifest(bundle: Path) -> dict[str, Any]:
+    """The bundle's manifest, schema-checked."""
+    path = bundle / SEALED_DIR / MANIFEST
+    if not os.path.isfile(path):
+        raise TransferError(f"{bundle}: not a transfer bundle (no {SEALED_DIR}/{MANIFEST})")
+    manifest = read_document(path, "transfer manifest", _MANIFEST_FORMAT)
+    check_manifest(manifest, path)
+    return manifest
+
+
+def read_bundle(bundle: Path, *, check_payload: bool = True) -> Bundle:
+    """Validate the complete bundle at ``bundle``; :class:`TransferError` naming the first defect.
+
+    With ``check_payload`` false the payload and runner digests are not recomputed (a bundle this process
+    has already verified and only renamed since).
+    """
+    if os.path.islink(bundle) or not os.path.isdir(bundle):
+        raise TransferError(f"{bundle}: a transfer bundle is a directory (not a symbolic link)")
+    manifest = read_manifest(bundle)
+    job_part, sealed = manifest["job"], manifest["marker"]
+    key = str(job_part["job_key"])
+    if bundle.name != key:
+        raise TransferError(f"{bundle}: the bundle directory must be named by its job key {key}")
+    try:
+        parsed = JobKey.parse(key)
+    except ValueError as exc:
+        raise TransferError(f"{bundle}: {exc}") from None
+    if parsed.job_id != job_part["job_id"]:
+        raise TransferError(f"{bundle}: the job key {key} does not name job {job_part['job_id']}")
+    data = _read_bytes(bundle / "job.json", "job.json")
+    if job_digest(data) != job_part["job_digest"]:
+        raise TransferError(f"{bundle}/job.json: its digest is not the manifest's job_digest")
+    job = parse_json_object(data, document="job.json", path=bundle / "job.json")
+    if job.get("id") != job_part["job_id"]:
+        raise TransferError(f"{bundle}/job.json: its id is not the manifest's job_id")
+    if sealed["prior_kind"] not in {kind.value for kind in TRANSFERABLE_KINDS}:
+        raise TransferError(
+            f"{bundle}: the manifest's prior_kind {sealed['prior_kind']!r} cannot be imported"
+        )
+    marker = _sealed_marker(bundle, sealed, key)
+    history = _read_bytes(bundle / SEALED_DIR / SEALED_HISTORY, "transfer history")
+    if sha256_bytes(history) != manifest["history"]["digest"]:
+        raise TransferError(f"{bundle}/{SEALED_DIR}/{SEALED_HISTORY}: its digest is not the manifest's")
+    if check_payload:
+        _check_digests(bundle, manifest, job)
+    return Bundle(bundle, manifest, job, marker)
+
+
+def _sealed_marker(bundle: Path, sealed: Mapping[str, Any], key: str) -> MarkerName:
+    found = sealed_markers(bundle)
+    if len(found) != 1 or str(found[0]) != sealed["name"]:
+        names = ", ".join(str(name) for name in found) or "none"
+        raise TransferError(
+            f"{bundle}: the bundle must seal exactly its manifest's marker {sealed['name']} (it holds "
+            f"{names}); a bundle whose marker is gone was imported or aborted already"
+        )
+    name = found[0]
+    if (
+        str(name.key) != key
+        or name.generation != sealed["state_generation"]
+        or name.ref_text != sealed["record_ref"]
+    ):
+        raise TransferError(f"{bundle}: the sealed marker {name} disagrees with the manifest")
+    return name
+
+
+def _check_digests(bundle: Path, manifest: Mapping[str, Any], job: Mapping[str, Any]) -> None:
+    try:
+        actual = payload_digest(bundle)
+    except InvalidDocumentError as exc:
+        raise TransferError(f"{bundle}: {exc}") from None
+    if actual != manifest["job"]["payload_digest"]:
+        raise TransferError(f"{bundle}: the payload's digest {actual} is not the manifest's payload_digest")
+    carried = {str(runner["name"]): runner for runner in manifest["runners"]}
+    for name in store_runners(job):
+        if name not in carried:
+            raise TransferError(
+                f"{bundle}: job.json names store runner {name!r}, which the bundle does not carry"
+            )
+    for name, runner in carried.items():
+        path = bundle / SEALED_DIR / RUNNERS / name
+        if os.path.basename(name) != name or not os.path.lexists(path):
+            raise TransferError(f"{bundle}: the carried runner {name!r} is missing")
+        if runner_digest(path) != runner["digest"]:
+            raise TransferError(f"{bundle}: the carried runner {name!r} does not have the manifest's digest")
+        pinned = (job.get("runner") or {}).get("sha256")
+        if name in store_runners(job) and pinned != runner["digest"]:
+            raise TransferError(f"{bundle}: the carried runner {name!r} is not the one job.json pins")
+
+
+def _read_bytes(path: Path, what: str) -> bytes:
+    try:
+        return read_document_bytes(path, what, max_bytes=_MAX_DOCUMENT)
+    except InvalidDocumentError as exc:
+        raise TransferError(f"{path}: {exc}") from None

@@ -1,0 +1,356 @@
+"""``transfer detach``: sealing quiescent jobs as standalone bundles (detached-transfer-v1).
+
+Per job, five steps, each a commit point a rerun recognises (DESIGN.md, "Detached transfers"):
+
+1. the verified move of the marker to ``state/transferring/`` (reason ``transfer_detach``);
+2. ``.httk-transfer/``: the carried runners, ``history.json``, then ``manifest.json``;
+3. the payload renamed to ``.httk-workflow/transfers/outgoing/<transfer-id>/<job-key>/``;
+4. the marker renamed into that bundle's ``.httk-transfer/`` (sealed: no state tree names the job);
+5. the bundle copied to ``DIR/.<job-key>.<transfer-id>.partial`` and renamed to ``DIR/<job-key>``.
+
+Every refusal is decided before the first step of any job: all the named jobs leave, or none does.
+A rerun of the same command finds a job part way by its ``transferring`` marker (whose frame names the
+transfer) or by its sealed bundle in ``transfers/outgoing/`` and finishes it.
+
+Cost per job: one journal append, four renames, two small documents, and one copy of the payload.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._frames import kept
+from httk.workflow.engine.core._jobs import load_job, read_frame
+from httk.workflow.engine.core._scan import walk_markers
+from httk.workflow.engine.core._sealed import SEALED_DIR, SEALED_HISTORY, is_sealed, seal_marker
+from httk.workflow.engine.core._states import OWNED_KINDS, TRANSFERABLE_KINDS, Kind, Trigger
+from httk.workflow.engine.core._transition import move_marker
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
+from httk.workflow.engine.publish._runners import stored_digest
+from httk.workflow.engine.publish._submit import copy_checked_tree
+from httk.workflow.protocol import TransferError
+from httk.workflow.protocol._digest import sha256_bytes
+
+from ._select import select_jobs
+from ._transfer_bundle import (
+    DETACH_REASON,
+    MANIFEST,
+    RUNNERS,
+    chain_entries,
+    outgoing_bundles,
+    outgoing_dir,
+    payload_digest,
+    read_manifest,
+    require_extension,
+    store_runners,
+    write_document,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Detached:
+    """One job detached: its transfer, the bundle copy in ``DIR`` and the source's sealed original."""
+
+    transfer_id: str
+    job_id: str
+    job_key: str
+    placement: str
+    prior_kind: str
+    bundle: Path
+    source_bundle: Path
+    resumed: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "bundle": str(self.bundle), "source_bundle": str(self.source_bundle)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A job to detach from the start (``marker`` quiescent) or to resume (``marker`` transferring, or
+    ``sealed`` its bundle in ``transfers/outgoing/``)."""
+
+    marker: MarkerLocation | None
+    sealed: Path | None = None
+
+
+def detach_jobs(workspace: Workspace, selectors: Sequence[str], to: Path | str) -> list[Detached]:
+    """Detach every job ``selectors`` name into bundles below ``to``; all of them, or none when refused."""
+    require_extension(workspace)
+    destination = _destination(workspace, Path(to))
+    plans = _plans(workspace, selectors)
+    refusals = [
+        refusal
+        for plan in plans
+        if plan.marker is not None and plan.marker.kind is not Kind.TRANSFERRING
+        for refusal in [_refusal(workspace, plan.marker, destination)]
+        if refusal is not None
+    ]
+    named = _joined_jobs(workspace)
+    refusals += [
+        f"{plan.marker.job_key}: a waiting job's join names it, and it would leave that join unresolved"
+        for plan in plans
+        if plan.marker is not None
+        and plan.marker.kind is not Kind.TRANSFERRING
+        and plan.marker.job_id in named
+    ]
+    if refusals:
+        raise TransferError(f"nothing was detached: {'; '.join(refusals)}")
+    return [_detach(workspace, plan, destination) for plan in plans]
+
+
+def _destination(workspace: Workspace, to: Path) -> Path:
+    if not to.is_dir():
+        raise TransferError(f"{to}: the --to directory does not exist (create it first)")
+    resolved = to.resolve()
+    if resolved == workspace.root.resolve() or resolved.is_relative_to(workspace.control.resolve()):
+        raise TransferError(f"{to}: bundles go outside the workspace's control directory and root")
+    return resolved
+
+
+def _plans(workspace: Workspace, selectors: Sequence[str]) -> list[_Plan]:
+    in_flight = _in_flight(workspace)
+    plans: dict[str, _Plan] = {}
+    for selector in selectors:
+        found = in_flight.get(selector.lower())
+        if found is not None:
+            plans.setdefault(_plan_id(found), found)
+            continue
+        for marker in select_jobs(workspace, selector).markers:
+            plans.setdefault(marker.job_id, _Plan(marker))
+    return list(plans.values())
+
+
+def _plan_id(plan: _Plan) -> str:
+    if plan.marker is not None:
+        return plan.marker.job_id
+    assert plan.sealed is not None
+    return plan.sealed.name.rsplit("--", 1)[-1]
+
+
+def _in_flight(workspace: Workspace) -> dict[str, _Plan]:
+    """The jobs a detach left part way, by job id and by job key: transferring markers, outgoing bundles."""
+    found: dict[str, _Plan] = {}
+    for marker in walk_markers(workspace, Kind.TRANSFERRING):
+        if isinstance(marker, MarkerLocation):
+            plan = _Plan(marker)
+            found[marker.job_id] = found[marker.job_key] = plan
+    for outgoing in outgoing_bundles(workspace):
+        if is_sealed(outgoing.path):  # unsealed, it is the payload of a transferring marker found above
+            plan = _Plan(None, outgoing.path)
+            key = outgoing.path.name
+            found[key.rsplit("--", 1)[-1]] = found[key] = plan
+    return found
+
+
+def _refusal(workspace: Workspace, marker: MarkerLocation, destination: Path) -> str | None:
+    """Why ``marker``'s job may not be detached now, or ``None``."""
+    kind = marker.kind
+    if kind is Kind.WAITING:
+        return (
+            f"{marker.job_key} is waiting: its join resolves its children by their placement in this "
+            "workspace, so it cannot leave it; detach it once the join is decided"
+        )
+    if kind in OWNED_KINDS:
+        return f"{marker.job_key} is {kind.value}: an attempt holds it; wait for it to finish or cancel it"
+    if kind not in TRANSFERABLE_KINDS:
+        return f"{marker.job_key} is {kind.value}: a manager has not registered it yet"
+    if os.path.lexists(destination / marker.job_key):
+        return f"{destination / marker.job_key} already exists"
+    try:
+        job = load_job(workspace, marker.placement, marker.job_key)
+    except (OSError, ValueError) as exc:
+        return f"{marker.job_key}: its payload cannot be read ({exc})"
+    for name in store_runners(job.document):
+        pinned = job.document["runner"].get("sha256")
+        if stored_digest(workspace, name) != pinned:
+            return f"{marker.job_key}: its runner {name!r} is not in the store with the digest job.json pins"
+    return None
+
+
+def _joined_jobs(workspace: Workspace) -> set[str]:
+    """The job ids every waiting job's join names: each is in an unresolved join (spec/01)."""
+    named: set[str] = set()
+    for marker in walk_markers(workspace, Kind.WAITING):
+        if not isinstance(marker, MarkerLocation):
+            continue
+        frame = read_frame(workspace, marker)
+        join = None if frame is None else frame.get("join")
+        if isinstance(join, Mapping):
+            named.update(
+                str(child.get("job_id")) for child in join.get("children") or () if isinstance(child, Mapping)
+            )
+    return named
+
+
+# -- the steps ----------------------------------------------------------------------------------------
+def _detach(workspace: Workspace, plan: _Plan, destination: Path) -> Detached:
+    resumed = plan.marker is None or plan.marker.kind is Kind.TRANSFERRING
+    if plan.sealed is not None:
+        bundle = plan.sealed
+    else:
+        assert plan.marker is not None
+        marker = plan.marker if resumed else _to_transferring(workspace, plan.marker, destination)
+        bundle = _seal(workspace, marker)
+    manifest = read_manifest(bundle)
+    copy = _copy_out(workspace, bundle, manifest, destination)
+    return Detached(
+        manifest["transfer_id"],
+        manifest["job"]["job_id"],
+        manifest["job"]["job_key"],
+        manifest["source"]["placement"],
+        manifest["marker"]["prior_kind"],
+        copy,
+        bundle,
+        resumed,
+    )
+
+
+def _to_transferring(workspace: Workspace, marker: MarkerLocation, destination: Path) -> MarkerLocation:
+    """Step 1: the verified move into ``transferring``; a lost race refuses this job (changing nothing)."""
+    previous = read_frame(workspace, marker)
+    transfer = {
+        "transfer_id": str(uuid.uuid4()),
+        "prior_kind": marker.kind.value,
+        "source_workspace_id": workspace.workspace_id,
+        "source_placement": marker.placement,
+        "destination": str(destination),
+    }
+    frame = kept(Kind.TRANSFERRING, previous, reason=DETACH_REASON, transfer=transfer)
+    result = move_marker(workspace, marker, frame, Trigger.TRANSFER_DETACH)
+    if not result.won or result.current is None:
+        now = "is gone" if result.current is None else f"moved to {result.current.kind.value} meanwhile"
+        raise TransferError(f"{marker.job_key} {now}; it was not detached")
+    return result.current
+
+
+def _seal(workspace: Workspace, marker: MarkerLocation) -> Path:
+    """Steps 2 to 4 for a ``transferring`` marker, from wherever a previous run stopped."""
+    frame = read_frame(workspace, marker)
+    if frame is None or not isinstance(frame.get("transfer"), Mapping):
+        raise TransferError(f"{marker.job_key}: its transferring frame names no transfer")
+    transfer_id = str(frame["transfer"]["transfer_id"])
+    payload = workspace.payload_path(marker.placement, marker.job_key)
+    bundle = outgoing_dir(workspace, transfer_id) / marker.job_key
+    if not os.path.isdir(bundle):
+        if not os.path.isdir(payload):
+            raise TransferError(f"{marker.job_key}: its payload is neither at {payload} nor at {bundle}")
+        if not _prepared(payload, transfer_id):
+            _prepare(workspace, marker, frame, payload)
+        _fsops.make_dirs(bundle.parent, durable=workspace.durable)
+        _fsops.rename(payload, bundle, durable=workspace.durable)
+    seal_marker(workspace, marker, bundle)
+    return bundle
+
+
+def _prepared(payload: Path, transfer_id: str) -> bool:
+    try:
+        return bool(read_manifest(payload)["transfer_id"] == transfer_id)
+    except TransferError:
+        return False
+
+
+def _prepare(workspace: Workspace, marker: MarkerLocation, frame: Mapping[str, Any], payload: Path) -> None:
+    """Step 2: the carried runners and history, then the manifest that says they are complete."""
+    durable = workspace.durable
+    transfer = frame["transfer"]
+    sealed = payload / SEALED_DIR
+    _fsops.make_dirs(sealed / RUNNERS, durable=durable)
+    job = load_job(workspace, marker.placement, marker.job_key)
+    runners = [_carry_runner(workspace, name, sealed / RUNNERS) for name in store_runners(job.document)]
+    entries = list(chain_entries(workspace, marker))
+    entries.reverse()
+    history = write_document(
+        sealed / SEALED_HISTORY,
+        {
+            "format": "httk-workflow-transfer-history",
+            "format_version": 1,
+            "transfer_id": transfer["transfer_id"],
+            "job_id": marker.job_id,
+            "entries": entries,
+        },
+        durable=durable,
+    )
+    manifest = {
+        "format": "httk-workflow-transfer-manifest",
+        "format_version": 1,
+        "transfer_id": transfer["transfer_id"],
+        "created_at": utc_timestamp(workspace.clock.now()),
+        "source": {
+            "workspace_id": workspace.workspace_id,
+            "root": str(workspace.root.resolve()),
+            "placement": marker.placement,
+        },
+        "job": {
+            "job_id": marker.job_id,
+            "job_key": marker.job_key,
+            "job_digest": job.digest,
+            "payload_digest": payload_digest(payload),
+        },
+        "marker": {
+            "name": str(marker.name),
+            "prior_kind": transfer["prior_kind"],
+            "state_generation": marker.name.generation,
+            "record_ref": marker.name.ref_text,
+        },
+        "runners": runners,
+        "history": {"frames": len(entries), "digest": sha256_bytes(history)},
+    }
+    write_document(sealed / MANIFEST, manifest, durable=durable)
+
+
+def _carry_runner(workspace: Workspace, name: str, runners: Path) -> dict[str, Any]:
+    source = workspace.runners_dir / name
+    target = runners / name
+    if os.path.lexists(target):
+        _remove(target)
+    if source.is_dir():
+        _fsops.make_dir(target, durable=False)
+        copy_checked_tree(source, target, durable=workspace.durable)
+    else:
+        mode = stat.S_IMODE(os.lstat(source).st_mode)
+        _fsops.create_file(target, source.read_bytes(), durable=workspace.durable, mode=mode)
+    digest = stored_digest(workspace, name)
+    return {"name": name, "digest": digest, "directory": source.is_dir()}
+
+
+def _copy_out(workspace: Workspace, bundle: Path, manifest: Mapping[str, Any], destination: Path) -> Path:
+    """Step 5: the bundle's copy in ``destination``, through a partial directory renamed when whole."""
+    key, transfer_id = bundle.name, str(manifest["transfer_id"])
+    target = destination / key
+    if os.path.lexists(target):
+        if _same_transfer(target, transfer_id):
+            return target
+        raise TransferError(f"{target} already exists and is not this job's bundle (transfer {transfer_id})")
+    partial = destination / f".{key}.{transfer_id}.partial"
+    if os.path.lexists(partial):
+        _remove(partial)
+    _fsops.make_dir(partial, durable=False)
+    copy_checked_tree(bundle, partial, durable=workspace.durable)
+    _fsops.rename(partial, target, durable=workspace.durable)
+    return target
+
+
+def _same_transfer(path: Path, transfer_id: str) -> bool:
+    try:
+        return bool(read_manifest(path)["transfer_id"] == transfer_id)
+    except TransferError:
+        return False
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        _fsops.remove_tree(path)
+    else:
+        _fsops.unlink(path, durable=False, missing_ok=True)
+
+
+def detach_summary(results: Iterable[Detached]) -> list[dict[str, Any]]:
+    return [result.as_dict() for result in results]
