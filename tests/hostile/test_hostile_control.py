@@ -19,7 +19,7 @@ import pytest
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, attach, probe_marker
 from httk.workflow.engine.manager import _launch
-from httk.workflow.engine.manager._manager import REPORTED_ANOMALIES
+from httk.workflow.engine.manager._state import REPORTED_ANOMALIES
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import WorkflowError
 
