@@ -309,6 +309,23 @@ def test_a_writing_command_creates_the_per_user_default_workspace_once(tmp_path:
     assert json.loads(settings.stdout) == {"vasp.command": "vasp_std", "vasp.ncore": 4}
 
 
+def test_a_mistyped_workspace_path_creates_no_default_workspace(tmp_path: Path) -> None:
+    (tmp_path / "payload").mkdir()
+    for args in (("job", "submit", "/typo/ws", "payload", "--placement", "p"), ("v1", "import", "typo/root")):
+        result = httk("workflow", *args, cwd=tmp_path)
+        assert result.returncode == 2, (args, result.stderr)
+        assert f"{args[2]!r} is neither a workspace nor an existing path" in result.stderr
+        assert "nothing was created" in result.stderr
+    assert not data().exists()
+    init(tmp_path / "ws")
+    httk("workflow", "workspace", "default", "--user", "ws", cwd=tmp_path)
+    chosen = httk(
+        "workflow", "job", "submit", "/typo/ws", "--placement", "p", cwd=tmp_path
+    )  # a workspace is chosen: its error
+    assert chosen.returncode == 2 and "neither a workspace" not in chosen.stderr, chosen.stderr
+    assert "/typo/ws" in chosen.stderr
+
+
 # -- the first word: the workspace or the command's next argument -----------------------------------
 
 

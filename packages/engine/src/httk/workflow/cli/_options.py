@@ -109,7 +109,7 @@ def bind(words: Sequence[str | None], slots: Sequence[tuple[str, str | None]], *
     values = [value for _name, value in rest]
     for index, word in zip(open_slots, given, strict=True):
         values[index] = word
-    root = workspace if workspace is not None else resolve(option, writes=writes).path
+    root = workspace if workspace is not None else _implicit(option, writes, given[:1]).path
     return [root, *(value for value in values if value is not None)]
 
 
@@ -135,7 +135,7 @@ def bind_many(words: Sequence[str], option: str | None, *, what: str, writes: bo
             items.pop(0)  # the option's workspace named twice; another registered name is an item
     if not items:
         raise UsageError(f"missing {what}")
-    return workspace if workspace is not None else resolve(option, writes=writes).path, items
+    return workspace if workspace is not None else _implicit(option, writes, items[:1]).path, items
 
 
 @dataclass(frozen=True)
@@ -174,6 +174,24 @@ def resolve(word: str | None, *, writes: bool, rule: str = "option") -> Resolved
         registered = f", registered as {chosen.name!r}" if chosen.name else ""
         typer.echo(f"note: created the per-user default workspace {chosen.root}{registered}", err=True)
     return Resolved(str(chosen.root), chosen)
+
+
+def _implicit(option: str | None, writes: bool, first: Sequence[str]) -> Resolved:
+    """:func:`resolve` for a command whose first word was not taken as its workspace.
+
+    A first word with a path separator that names nothing is most likely a mistyped workspace: it
+    would fail as the command's next argument anyway, so it must not first create the per-user default
+    workspace; it is refused instead, unless some workspace is chosen without creating one.
+    """
+    if writes and option is None and first and os.sep in first[0] and not os.path.lexists(first[0]):
+        try:
+            return resolve(None, writes=False)
+        except UsageError:
+            raise UsageError(
+                f"{first[0]!r} is neither a workspace nor an existing path, and no other workspace is "
+                "chosen; nothing was created (pass WORKSPACE or --workspace WS, a name or a path)"
+            ) from None
+    return resolve(option, writes=writes)
 
 
 def _named(word: str) -> str:
