@@ -34,9 +34,10 @@ from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import Workspace, attach, init
 from httk.workflow.engine.maintenance._fsck import fsck
 from httk.workflow.engine.maintenance._gc import collect_garbage
+from httk.workflow.engine.ops._history import job_history
 from httk.workflow.engine.ops._inspect import list_jobs, workspace_status
 from httk.workflow.engine.ops._select import select_job
-from httk.workflow.engine.ops._show import job_history, show_job
+from httk.workflow.engine.ops._show import show_job
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 GOAL_SECONDS = 2.0

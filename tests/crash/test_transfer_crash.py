@@ -30,7 +30,7 @@ from httk.workflow.engine.core._fsops import CRASH_EXIT_STATUS
 from httk.workflow.engine.core._sealed import SEALED_DIR, sealed_markers
 from httk.workflow.engine.core._states import CORE_KINDS
 from httk.workflow.engine.core._workspace import attach
-from httk.workflow.engine.ops._show import job_history
+from httk.workflow.engine.ops._history import job_history
 from httk.workflow.engine.ops._transfer_detach import detach_jobs
 from httk.workflow.engine.ops._transfer_import import import_bundles
 from httk.workflow.engine.ops._transfers import abort_transfer

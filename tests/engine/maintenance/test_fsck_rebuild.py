@@ -28,7 +28,7 @@ from httk.workflow.engine.maintenance._fsck import fsck
 from httk.workflow.engine.maintenance._fsck_check import FsckReport
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.manager._state import ManagerConfig
-from httk.workflow.engine.ops._show import job_history
+from httk.workflow.engine.ops._history import job_history
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
 from tests.crashkit import crash_at_every_point

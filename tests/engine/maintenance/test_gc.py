@@ -30,7 +30,7 @@ from httk.workflow.engine.maintenance._gc import (
 )
 from httk.workflow.engine.manager._manager import ManagerIdentity, ManagerRecord
 from httk.workflow.engine.manager._state import ManagerState
-from httk.workflow.engine.ops._show import job_history
+from httk.workflow.engine.ops._history import job_history
 from httk.workflow.models import validator
 from httk.workflow.protocol import RecordRef
 from httk.workflow.protocol._policy import set_policy_member

@@ -16,7 +16,7 @@ from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.engine.maintenance._gc import collect_garbage
 from httk.workflow.engine.manager._state import ManagerState
-from httk.workflow.engine.ops._show import job_history
+from httk.workflow.engine.ops._history import job_history
 from httk.workflow.protocol import RecordRef
 
 from tests.engine.maintenance.test_gc import (

@@ -21,7 +21,7 @@ from httk.workflow.engine.core._workspace import Workspace, attach, init
 from httk.workflow.engine.maintenance import _gc
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.manager._state import ManagerConfig
-from httk.workflow.engine.ops._show import job_history
+from httk.workflow.engine.ops._history import job_history
 from httk.workflow.protocol import RecordRef
 
 from tests.engine.maintenance.test_gc import AGGRESSIVE, gc_frames, make_old, make_old_tree, set_retention

@@ -12,7 +12,8 @@ from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
-from httk.workflow.engine.ops._show import declarations, follow_history, job_history, job_output, show_job
+from httk.workflow.engine.ops._history import follow_history, job_history
+from httk.workflow.engine.ops._show import declarations, job_output, show_job
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import RecordRef
 

@@ -25,7 +25,7 @@ from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
 from httk.workflow.engine.maintenance._fsck import fsck
 from httk.workflow.engine.maintenance._gc import collect_garbage
-from httk.workflow.engine.ops._show import job_history
+from httk.workflow.engine.ops._history import job_history
 from httk.workflow.engine.ops._why_report import attempt_history
 from httk.workflow.protocol import RecordRef
 from typer.testing import CliRunner

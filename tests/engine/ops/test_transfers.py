@@ -19,7 +19,7 @@ from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import Workspace, attach, init, probe_marker
 from httk.workflow.engine.maintenance._gc import collect_garbage
 from httk.workflow.engine.ops._extensions import enable_extension
-from httk.workflow.engine.ops._show import job_history
+from httk.workflow.engine.ops._history import job_history
 from httk.workflow.engine.ops._transfer_detach import detach_jobs
 from httk.workflow.engine.ops._transfer_import import ImportStatus, import_bundles
 from httk.workflow.engine.ops._transfers import abort_transfer, list_transfers, show_transfer

@@ -99,6 +99,7 @@ if TYPE_CHECKING:
     from httk.workflow.engine.ops._destroy import Destroyed, destroy_workspace
     from httk.workflow.engine.ops._events import event_lines
     from httk.workflow.engine.ops._extensions import ExtensionView, enable_extension, list_extensions
+    from httk.workflow.engine.ops._history import follow_history, job_history
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
     from httk.workflow.engine.ops._locate import (
         Located,
@@ -138,13 +139,7 @@ if TYPE_CHECKING:
         select_job,
         select_jobs,
     )
-    from httk.workflow.engine.ops._show import (
-        RetainedAttempt,
-        follow_history,
-        job_history,
-        job_output,
-        show_job,
-    )
+    from httk.workflow.engine.ops._show import RetainedAttempt, job_output, show_job
     from httk.workflow.engine.ops._transfer_detach import Detached, detach_jobs
     from httk.workflow.engine.ops._transfer_import import Imported, import_bundles
     from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
@@ -200,9 +195,8 @@ _HOMES = {
         ("Position", "Selection", "SelectorError", "select_each", "select_job", "select_jobs"), "ops._select"
     ),
     **dict.fromkeys(("JobPage", "StatusReport", "job_row", "list_jobs", "workspace_status"), "ops._inspect"),
-    **dict.fromkeys(
-        ("RetainedAttempt", "follow_history", "job_history", "job_output", "show_job"), "ops._show"
-    ),
+    **dict.fromkeys(("RetainedAttempt", "job_output", "show_job"), "ops._show"),
+    **dict.fromkeys(("follow_history", "job_history"), "ops._history"),
     "event_lines": "ops._events",
     **dict.fromkeys(("ResultRecord", "collect_results"), "ops._collect"),
     **dict.fromkeys(("WhyContext", "diagnose"), "ops._why"),

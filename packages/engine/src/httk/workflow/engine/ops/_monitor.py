@@ -49,9 +49,10 @@ from httk.workflow.engine.core._states import CORE_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.protocol import InvalidNameError, validate_placement
 
+from ._history import job_history
 from ._inspect import list_jobs, selected_kinds
 from ._select import Position
-from ._show import job_history, show_job
+from ._show import show_job
 from ._why import WhyContext, diagnose
 from ._why_report import Diagnosis
 

@@ -29,7 +29,7 @@ from httk.workflow.protocol import InvalidDocumentError, JobKey, MarkerName, Tra
 from httk.workflow.protocol._digest import job_digest, sha256_bytes, tree_digest
 from httk.workflow.protocol._jsonio import dump_compact, parse_json_object, read_document_bytes
 
-from ._show import history_chain
+from ._history import history_chain
 
 MANIFEST = "manifest.json"
 RUNNERS = "runners"

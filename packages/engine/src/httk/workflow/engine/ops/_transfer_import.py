@@ -47,7 +47,7 @@ from httk.workflow.engine.publish._runners import publish_runner, stored_digest
 from httk.workflow.engine.publish._submit import copy_checked_tree
 from httk.workflow.protocol import TransferError, validate_placement
 
-from ._show import carried_history
+from ._history import carried_history
 from ._transfer_bundle import (
     IMPORT_REASON,
     RUNNERS,

@@ -35,7 +35,7 @@ from httk.workflow.engine.core._transition import move_marker
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.protocol import TransferError, WorkflowError
 
-from ._show import carried_history
+from ._history import carried_history
 from ._transfer_bundle import (
     ABORT_REASON,
     outgoing_bundles,

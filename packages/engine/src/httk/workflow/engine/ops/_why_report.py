@@ -42,7 +42,7 @@ from httk.workflow.protocol._events import RunnerEvents
 from httk.workflow.protocol._jsonio import read_json_object
 
 from ._events import event_lines
-from ._show import job_history
+from ._history import job_history
 
 OK = "ok"
 BLOCKED = "blocked"
