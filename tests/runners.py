@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from typing import Any, TypeVar
 
 import pytest
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, init, probe_marker
+from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.publish._runners import publish_runner
 from httk.workflow.engine.publish._submit import JobSpec, SubmitResult, Submitter, submit_jobs
 
@@ -269,6 +271,16 @@ def wait_until(condition: Callable[[], T | None], what: str, timeout: float = WA
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up after {timeout} s waiting for {what}")
         time.sleep(0.01)
+
+
+def run_bounded(manager: Manager) -> RunSummary:
+    """Run ``manager``, draining it if it has not stopped by the deadline (a test must never hang)."""
+    watchdog = threading.Timer(WAIT_SECONDS, manager.request_drain)
+    watchdog.start()
+    try:
+        return manager.run()
+    finally:
+        watchdog.cancel()
 
 
 def markers_of(ws: Workspace, kind: str) -> list[Path]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,7 @@ from httk.workflow.engine.core._workspace import Workspace, attach, init
 from httk.workflow.engine.manager._manager import Manager, RunSummary
 from httk.workflow.engine.manager._state import ManagerConfig
 
-from tests.runners import WAIT_SECONDS, publish_scripted_runner, scripted_job, submit
+from tests.runners import publish_scripted_runner, run_bounded, scripted_job, submit
 
 EXTENSION = "detached-transfer-v1"
 SUCCEED = {"prepare": {"action": "succeed"}}
@@ -22,13 +21,7 @@ def transfer_workspace(path: Path, *, durable: bool = False) -> Workspace:
 
 def run_manager(root: Path) -> RunSummary:
     """Run a manager on ``root`` until it is quiet (drained after the test deadline)."""
-    manager = Manager(attach(root), ManagerConfig())
-    watchdog = threading.Timer(WAIT_SECONDS, manager.request_drain)
-    watchdog.start()
-    try:
-        return manager.run()
-    finally:
-        watchdog.cancel()
+    return run_bounded(Manager(attach(root), ManagerConfig()))
 
 
 def jobs_in(ws: Workspace, scratch: Path, count: int, placement: str = "p") -> list[dict[str, Any]]:

@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from tests.runners import (
     markers_of,
     publish_scripted_runner,
     records,
+    run_bounded,
     runner_fixture,  # noqa: F401 (a fixture)
     scripted_job,
     submit,
@@ -74,16 +74,6 @@ TWO_STEPS = {
 
 def run(ws: Workspace, **config: Any) -> RunSummary:
     return Manager(ws, ManagerConfig(**config)).run()
-
-
-def run_bounded(manager: Manager) -> RunSummary:
-    """Run ``manager``, draining it if it has not stopped by the deadline (a test must never hang)."""
-    watchdog = threading.Timer(WAIT_SECONDS, manager.request_drain)
-    watchdog.start()
-    try:
-        return manager.run()
-    finally:
-        watchdog.cancel()
 
 
 def payload(ws: Workspace, job: dict[str, Any], placement: str = "p") -> Path:
