@@ -242,19 +242,12 @@ def _seal(workspace: Workspace, marker: MarkerLocation) -> Path:
     if not os.path.isdir(bundle):
         if not os.path.isdir(payload):
             raise TransferError(f"{marker.job_key}: its payload is neither at {payload} nor at {bundle}")
-        if not _prepared(payload, transfer_id):
+        if not _same_transfer(payload, transfer_id):  # prepared by an interrupted detach
             _prepare(workspace, marker, frame, payload)
         _fsops.make_dirs(bundle.parent, durable=workspace.durable)
         _fsops.rename(payload, bundle, durable=workspace.durable)
     seal_marker(workspace, marker, bundle)
     return bundle
-
-
-def _prepared(payload: Path, transfer_id: str) -> bool:
-    try:
-        return bool(read_manifest(payload)["transfer_id"] == transfer_id)
-    except TransferError:
-        return False
 
 
 def _prepare(workspace: Workspace, marker: MarkerLocation, frame: Mapping[str, Any], payload: Path) -> None:
@@ -339,6 +332,7 @@ def _copy_out(workspace: Workspace, bundle: Path, manifest: Mapping[str, Any], d
 
 
 def _same_transfer(path: Path, transfer_id: str) -> bool:
+    """Whether ``path`` holds the manifest of transfer ``transfer_id``."""
     try:
         return bool(read_manifest(path)["transfer_id"] == transfer_id)
     except TransferError:
