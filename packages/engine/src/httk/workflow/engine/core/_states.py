@@ -186,7 +186,8 @@ AT_REST_KINDS = frozenset(CORE_KINDS) - ACTIVE_KINDS
 """Where a job stays until an operator acts: paused or terminal (``job debug`` stops there)."""
 
 PERMANENT_KINDS = frozenset(CORE_KINDS) - sources(*MANAGER_TRIGGERS, *OPERATOR_TRIGGERS)
-"""Nothing moves these markers again at all (but fsck, which keeps the kind)."""
+"""Nothing in the core profile moves these markers again (fsck keeps the kind; a transfer command of
+detached-transfer-v1 takes them out of this workspace and back, not into another kind)."""
 
 QUEUED_KINDS = sources(T.REGISTER, T.CLAIM)
 """A job no attempt has started on yet: what ``job delete`` fences before it removes anything."""
