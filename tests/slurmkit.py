@@ -488,14 +488,15 @@ def _start_slurm(cluster: SlurmCluster) -> None:
     _wait_alive(cluster, "slurmd", lambda: _node_idle(cluster), f"node {cluster.node} to be idle")
 
 
-def start_cluster(parent: Path | None = None, *, owner: int | None) -> SlurmCluster:
+def start_cluster(*, owner: int | None) -> SlurmCluster:
     """Install what is missing and start a one-node cluster; stop it with :meth:`SlurmCluster.stop`.
 
     A watchdog stops it once process ``owner`` has exited; with no owner only a caller stops it.
     """
     install()
-    # A short root: the munge socket's path must fit a sockaddr_un (108 bytes).
-    root = Path(tempfile.mkdtemp(prefix="httk-slurm-", dir=parent or "/tmp"))
+    # Always directly under /tmp: the munge socket's path must fit a sockaddr_un (108 bytes), which a
+    # pytest tmp_path does not, and munged wants every directory above its socket searchable by all.
+    root = Path(tempfile.mkdtemp(prefix="httk-slurm-", dir="/tmp"))
     for directory in ("state", "spool", "log", "run"):
         (root / directory).mkdir()
     tag = secrets.token_hex(3)
@@ -533,8 +534,8 @@ def _reset(root: Path) -> None:
 
 
 @contextlib.contextmanager
-def running_cluster(parent: Path | None = None) -> Iterator[SlurmCluster]:
-    cluster = start_cluster(parent, owner=os.getpid())
+def running_cluster() -> Iterator[SlurmCluster]:
+    cluster = start_cluster(owner=os.getpid())
     try:
         yield cluster
     finally:

@@ -54,8 +54,8 @@ def test_a_cluster_whose_owner_is_killed_is_stopped_and_removed_by_its_watchdog(
         shutil.rmtree(cluster.root, ignore_errors=True)
 
 
-def test_a_cluster_stopped_by_its_owner_ends_its_watchdog(tmp_path: Path) -> None:
-    with running_cluster(tmp_path) as cluster:
+def test_a_cluster_stopped_by_its_owner_ends_its_watchdog() -> None:
+    with running_cluster() as cluster:
         watchdog = cluster.pids[WATCHDOG]
         assert _running(watchdog)
     assert not _running(watchdog) and not cluster.root.exists()
