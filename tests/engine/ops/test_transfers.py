@@ -20,6 +20,7 @@ from httk.workflow.engine.core._workspace import Workspace, attach, init, probe_
 from httk.workflow.engine.maintenance._gc import collect_garbage
 from httk.workflow.engine.ops._extensions import enable_extension
 from httk.workflow.engine.ops._history import job_history
+from httk.workflow.engine.ops._inspect import workspace_status
 from httk.workflow.engine.ops._transfer_detach import detach_jobs
 from httk.workflow.engine.ops._transfer_import import ImportStatus, import_bundles
 from httk.workflow.engine.ops._transfers import abort_transfer, list_transfers, show_transfer
@@ -162,6 +163,27 @@ def test_a_job_can_come_back_to_the_workspace_it_left(
     kinds = [kind for _, _, kind in history_kinds(attach(a), job, "p")]
     assert kinds[-4:] == ["transferring", "succeeded", "transferring", "succeeded"]
     assert sorted(row["state"] for row in list_transfers(attach(b))) == ["imported", "retired"]
+
+
+def test_status_counts_a_detached_job_as_transferring_until_its_import_is_acknowledged(
+    spaces: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    a, b, out = spaces
+    jobs = finished_jobs(a, tmp_path, 2)
+    key = job_key(jobs[0])
+    detach_jobs(attach(a), [key], out)
+
+    held = workspace_status(attach(a), by_placement=1)
+    assert (held.kinds["succeeded"], held.kinds["transferring"], held.total) == (1, 1, 2)
+    assert held.by_placement == {"p": {"succeeded": 1, "transferring": 1}}
+
+    import_bundles(attach(b), [out / key], "q")
+
+    assert (workspace_status(attach(a)).kinds["transferring"], workspace_status(attach(a)).total) == (0, 1)
+    arrived = workspace_status(attach(b), by_placement=1)
+    assert (arrived.kinds["succeeded"], arrived.kinds["transferring"]) == (1, 0)
+    assert arrived.by_placement == {"q": {"succeeded": 1}}
+    assert "transferring" not in workspace_status(init(tmp_path / "plain", durable=False)).kinds
 
 
 # -- refusals change nothing --------------------------------------------------------------------------

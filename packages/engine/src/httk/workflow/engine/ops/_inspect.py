@@ -36,11 +36,15 @@ from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, is_m
 from httk.workflow.protocol import (
     RESERVED_COMPONENT,
     InvalidNameError,
+    TransferError,
     placement_prefix_matches,
     validate_placement,
 )
 
 from ._select import Position, walk_sorted
+
+TRANSFER_EXTENSION = "detached-transfer-v1"
+"""Enabled, ``status`` also counts transferring jobs (the name is not imported: it pulls the bundle code)."""
 
 
 # -- status -------------------------------------------------------------------------------------------
@@ -80,14 +84,20 @@ class StatusReport:
 
 
 def workspace_status(workspace: Workspace, *, by_placement: int | None = None) -> StatusReport:
-    """Count every job by state kind, and by placement prefix of ``by_placement`` components on request."""
+    """Count every job by state kind, and by placement prefix of ``by_placement`` components on request.
+
+    Every core kind is counted, zeros included, and transferring too when detached-transfer-v1 is enabled.
+    """
     if by_placement is not None and by_placement < 1:
         raise InvalidNameError("placement depth", by_placement, "must be at least 1")
     kinds: dict[str, int] = {}
     per_prefix: dict[str, Counter[str]] = {}
     anomalies = 0
-    for kind in CORE_KINDS:
+    transfers = TRANSFER_EXTENSION in workspace.extensions
+    for kind in (*CORE_KINDS, Kind.TRANSFERRING) if transfers else CORE_KINDS:
         counts, bad = count_markers(workspace, kind, depth=by_placement)
+        if kind is Kind.TRANSFERRING:
+            counts += count_detached(workspace, depth=by_placement)
         kinds[kind.value] = sum(counts.values())
         anomalies += bad
         for prefix, count in counts.items():
@@ -106,7 +116,7 @@ def workspace_status(workspace: Workspace, *, by_placement: int | None = None) -
         depth=by_placement,
     )
     if by_placement is not None:
-        order = {kind.value: index for index, kind in enumerate(CORE_KINDS)}
+        order = {kind: index for index, kind in enumerate(kinds)}
         report.by_placement = {
             prefix: dict(sorted(counts.items(), key=lambda item: order[item[0]]))
             for prefix, counts in sorted(per_prefix.items(), key=lambda item: os.fsencode(item[0]))
@@ -147,6 +157,28 @@ def count_markers(workspace: Workspace, kind: Kind, *, depth: int | None = None)
         if here:
             counts[prefix] += here
     return counts, anomalies
+
+
+def count_detached(workspace: Workspace, *, depth: int | None = None) -> Counter[str]:
+    """Sealed bundles the workspace holds awaiting acknowledgement, per placement prefix of ``depth``.
+
+    A detached job is still this workspace's until its destination acknowledges the import, although
+    its marker has left the state tree for the bundle (spec/01, the detached bundle): ``status`` counts
+    it as transferring, beside the markers of a detach or import under way.
+    """
+    from ._transfer_bundle import outgoing_bundles, read_manifest
+
+    counts: Counter[str] = Counter()
+    for outgoing in outgoing_bundles(workspace):
+        if depth is None:
+            counts[""] += 1
+            continue
+        try:
+            placement = str(read_manifest(outgoing.path)["source"]["placement"])
+        except TransferError:
+            placement = ""  # a damaged bundle still counts; `transfer show` names what is wrong
+        counts["/".join(placement.split("/")[:depth])] += 1
+    return counts
 
 
 # -- job list -----------------------------------------------------------------------------------------
