@@ -349,6 +349,8 @@ def test_a_report_names_every_category_and_its_totals(ws: Workspace) -> None:
         "transaction_trash",
         "journal_segment",
         "manager_directory",
+        "retired_bundles",
+        "transfer_receipts",
     ]
     assert data["skipped"]["journal_segment"] == "retention.journal_days is not set (keep)"
 

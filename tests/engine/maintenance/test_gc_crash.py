@@ -12,6 +12,7 @@ emptied writer or manager directory) has just been modified and is collected onc
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
@@ -88,7 +89,29 @@ def _garbage_beside(ws: Workspace, failed: MarkerLocation, paused: MarkerLocatio
     (ws.requests_dir / "retired/q.json").write_text("{}")
     (ws.requests_dir / "retired/q.json.retirement").write_text("{}")
     (ws.marker_dir(Kind.SUCCEEDED, "empty/deeper")).mkdir(parents=True)
-    return {newest / "context.json", ws.payload_path(paused.placement, paused.job_key) / "job.json"}
+    kept = _transfer_garbage(ws.control / "transfers")
+    return {newest / "context.json", ws.payload_path(paused.placement, paused.job_key) / "job.json", *kept}
+
+
+def _transfer_garbage(transfers: Path) -> set[Path]:
+    """A retired bundle, its acknowledgement and a delivered import record (collected); the ledger, an
+    undelivered import record and a bundle awaiting acknowledgement (kept)."""
+    retired_id, undelivered_id, waiting_id = (str(uuid.uuid4()) for _ in range(3))
+    bundle = transfers / "retired" / retired_id / "job--x"
+    (bundle / "data").mkdir(parents=True)
+    (bundle / "data" / "big").write_text("old")
+    ledger = transfers / "retired" / f"{retired_id}.json"
+    ledger.write_text(json.dumps({"outcome": "imported"}))
+    for where in ("acks", "imported", "outgoing"):
+        (transfers / where).mkdir()
+    (transfers / "acks" / f"{retired_id}.json").write_text("{}")
+    (transfers / "imported" / f"{retired_id}.json").write_text(json.dumps({"delivered_at": "then"}))
+    undelivered = transfers / "imported" / f"{undelivered_id}.json"
+    undelivered.write_text("{}")
+    waiting = transfers / "outgoing" / waiting_id / "job--y" / ".httk-transfer"
+    waiting.mkdir(parents=True)
+    (waiting / "manifest.json").write_text("{}")
+    return {ledger, undelivered, waiting / "manifest.json"}
 
 
 def tree(root: Path, template_writers: set[str]) -> set[str]:

@@ -364,3 +364,61 @@ def test_collection_keeps_the_journal_a_sealed_bundle_names(
     abort_transfer(attach(a), detached.transfer_id)
     kinds = [kind for _, _, kind in history_kinds(attach(a), job, "p")]
     assert kinds[-3:] == ["succeeded", "transferring", "succeeded"]
+
+
+def test_collection_takes_retired_bundles_and_delivered_receipts_after_trash_days(
+    spaces: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    a, b, out = spaces
+    [job] = finished_jobs(a, tmp_path, 1)
+    [detached] = detach_jobs(attach(a), [job_key(job)], out)
+    import_bundles(attach(b), [out / job_key(job)], "p")
+    transfers_a, transfers_b = a / ".httk-workflow" / "transfers", b / ".httk-workflow" / "transfers"
+    tid = detached.transfer_id
+    kept = [
+        transfers_a / "retired" / tid,
+        transfers_a / "acks" / f"{tid}.json",
+        transfers_b / "imported" / f"{tid}.json",
+    ]
+    assert all(path.exists() for path in kept)
+    assert "delivered_at" in json.loads(kept[2].read_text())
+    for root in (a, b):
+        set_retention(attach(root), trash_days=1)
+
+    young = [collect_garbage(attach(root)) for root in (a, b)]
+
+    assert [report.categories["retired_bundles"].candidates for report in young] == [0, 0]
+    assert [report.categories["transfer_receipts"].candidates for report in young] == [0, 0]
+    assert all(path.exists() for path in kept)
+    make_old_tree(a / ".httk-workflow" / "transfers", days=2)
+    make_old_tree(b / ".httk-workflow" / "transfers", days=2)
+
+    source, target = collect_garbage(attach(a)), collect_garbage(attach(b))
+
+    assert (source.categories["retired_bundles"].removed, source.categories["transfer_receipts"].removed) == (
+        1,
+        1,
+    )
+    assert target.categories["transfer_receipts"].removed == 1
+    assert not any(path.exists() for path in kept)
+    assert [row["state"] for row in list_transfers(attach(a))] == ["retired"]  # the ledger stays
+    assert current_marker(attach(b), job, "p").kind is Kind.SUCCEEDED
+
+
+def test_an_import_record_whose_acknowledgement_was_never_delivered_is_kept(
+    spaces: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    a, b, out = spaces
+    [job] = finished_jobs(a, tmp_path, 1)
+    [detached] = detach_jobs(attach(a), [job_key(job)], out)
+    a.rename(tmp_path / "a-elsewhere")  # the source cannot be reached from here
+    [imported] = import_bundles(attach(b), [out / job_key(job)], "p")
+    assert imported.acknowledgement == "unreachable"
+    record = b / ".httk-workflow" / "transfers" / "imported" / f"{detached.transfer_id}.json"
+    set_retention(attach(b), trash_days=1)
+    make_old_tree(b / ".httk-workflow" / "transfers", days=2)
+
+    report = collect_garbage(attach(b))
+
+    assert report.categories["transfer_receipts"].candidates == 0 and record.is_file()
+    assert "delivered_at" not in json.loads(record.read_text())

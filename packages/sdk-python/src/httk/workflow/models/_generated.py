@@ -2802,6 +2802,16 @@ class TransferAcknowledgement(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    delivered_at: Annotated[
+        StrictStr | None,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]{1,9})?Z$",
+            title="UTC timestamp",
+        ),
+    ] = None
+    """
+    In an import record only: when the source workspace took the acknowledgement. Until then the record is the acknowledgement still to deliver, and gc keeps it.
+    """
     destination: Destination
     """
     Where the marker was republished.

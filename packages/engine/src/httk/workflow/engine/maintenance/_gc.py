@@ -22,7 +22,8 @@ What a collection guarantees:
   writes nothing at all — not even a journal writer directory.
 
 The categories live in ``_gc_tree`` (state tree and payloads, and the sweep that counts and removes) and
-``_gc_control`` (journal segments, manager directories, tmp and requests).
+``_gc_control`` (journal segments, manager directories, tmp and requests); the transfers' categories are
+at the end of this module.
 
 Cost: one exhaustive walk of the state tree, listings of the control directories, and — only when a
 segment is a candidate — one frame read per generation of every non-terminal job. O(workspace), which
@@ -32,15 +33,19 @@ is why a manager collects at most once per ``--gc-interval``.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import Clock, utc_timestamp
 from httk.workflow.engine.core._sealed import outgoing_markers
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.protocol import WorkflowError
+from httk.workflow.protocol._jsonio import read_json_object
 
 from ._gc_control import sweep_journal, sweep_manager_dirs, sweep_scratch
 from ._gc_tree import (
@@ -56,7 +61,13 @@ from ._gc_tree import (
 log = logging.getLogger("httk.workflow.manager")
 
 GC_FORMAT = "httk-workflow-gc"
-PHASES = ("walking the state tree", "collecting scratch", "collecting the journal", "collecting managers")
+PHASES = (
+    "walking the state tree",
+    "collecting scratch",
+    "collecting the journal",
+    "collecting managers",
+    "collecting transfers",
+)
 """What a collection reports progress as, in its order."""
 CENSUS_KEYS = ("total", "removed_jobs", "tmp_entries", "retired_requests", "placement_directories")
 
@@ -157,6 +168,10 @@ def collect_garbage(
     if manager_limit is not None:
         sweep.phase = PHASES[3]
         sweep_manager_dirs(sweep, manager_limit, retained)
+    transfer_limit = limits["retired_bundles"]
+    if transfer_limit is not None:
+        sweep.phase = PHASES[4]
+        sweep_transfers(sweep, transfer_limit)
     report = GcReport(
         workspace_id=workspace.workspace_id,
         collected_at=utc_timestamp(moment),
@@ -186,6 +201,8 @@ _RETENTION_KEY = {
     "transaction_trash": "trash_days",
     "journal_segment": "journal_days",
     "manager_directory": "journal_days",
+    "retired_bundles": "trash_days",
+    "transfer_receipts": "trash_days",
 }
 
 
@@ -253,3 +270,92 @@ class PeriodicCollection:
         self.reports = [*self.reports[-3:], report]
         log.info("garbage collection removed %d entries (%d bytes)", report.removed, report.bytes_reclaimed)
         return report
+
+
+# -- transfers ----------------------------------------------------------------------------------------
+# What detached-transfer-v1 leaves below ``.httk-workflow/transfers/`` and gc may take (``trash_days``).
+#
+# spec/01's gc table gates two categories on ``retention.trash_days``:
+#
+# * ``retired_bundles``: a source's retired bundle ``retired/<transfer-id>/``, once its ledger entry
+#   ``retired/<transfer-id>.json`` says it was imported elsewhere. The ledger stays: it is what refuses a
+#   late abort and answers ``transfer show``. An aborted transfer has no retired bundle to collect.
+# * ``transfer_receipts``: a source's acknowledgement ``acks/<transfer-id>.json`` once its retirement is
+#   complete (the ledger exists: until then the acknowledgement is what a rerun retires the bundle by),
+#   and a destination's import record ``imported/<transfer-id>.json`` once it records that its source
+#   was told (``delivered_at``). An import record whose acknowledgement never reached its source is the
+#   only copy of that acknowledgement, so it is kept however old it is.
+#
+# Ages are read from the file that decided each entry: the ledger for a retired bundle, the receipt
+# itself otherwise (an import record is rewritten when its acknowledgement is delivered). Sealed bundles
+# awaiting acknowledgement (``outgoing/``) are never touched here: only import and abort may change them.
+DELIVERED_MEMBER = "delivered_at"
+"""The import record member saying its acknowledgement reached the source (``ops/_transfer_import``)."""
+
+
+def sweep_transfers(sweep: Sweep, limit: float) -> None:
+    """Collect retired bundles and receipts older than ``limit`` seconds."""
+    transfers = sweep.workspace.control / "transfers"
+    retired = transfers / "retired"
+    for name in _names(sweep, retired):
+        bundle = retired / name
+        if name.startswith(".") or not bundle.is_dir() or bundle.is_symlink():
+            continue
+        sweep.visit()
+        ledger = retired / f"{name}.json"
+        if _older(sweep, ledger, limit) and _outcome(ledger) == "imported":
+            sweep.remove_tree("retired_bundles", bundle)
+    for name in _receipts(sweep, transfers / "acks"):
+        sweep.visit()
+        ack = transfers / "acks" / name
+        if os.path.lexists(retired / name) and _older(sweep, ack, limit):
+            sweep.remove_files("transfer_receipts", [ack])
+    for name in _receipts(sweep, transfers / "imported"):
+        sweep.visit()
+        record = transfers / "imported" / name
+        if _older(sweep, record, limit) and _delivered(record):
+            sweep.remove_files("transfer_receipts", [record])
+
+
+def _names(sweep: Sweep, directory: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        sweep.note_error(directory, exc)
+        return []
+
+
+def _receipts(sweep: Sweep, directory: Path) -> list[str]:
+    """The finished receipts in ``directory`` (a dot name is an atomic write's temporary)."""
+    return [
+        name
+        for name in _names(sweep, directory)
+        if name.endswith(".json") and not name.startswith(".") and os.path.isfile(directory / name)
+    ]
+
+
+def _older(sweep: Sweep, path: Path, limit: float) -> bool:
+    try:
+        return sweep.age(os.lstat(path).st_mtime) > limit
+    except OSError:
+        return False
+
+
+def _outcome(ledger: Path) -> object:
+    document = _document(ledger)
+    return None if document is None else document.get("outcome")
+
+
+def _delivered(record: Path) -> bool:
+    document = _document(record)
+    return document is not None and isinstance(document.get(DELIVERED_MEMBER), str)
+
+
+def _document(path: Path) -> dict[str, object] | None:
+    """A receipt's JSON object, or ``None`` when it cannot be read as one (then it is kept)."""
+    try:
+        return read_json_object(path, document="transfer receipt", max_bytes=1 << 20)
+    except WorkflowError:
+        return None

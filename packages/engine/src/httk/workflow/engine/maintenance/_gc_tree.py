@@ -72,7 +72,14 @@ MAX_ERRORS = 20
 
 ALWAYS_SAFE = ("removed_jobs", "placement_directories", "tmp_entries", "claimed_requests", "retired_requests")
 """The categories collected whatever ``policy.retention`` says (spec/01, "Retention gates")."""
-GATED = ("attempt_control", "transaction_trash", "journal_segment", "manager_directory")
+GATED = (
+    "attempt_control",
+    "transaction_trash",
+    "journal_segment",
+    "manager_directory",
+    "retired_bundles",
+    "transfer_receipts",
+)
 """The categories a ``policy.retention`` limit must allow; an absent limit keeps them (D4)."""
 CATEGORIES = ALWAYS_SAFE + GATED
 

@@ -166,7 +166,7 @@ def count_detached(workspace: Workspace, *, depth: int | None = None) -> Counter
     its marker has left the state tree for the bundle (spec/01, the detached bundle): ``status`` counts
     it as transferring, beside the markers of a detach or import under way.
     """
-    from ._transfer_bundle import outgoing_bundles, read_manifest
+    from ._transfer_bundle import outgoing_bundles, read_manifest  # only transfer workspaces load it
 
     counts: Counter[str] = Counter()
     for outgoing in outgoing_bundles(workspace):

@@ -13,7 +13,8 @@ per bundle:
    the commit point, after which the job is this workspace's;
 4. the import record ``transfers/imported/<transfer-id>.json``;
 5. when the manifest's source workspace is reachable here with the same id, its acknowledgement, which
-   retires the source's sealed bundle (:func:`~._transfers.acknowledge`);
+   retires the source's sealed bundle (:func:`~._transfers.acknowledge`), and then ``delivered_at`` in
+   the import record (until then gc keeps the record: it is the acknowledgement still to deliver);
 6. a bundle that was copied rather than renamed is removed.
 
 A rerun finds the bundle placed (renamed away from where it was named, or copied) and sealed, resumes
@@ -43,6 +44,7 @@ from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._sealed import SEALED_DIR, is_sealed, unseal_marker
 from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
+from httk.workflow.engine.maintenance._gc import DELIVERED_MEMBER
 from httk.workflow.engine.publish._runners import publish_runner, stored_digest
 from httk.workflow.engine.publish._submit import copy_checked_tree
 from httk.workflow.protocol import TransferError, validate_placement
@@ -59,7 +61,7 @@ from ._transfer_bundle import (
     require_extension,
     write_document,
 )
-from ._transfers import Sources, acknowledge
+from ._transfers import DELIVERED, Sources, acknowledge
 
 
 class ImportStatus(StrEnum):
@@ -211,6 +213,9 @@ def _import(workspace: Workspace, plan: _Plan, placement: str, sources: Sources)
             "httk-workflow-transfer-ack",
         )
     acknowledgement = acknowledge(ack, read_manifest(placed) if os.path.isdir(placed) else None, sources)
+    if acknowledgement == DELIVERED and DELIVERED_MEMBER not in ack:
+        ack = {**ack, DELIVERED_MEMBER: utc_timestamp(workspace.clock.now())}
+        write_document(receipt_path(workspace, "imported", plan.transfer_id), ack, durable=workspace.durable)
     if plan.named != placed and os.path.lexists(plan.named) and _transfer_of(plan.named) == plan.transfer_id:
         _fsops.remove_tree(plan.named)  # the copy this import consumed
     destination = ack["destination"]
