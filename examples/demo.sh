@@ -3,7 +3,8 @@
 # task manager running them to the end, two fan-out workflows (Python @step and Bash) whose children
 # are joined, and the result shown the way an operator sees it; then an httk v1 task tree imported into
 # the same workspace and run to the end; and last the packaged VASP workflows against the mock VASP, one
-# of them remedied, their results collected and a relaxation plotted.
+# of them remedied, their results collected and a relaxation plotted; and one job carried to a second
+# workspace as a sealed bundle.
 # Run it through `./dev demo` (which puts httk on PATH).
 set -euo pipefail
 
@@ -148,4 +149,18 @@ for row in csv.DictReader(sys.stdin):
 step "The relaxation plot: the energy of every ionic step, across the remedy, the repeats and the static run"
 httk workflow vasp plot "$ws" si-relax-static -o "$ws-si-relax-static.png"
 
-printf '\nworkspace kept at %s, the v1 tree at %s, the plot at %s\n' "$ws" "$v1tree" "$ws-si-relax-static.png"
+step "Carry a finished job to another workspace as a sealed bundle (detached-transfer-v1)"
+cluster=$ws-cluster
+mkdir "$payloads/bundles"
+httk workflow workspace extension enable "$ws" detached-transfer-v1
+httk workflow workspace init "$cluster" --name demo-cluster --extension detached-transfer-v1
+httk workflow transfer detach "$ws" si-relax-- --to "$payloads/bundles"  # a key prefix: si-relax alone names si-relax-static too
+httk workflow workspace status "$ws" | grep -E '^(succeeded|transferring|total) '
+httk workflow transfer import "$cluster" "$payloads/bundles"/si-relax--* --placement vasp
+
+step "It arrived with its history: job log reads across the move; the source retired its bundle"
+httk workflow job log "$cluster" si-relax | tail -n 3
+httk workflow transfer list "$ws"
+
+printf '\nworkspace kept at %s, the v1 tree at %s, the plot at %s, the transferred job in %s\n' \
+    "$ws" "$v1tree" "$ws-si-relax-static.png" "$cluster"
