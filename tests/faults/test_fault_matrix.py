@@ -7,7 +7,8 @@ full matrix of ``./dev faults`` (``HTTK_FAULT_MATRIX=full``), split into shards 
 
 ``./dev test`` runs a deterministic subset: the two-step ``advance`` scenario, and for each fault the
 first point of each of :data:`SUBSET_POINTS` it applies to — the journal (its writer directory, a
-segment, an append), a marker rename, the attempt's control directory, the manager's record.
+segment, an append), the ready directory registration creates (a manager that cannot list it yet must
+not take itself for idle), a marker rename, the attempt's control directory, the manager's record.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ SHARDS = 4 if FULL else 1
 SUBSET_POINTS = (
     "mkdir <ws>/.httk-workflow/journal/",
     "append <ws>/.httk-workflow/journal/",
+    "mkdir <ws>/.httk-workflow/state/ready",
     "rename <ws>/.httk-workflow/state/claimed/",
     "rename <ws>/.httk-workflow/state/committing/",
     "create <ws>/proj/a/",

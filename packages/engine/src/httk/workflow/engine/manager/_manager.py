@@ -318,6 +318,11 @@ class Manager:
                 continue
             if not self._quiet >= set(SCAN_ORDER):
                 continue
+            owed = self.state.unseen.owed_kinds()
+            if owed:  # a listing has not shown a job this manager just published there: look again
+                self._quiet -= owed
+                clock.sleep(config.poll_interval)
+                continue
             if not config.idle:
                 return "idle"
             now = clock.monotonic()
@@ -444,6 +449,7 @@ class Manager:
     def _run_pass(self, kind: Kind, handler: Handler) -> bool:
         result = self._streams[kind].next_pass()
         self._report(result.anomalies)
+        self.state.unseen.listed(kind, result.markers)
         failures = self.state.storage.failures
         batch = BATCHED.get(handler)
         acted = batch(self.state, result.markers) if batch is not None else False
@@ -479,6 +485,7 @@ class Manager:
         if not self._window or self.state.clock.monotonic() - self._window_at > self.config.window_seconds:
             result = self._streams[Kind.READY].next_pass()
             self._report(result.anomalies)
+            self.state.unseen.listed(Kind.READY, result.markers)
             self._window = sorted(result.markers, key=lambda marker: marker.name.priority)
             self._window_at = self.state.clock.monotonic()
             self.state.awaiting_room.clear()  # candidates of the old window are rediscovered, not kept

@@ -48,7 +48,7 @@ from ._rules import (
     requirement_of,
     unmet,
 )
-from ._storage import StorageWatch, Unfinished
+from ._storage import StorageWatch, Unfinished, Unseen
 
 DEFAULT_POLL_INTERVAL = 0.005
 DEFAULT_IDLE_POLL_INTERVAL = 0.25
@@ -161,6 +161,7 @@ class ManagerState:
         self.jobs = JobCache(workspace)
         self.confiner = Confiner(config.confine)
         self.storage = StorageWatch(clock)
+        self.unseen = Unseen(workspace, clock, workspace.policy.visibility_deadline_seconds)
         # Attempts reaped whose commit a storage error interrupted: attempt id -> what to finish them with.
         # Like ``live``, a running marker whose attempt is here is this manager's to finish, not to recover.
         self.unfinished: dict[str, Unfinished] = {}
@@ -196,14 +197,18 @@ class ManagerState:
         return self.workspace.journal().writer_id
 
     def move(self, marker: MarkerLocation, frame: Frame, trigger: Trigger) -> TransitionResult:
-        return move_marker(self.workspace, marker, frame, trigger)
+        result = move_marker(self.workspace, marker, frame, trigger)
+        self.unseen.published((result,))
+        return result
 
     def move_all(
         self, moves: Sequence[Move], *, failed: Callable[[int, Exception], None] | None = None
     ) -> list[TransitionResult]:
         """Several jobs' moves as one group commit (:func:`move_markers`, which tells ``failed`` of a
         rename that failed)."""
-        return move_markers(self.workspace, moves, failed=failed)
+        results = move_markers(self.workspace, moves, failed=failed)
+        self.unseen.published(results)
+        return results
 
     def apply(self, marker: MarkerLocation, decision: Frame, trigger: Trigger) -> bool:
         """Move ``marker`` to the frame a decision built (this manager's id where it names none); return

@@ -13,17 +13,28 @@ whose markers prove corrupt (:class:`TransitionError`) is logged the same way, f
 claims nothing new (an attempt it cannot commit would only be lost work), keeps reaping and committing
 what runs, and probes storage with its heartbeat every :data:`PROBE_SECONDS`; the first write that works
 again resumes claiming. Entering and leaving the pause are logged once each.
+
+**A listing may not show yet what this manager just published.** On a filesystem with lazy metadata
+visibility a rename (or the directory made for it) reaches this process's own listings late; spec/01
+bounds such waits by ``policy.visibility_deadline_seconds``. A manager that trusted a listing missing the
+ready job it had just registered would judge itself idle and stop with the job still to run, so
+:class:`Unseen` remembers every job it moved into ready or waiting until a pass of that kind lists it,
+and the manager is not idle while one is owed and its deadline has not passed.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import Clock
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._transition import TransitionResult
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.protocol import JournalError, TransitionError, WorkspaceUnavailableError
 
 log = logging.getLogger("httk.workflow.manager")
@@ -164,3 +175,63 @@ def _short(exc: BaseException) -> str:
     if code is None and isinstance(cause, OSError):
         code = cause.errno
     return type(exc).__name__ + ("" if code is None else f", {errno.errorcode.get(code, code)}")
+
+
+class Unseen:
+    """Jobs this manager moved into a kind its own passes serve, not yet listed by a pass of that kind.
+
+    Ready and waiting are the kinds a pass must find for the job to go on (a claim, a join); what the
+    manager moves elsewhere it either keeps in hand (its attempts) or is done with. A job owed a listing
+    whose marker has gone from where this manager put it was moved on by another actor and is owed
+    nothing. Recording is one dictionary operation per move, and noticing one lookup per listed marker
+    while anything is owed.
+    """
+
+    TRACKED = frozenset({Kind.READY, Kind.WAITING})
+
+    def __init__(self, workspace: Workspace, clock: Clock, deadline_seconds: float) -> None:
+        self._workspace = workspace
+        self._clock = clock
+        self._deadline = deadline_seconds
+        self._owed: dict[str, tuple[MarkerLocation, float]] = {}  # job key -> (marker, monotonic deadline)
+
+    def published(self, results: Iterable[TransitionResult]) -> None:
+        """Note the moves this manager won: a job now in a tracked kind is owed a listing."""
+        for result in results:
+            current = result.current
+            if not result.won or current is None:
+                continue
+            if current.kind in self.TRACKED:
+                self._owed[current.job_key] = (current, self._clock.monotonic() + self._deadline)
+            elif self._owed:
+                self._owed.pop(current.job_key, None)
+
+    def listed(self, kind: Kind, markers: Iterable[MarkerLocation]) -> None:
+        """A pass of ``kind`` listed ``markers``: what it showed is owed nothing any more."""
+        if not self._owed:
+            return
+        for marker in markers:
+            owed = self._owed.get(marker.job_key)
+            if owed is not None and owed[0].kind is kind:
+                del self._owed[marker.job_key]
+
+    def owed_kinds(self) -> set[Kind]:
+        """The kinds a listing still owes a job this manager put there and that is still there.
+
+        One whose deadline passed is let go, logged: a later pass or manager finds it when it shows.
+        """
+        now = self._clock.monotonic()
+        for key, (marker, deadline) in list(self._owed.items()):
+            if not _fsops.lexists(marker.path_text(self._workspace)):
+                del self._owed[key]  # moved on by another manager or an operator
+            elif now >= deadline:
+                del self._owed[key]
+                log.warning(
+                    "%s, which this manager moved to %s, is still missing from listings of %s after the "
+                    "visibility deadline (%.1f s); a later pass or manager will find it",
+                    key,
+                    marker.kind.value,
+                    marker.kind.value,
+                    self._deadline,
+                )
+        return {marker.kind for marker, _deadline in self._owed.values()}
