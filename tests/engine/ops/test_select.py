@@ -79,7 +79,10 @@ def test_an_ambiguous_prefix_is_refused_listing_the_matches(ws: Workspace) -> No
     assert "matches 2 jobs" in str(caught.value)
     assert f"silicon-relax--{ID} (submitted at proj/a)" in str(caught.value)
     assert isinstance(caught.value, InvalidNameError)
-    assert len(select_jobs(ws, "silicon", cwd=ws.root).markers) == 2
+    with pytest.raises(SelectorError, match="matches 2 jobs") as many:
+        select_jobs(ws, "silicon", cwd=ws.root)  # spec/03: a prefix is unique, for every command
+    assert len(many.value.matches) == 2
+    assert [m.job_key for m in select_jobs(ws, "silicon-r", cwd=ws.root).markers] == [f"silicon-relax--{ID}"]
 
 
 def test_an_ambiguity_lists_at_most_a_few_and_counts_the_rest() -> None:

@@ -26,6 +26,7 @@ from httk.workflow.engine.ops._transfer_import import ImportStatus, import_bundl
 from httk.workflow.engine.ops._transfers import abort_transfer, list_transfers, show_transfer
 from httk.workflow.engine.publish._runners import publish_runner
 from httk.workflow.models import validator
+from httk.workflow.engine.ops._select import SelectorError
 from httk.workflow.protocol import TransferError
 
 from tests.engine.maintenance.test_gc import AGGRESSIVE, make_old_tree, set_retention
@@ -206,6 +207,20 @@ def test_queued_and_owned_jobs_are_refused_and_nothing_moves(
     ):
         detach_jobs(ws, [job_key(job)], out)
     assert tree(a) == before and os.listdir(out) == []
+
+
+def test_a_tag_two_jobs_share_is_refused_as_ambiguous_and_nothing_moves(
+    spaces: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    a, _b, out = spaces
+    jobs = finished_jobs(a, tmp_path, 2)
+    [tag] = {job_key(job).split("--")[0] for job in jobs}
+    before = tree(a)
+
+    with pytest.raises(SelectorError, match="matches 2 jobs"):
+        detach_jobs(attach(a), [tag], out)
+
+    assert tree(a) == before and list(out.iterdir()) == []
 
 
 def test_a_waiting_parent_and_a_child_its_join_names_are_refused(tmp_path: Path) -> None:

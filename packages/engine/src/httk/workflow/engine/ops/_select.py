@@ -18,8 +18,9 @@ A selector is one word. In this order:
 
 2. **A job UUID** (36 characters) or a **complete job key** ``<tag>--<uuid>`` — that job.
 
-3. **A prefix** of a job UUID or of a job key (case-insensitive) — the jobs it begins; a command that
-   needs one job refuses a prefix matching several and lists them.
+3. **A unique prefix** of a job UUID or of a job key (case-insensitive) — the job it begins; a prefix
+   matching several is refused, listing them (spec/03), by every command: a tag begins the keys of
+   longer tags too, and one word acting on several jobs is what paths and globs are for.
 
 Resolution follows the lookup ladder of ``_index`` and its three rules: a selector that gives a placement
 (a payload or marker path) probes that placement's state directories first (bounded); a hit in the
@@ -316,6 +317,10 @@ def select_jobs(workspace: Workspace, selector: str, *, cwd: Path | str | None =
         selection = _select_identity(workspace, selector)
     if not selection.markers:
         raise SelectorError(selector, _nothing(selection))
+    if selection.how is SelectorKind.PREFIX and len(selection.markers) > 1:
+        # spec/03: "any unique prefix"; a tag is a prefix of its own jobs' keys and of longer tags'
+        # (si-relax begins si-relax-static--…), so naming several by one is never taken as meant.
+        raise SelectorError(selector, ambiguity(selection.markers), selection.markers)
     return selection
 
 
