@@ -21,12 +21,12 @@ from httk.workflow.engine.maintenance._gc import collect_garbage
 from httk.workflow.engine.ops._extensions import enable_extension
 from httk.workflow.engine.ops._history import job_history
 from httk.workflow.engine.ops._inspect import workspace_status
+from httk.workflow.engine.ops._select import SelectorError
 from httk.workflow.engine.ops._transfer_detach import detach_jobs
 from httk.workflow.engine.ops._transfer_import import ImportStatus, import_bundles
 from httk.workflow.engine.ops._transfers import abort_transfer, list_transfers, show_transfer
 from httk.workflow.engine.publish._runners import publish_runner
 from httk.workflow.models import validator
-from httk.workflow.engine.ops._select import SelectorError
 from httk.workflow.protocol import TransferError
 
 from tests.engine.maintenance.test_gc import AGGRESSIVE, make_old_tree, set_retention
