@@ -78,10 +78,12 @@ def schedule(a: Attempt) -> None:
     book = Book(a.state)
     book.confirm(a.workspace_dir, a.activation_id)
     book.observe(a.children)
+    said = _progress.logged(a.workdir / _progress.LOG_FILE)
     lines = _apply_inbox(a, plan, book)
-    lines += _history_lines(a, plan, book)
+    lines += _history_lines(a, plan, book, said)
     ready = [stage for stage in plan.stages if _can_start(plan, book, stage)]
-    lines += _ready_lines(plan, book, ready)
+    fresh = [stage for stage in ready if stage not in said or said[stage].status != "ready"]
+    lines += _ready_lines(plan, book, fresh)
     for stage in ready:
         _spawn(a, plan, book, stage)
     _progress.append(a.workdir / _progress.LOG_FILE, lines, durable=a.durable)
@@ -156,9 +158,8 @@ def _spawn(a: Attempt, plan: Plan, book: Book, stage: str) -> None:
     book.add_job(stage, reference, a.activation_id)
 
 
-def _history_lines(a: Attempt, plan: Plan, book: Book) -> list[str]:
+def _history_lines(a: Attempt, plan: Plan, book: Book, said: Mapping[str, _progress.Logged]) -> list[str]:
     """A line for every status change of a stage job not logged yet, from the job's own frames."""
-    said = _progress.logged(a.workdir / _progress.LOG_FILE)
     timed: list[tuple[str, str]] = []
     for stage in plan.stages:
         job = book.current(stage)
@@ -192,7 +193,10 @@ def _note_times(job: dict[str, Any], status: str, when: str, frame: Mapping[str,
 
 
 def _ready_lines(plan: Plan, book: Book, ready: list[str]) -> list[str]:
-    """A ``ready`` line for each stage about to start, stamped with its last dependency's completion."""
+    """A ``ready`` line for each stage about to start, stamped with its last dependency's completion.
+
+    ``ready`` leaves out the stages whose last line already says so (an attempt retried after writing).
+    """
     lines = []
     for stage in ready:
         finished = [book.current(need) or {} for need in plan.needs(stage)]
