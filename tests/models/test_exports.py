@@ -23,6 +23,7 @@ MODELS = [
     "RetiredRequest",
     "RunnerEvent",
     "Spawn",
+    "StagePlan",
     "StateFrame",
     "TransactionManifest",
     "TransferAcknowledgement",

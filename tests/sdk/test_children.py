@@ -65,6 +65,33 @@ def test_a_runner_outside_the_payload_is_not_copied(tmp_path: Path) -> None:
     assert sorted(p.name for p in (draft / "children" / "jobs" / child.job_key).iterdir()) == ["job.json"]
 
 
+def test_extra_payload_files_go_into_the_childs_bundle(tmp_path: Path) -> None:
+    a = attempt(tmp_path)
+    child = a.spawn("relax", label="one", files={"files/POSCAR": b"Si\n", "notes.txt": b"n"})
+    [draft] = drafts(a)
+    bundle = draft / "children" / "jobs" / child.job_key
+    assert (bundle / "files" / "POSCAR").read_bytes() == b"Si\n"
+    assert sorted(p.name for p in bundle.iterdir()) == ["files", "job.json", "notes.txt", "runner.py"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["job.json", "/abs", "../out", "a//b", "./x", ".httk-job/s.json", ".httk-attempt.x/y", "runner.py", ""],
+)
+def test_a_payload_file_a_spawn_may_not_write_is_refused(tmp_path: Path, name: str) -> None:
+    a = attempt(tmp_path)
+    with pytest.raises(OutcomeError, match="is not a payload file a spawn may write") as caught:
+        a.spawn("relax", label="one", files={name: b"x"})
+    assert caught.value.argument == "files"
+    assert drafts(a) == []
+
+
+def test_payload_file_content_must_be_bytes(tmp_path: Path) -> None:
+    a = attempt(tmp_path)
+    with pytest.raises(OutcomeError, match="content must be bytes, not str"):
+        a.spawn("relax", label="one", files={"notes.txt": "text"})  # type: ignore[dict-item]
+
+
 def test_overrides_replace_the_inherited_members(tmp_path: Path) -> None:
     a = attempt(tmp_path)
     child = a.spawn(

@@ -4,7 +4,8 @@
 failure object, outcome.json, the transaction manifest, spawn.json, the attempt context, the state frame,
 requests and their retirement records, the manager heartbeat and manifest, the gc frame, the quarantine
 record, the detached-transfer documents (manifest, carried history, acknowledgement, ledger entry),
-a runner-reported event and the results of the packaged VASP workflows -- plus
+a runner-reported event, the results of the packaged VASP workflows and the stage plan of
+``httk workflow plan`` -- plus
 ``common.schema.json`` with the definitions they share. The schemas are the contract. The models are
 derived from them by ``scripts/generate_models.py``, all into the one module ``_generated``, and never
 edited by hand.
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
         RetiredRequest,
         RunnerEvent,
         Spawn,
+        StagePlan,
         StateFrame,
         TransactionManifest,
         TransferAcknowledgement,
@@ -79,6 +81,7 @@ __all__ = [
     "RetiredRequest",
     "RunnerEvent",
     "Spawn",
+    "StagePlan",
     "StateFrame",
     "TransactionManifest",
     "TransferAcknowledgement",
@@ -107,6 +110,7 @@ _MODELS: dict[str, str] = {
     "RetiredRequest": "retired-request",
     "RunnerEvent": "runner-event",
     "Spawn": "spawn",
+    "StagePlan": "stage-plan",
     "StateFrame": "state-frame",
     "TransactionManifest": "transaction",
     "TransferAcknowledgement": "transfer-ack",

@@ -266,6 +266,70 @@ A collection age limit in days (a non-negative number); null or "keep" mean keep
 """
 
 
+class PlanAmendment(BaseModel):
+    """
+    One applied amendment, as spec/04 records it.
+    """
+
+    approved_by: StrictStr
+    """
+    The operator who asked for it.
+    """
+    changes: dict[str, Any]
+    """
+    Member to {old, new}.
+    """
+    description: StrictStr
+    """
+    Why, as the operator gave it.
+    """
+    id: StrictStr
+    """
+    amend-<n>, n counting from 1.
+    """
+    invalidated_stages: list[StrictStr]
+    """
+    Every stage the amendment invalidated (the audit trail of the cascade).
+    """
+    stage_id: StrictStr
+    """
+    The stage it is about.
+    """
+    timestamp: StrictStr
+    """
+    When it was applied (ISO-8601 UTC).
+    """
+    type: Literal["parameter_change", "criteria_change", "stage_insert", "stage_skip", "stage_rerun"]
+    """
+    What kind of change it is.
+    """
+    version: Annotated[StrictInt, Field(ge=2)]
+    """
+    The plan version this amendment made.
+    """
+
+
+CheckItem = TypeAliasType("CheckItem", Annotated[StrictStr, Field(min_length=1)])
+
+
+class SuccessCriteria(BaseModel):
+    """
+    What makes the stage complete: a description, and optionally a command run as the stage job's last step, in the payload of the work it checks; a nonzero exit fails the stage.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    check: Annotated[list[CheckItem] | None, Field(min_length=1)] = None
+    """
+    The check's argument vector, such as ["grep", "-q", "converged", "run/OUTCAR"]; it runs with the checked job's payload as its current directory.
+    """
+    description: StrictStr | None = None
+    """
+    The criterion in one sentence (spec/04's success_criteria string).
+    """
+
+
 PreviousRecordRef = TypeAliasType("PreviousRecordRef", Annotated[StrictStr, Field(min_length=1)])
 """
 The frame of the preceding transition (an hwref-v1 reference); null in the frame that moved the job off its generation-0 marker, which names no frame, and in an fsck_rebuild frame, which follows a history that was lost.
@@ -2238,6 +2302,65 @@ class SpawnEntry(BaseModel):
     """
 
 
+class PlanStage(BaseModel):
+    """
+    One stage: what runs (exactly one of workflow and runner), after what, with which inputs.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    depends_on: list[Label] = []
+    """
+    The ids of the stages that must complete before this one starts.
+    """
+    id: Annotated[
+        StrictStr, Field(max_length=48, min_length=1, pattern="^[a-z0-9](?:-?[a-z0-9._])*-?$", title="Label")
+    ]
+    """
+    The stage's id: tag syntax, unique in the plan; its child label and its job's tag.
+    """
+    inputs: dict[str, Any] = {}
+    """
+    The stage job's inputs: for a workflow its declared inputs (a file input's path relative to the plan document), for a runner job.json inputs as they are.
+    """
+    name: StrictStr | None = None
+    """
+    A human-readable name for the status view and the progress log.
+    """
+    parameters: dict[str, Any] = {}
+    """
+    Parameters of the stage (spec/04): merged into the job's inputs, a parameter winning over an input of the same name; changed only by a parameter_change amendment.
+    """
+    resources: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,47}$", strict=True)],
+            ResourcesAdditionalProperty,
+        ]
+        | None,
+        Field(title="Resources"),
+    ] = None
+    """
+    The stage job's resources (job.json resources).
+    """
+    runner: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    A runner: the name of one in the workspace runner store (httk workflow runner publish), or an installed pkg:<module>/<resource>.
+    """
+    step: Annotated[
+        StrictStr | None,
+        Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9_][A-Za-z0-9._-]*$", title="Step name"),
+    ] = None
+    """
+    For a runner: the step the stage's job starts at (default main).
+    """
+    success_criteria: SuccessCriteria | None = None
+    workflow: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    A packaged workflow (httk workflow workflows list), such as vasp-relax.
+    """
+
+
 class Transfer(BaseModel):
     """
     detached-transfer-v1: the transfer this frame's move belongs to. A transferring frame (reason transfer_detach) starts it; an import frame (transfer_import, in the importing workspace, whose previous_record_ref names the source workspace's transferring frame) or an abort frame (transfer_abort) ends it.
@@ -3775,6 +3898,46 @@ class Spawn(BaseModel):
     format_version: Literal[1]
     """
     Major format version.
+    """
+
+
+class StagePlan(BaseModel):
+    """
+    A stage plan (httk workflow plan submit WORKSPACE PLAN.json): a study declared as stages with depends_on, each a packaged workflow or a runner, which one coordinator job runs as its children. spec/04's task list, with its audit trail of amendments. The plan, its stages and its success criteria are closed objects: a plan is written by hand, so a misspelt member is refused rather than ignored. Unique stage ids, dependencies that exist and the absence of a cycle are rules outside this schema (httk.workflow.plans).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    amendments: Annotated[list[PlanAmendment], Field(validate_default=True)] = []
+    """
+    The amendments applied so far, oldest first (spec/04's audit trail).
+    """
+    description: StrictStr | None = None
+    """
+    What the study is for, in prose.
+    """
+    format: Literal["httk-workflow-stage-plan"]
+    """
+    Document type.
+    """
+    format_version: Literal[1]
+    """
+    Format version.
+    """
+    stages: Annotated[list[PlanStage], Field(max_length=100000, min_length=1)]
+    """
+    The stages, in any order; each runs once every stage it depends on has completed.
+    """
+    version: Annotated[StrictInt, Field(ge=1)] = 1
+    """
+    The plan's version: 1 when submitted, plus one for every amendment applied.
+    """
+    workflow_id: Annotated[
+        StrictStr, Field(max_length=48, min_length=1, pattern="^[a-z0-9](?:-?[a-z0-9._])*-?$", title="Label")
+    ]
+    """
+    The plan's name, such as si-phonons-2026-12-02: the coordinator job's tag.
     """
 
 

@@ -247,6 +247,38 @@ def payload_runner(document: Mapping[str, Any], parent: ParentView) -> tuple[str
         ) from exc
 
 
+def check_files(files: Mapping[str, bytes] | None, document: Mapping[str, Any]) -> dict[str, bytes]:
+    """A spawn's extra payload files, checked: relative POSIX paths outside the protocol's own names.
+
+    A file the payload runner is copied to is refused as well: the bundle would name it twice.
+    """
+    if files is None:
+        return {}
+    if not isinstance(files, Mapping):
+        raise OutcomeError(f"must map payload paths to bytes, not {type(files).__name__}", argument="files")
+    runner = document["runner"]
+    taken = runner["path"] if runner.get("source", "payload") == "payload" else None
+    checked: dict[str, bytes] = {}
+    for relative, data in files.items():
+        parts = relative.split("/") if isinstance(relative, str) else []
+        if (
+            not parts
+            or relative.startswith("/")
+            or any(part in ("", ".", "..") for part in parts)
+            or relative == "job.json"
+            or parts[0] == ".httk-job"
+            or parts[0].startswith(".httk-attempt.")
+            or relative == taken
+        ):
+            raise OutcomeError(f"{relative!r} is not a payload file a spawn may write", argument="files")
+        if not isinstance(data, bytes):
+            raise OutcomeError(
+                f"{relative!r}: content must be bytes, not {type(data).__name__}", argument="files"
+            )
+        checked[relative] = data
+    return checked
+
+
 def random_uuid() -> str:
     """A random (version 4) UUID in lowercase canonical form, without importing :mod:`uuid`."""
     raw = bytearray(os.urandom(16))

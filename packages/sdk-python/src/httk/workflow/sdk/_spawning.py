@@ -74,6 +74,7 @@ class Spawning(AttemptContext):
         priority: int | None = None,
         retry_policy: Mapping[str, Any] | None = None,
         resources: Mapping[str, int] | None = None,
+        files: Mapping[str, bytes] | None = None,
     ) -> ChildRef:
         """Spawn a child job that starts at ``step``; it is published with this attempt's outcome.
 
@@ -99,6 +100,10 @@ class Spawning(AttemptContext):
             the ``n``-th child (from 0) of this attempt, beside this job's payload.
         name, runner, workdir, data, claim, priority, retry_policy, resources
             The child's job.json members of those names (see the job.json rules).
+        files
+            Files of the child's payload besides job.json: payload-relative POSIX path to content (the
+            inputs of a packaged workflow, say ``{"files/POSCAR": b"..."}``); never ``job.json`` or
+            anything below ``.httk-job`` or an ``.httk-attempt.*`` directory.
 
         Returns
         -------
@@ -160,7 +165,8 @@ class Spawning(AttemptContext):
         child = ChildRef(
             label, step, parent.workspace_id, job_id, f"{document['tag']}--{job_id}", chosen, spawn_id
         )
-        self._add_bundle(child, document, _children.payload_runner(document, parent))
+        extra = _children.check_files(files, document)
+        self._add_bundle(child, document, _children.payload_runner(document, parent), extra)
         self._spawned.append(child)
         return child
 
@@ -236,7 +242,11 @@ class Spawning(AttemptContext):
         )
 
     def _add_bundle(
-        self, child: ChildRef, document: Mapping[str, Any], runner: tuple[str, bytes, int] | None
+        self,
+        child: ChildRef,
+        document: Mapping[str, Any],
+        runner: tuple[str, bytes, int] | None,
+        files: Mapping[str, bytes],
     ) -> None:
         """Write the child's bundle into the outcome draft (made on the first spawn)."""
         from . import _children
@@ -249,6 +259,8 @@ class Spawning(AttemptContext):
             if runner is not None:
                 relative, content, mode = runner
                 self._draft.add_file(f"{bundle}/{relative}", content, mode=mode)
+            for relative, data in files.items():
+                self._draft.add_file(f"{bundle}/{relative}", data)
         except OSError as exc:
             raise OutcomeError(
                 f"cannot write the child's bundle: {exc.strerror or exc}", path=self.control_dir
