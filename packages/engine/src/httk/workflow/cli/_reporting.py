@@ -10,7 +10,8 @@ keeps its traceback). ``HTTK_WORKFLOW_DEBUG=1`` lets every error propagate with 
        add-on command group that cannot be loaded (or ``workspace fsck`` left something for an operator)
 2      bad input: a usage error, an invalid name or document (InvalidNameError, InvalidDocumentError),
        a refused policy or setting (PolicyError), submission (SubmissionError), runner publication
-       (RunnerStoreError), a launcher or launch setting (LauncherError), or a transfer (TransferError)
+       (RunnerStoreError), a launcher or launch setting (LauncherError), a transfer (TransferError), or
+       a remote or its setting (RemoteError)
 3      the workspace cannot be attached or changed: no or invalid format.json, an unsupported or
        withdrawn profile or extension, an existing workspace at init (WorkspaceError)
 =====  ===========================================================================================
@@ -42,6 +43,7 @@ def exit_code(exc: BaseException) -> int | None:
         InvalidNameError,
         LauncherError,
         PolicyError,
+        RemoteError,
         RunnerStoreError,
         SubmissionError,
         TransferError,
@@ -57,6 +59,7 @@ def exit_code(exc: BaseException) -> int | None:
         RunnerStoreError,
         LauncherError,
         TransferError,
+        RemoteError,
     )
     if isinstance(exc, bad_input):
         return 2  # PolicyError is a WorkspaceError, so this test comes first

@@ -131,6 +131,15 @@ if TYPE_CHECKING:
     )
     from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
     from httk.workflow.engine.ops._registry import Registration, Registry, RegistryEntry
+    from httk.workflow.engine.ops._remotes import (
+        Remote,
+        add_remote,
+        configure_remote,
+        find_remote,
+        list_remotes,
+        lookup_remote,
+        remove_remote,
+    )
     from httk.workflow.engine.ops._select import (
         Position,
         Selection,
@@ -140,6 +149,7 @@ if TYPE_CHECKING:
         select_jobs,
     )
     from httk.workflow.engine.ops._show import RetainedAttempt, job_output, show_job
+    from httk.workflow.engine.ops._ssh import check_remote, passthrough, run_httk
     from httk.workflow.engine.ops._transfer_detach import Detached, detach_jobs
     from httk.workflow.engine.ops._transfer_import import Imported, import_bundles
     from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
@@ -230,6 +240,19 @@ _HOMES = {
     **dict.fromkeys(("Registration", "Registry", "RegistryEntry"), "ops._registry"),
     **dict.fromkeys(
         (
+            "Remote",
+            "add_remote",
+            "configure_remote",
+            "find_remote",
+            "list_remotes",
+            "lookup_remote",
+            "remove_remote",
+        ),
+        "ops._remotes",
+    ),
+    **dict.fromkeys(("check_remote", "passthrough", "run_httk"), "ops._ssh"),
+    **dict.fromkeys(
+        (
             "DeleteError",
             "DeletePlan",
             "DeleteRefusedError",
@@ -301,6 +324,7 @@ __all__ = [
     "Registration",
     "Registry",
     "RegistryEntry",
+    "Remote",
     "ResultRecord",
     "RetainedAttempt",
     "RunPlan",
@@ -320,10 +344,13 @@ __all__ = [
     "Workspace",
     "abort_transfer",
     "add_bundle",
+    "add_remote",
     "attach",
+    "check_remote",
     "collect_garbage",
     "collect_results",
     "config_home",
+    "configure_remote",
     "debug_job",
     "delete_jobs",
     "destroy_workspace",
@@ -332,6 +359,7 @@ __all__ = [
     "enable_extension",
     "event_lines",
     "find_bundle",
+    "find_remote",
     "find_root",
     "find_workflow",
     "follow_history",
@@ -349,10 +377,13 @@ __all__ = [
     "list_extensions",
     "list_jobs",
     "list_managers",
+    "list_remotes",
     "list_transfers",
     "locate_implicit",
     "locate_word",
+    "lookup_remote",
     "packaged_workflows",
+    "passthrough",
     "per_user_default_path",
     "plan_deletion",
     "plan_job",
@@ -362,6 +393,8 @@ __all__ = [
     "publish_request",
     "publish_runner",
     "remove_bundle",
+    "remove_remote",
+    "run_httk",
     "run_manager",
     "select_each",
     "select_job",
