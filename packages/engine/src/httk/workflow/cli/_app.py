@@ -18,6 +18,7 @@ protocol rules, pydantic, jsonschema and rich tables are imported inside command
 through the engine's public face, :mod:`httk.workflow.engine`.
 """
 
+import sys
 from typing import Annotated
 
 import typer
@@ -38,6 +39,7 @@ from . import (
     _workspace_cmd,
 )
 from ._inspect_cmd import status
+from ._remote_run import record_command_line
 from ._reporting import DEBUG_VARIABLE, reported
 
 EPILOG = (
@@ -115,11 +117,26 @@ taskmanager_app.command("precheck", help="Alias of 'httk workflow precheck'.")(_
 reported(taskmanager_app)
 
 
+_TASKMANAGER_TREE = {
+    "init": ["workspace", "init"],
+    "submit": ["job", "submit"],
+    "run": ["run"],
+    "request": ["job", "request"],
+    "status": ["workspace", "status"],
+    "precheck": ["precheck"],
+}
+"""What each ``httk-taskmanager`` command is in the ``httk workflow`` tree a remote runs."""
+
+
 def main() -> None:
     """Entry point of ``httk``."""
+    record_command_line(sys.argv[1:])
     app(prog_name="httk")
 
 
 def taskmanager_main() -> None:
     """Entry point of ``httk-taskmanager``."""
+    words = sys.argv[1:]
+    if words and words[0] in _TASKMANAGER_TREE:
+        record_command_line(["workflow", *_TASKMANAGER_TREE[words[0]], *words[1:]])
     taskmanager_app(prog_name="httk-taskmanager")

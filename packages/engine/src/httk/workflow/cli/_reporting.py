@@ -2,7 +2,9 @@
 
 Every command of the ``httk`` tree, an add-on's included, runs inside :func:`reported`'s wrapper, which
 turns an error of the table below into that line and status and lets anything else propagate (a bug
-keeps its traceback). ``HTTK_WORKFLOW_DEBUG=1`` lets every error propagate with its traceback.
+keeps its traceback). A command whose workspace is on a remote runs there instead (``_remote_run``), and
+its exit status is the remote command's. ``HTTK_WORKFLOW_DEBUG=1`` lets every error propagate with its
+traceback.
 
 =====  ===========================================================================================
 0      success
@@ -28,6 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
+
+from ._remote_run import RemoteWorkspaceError, run_remotely
 
 DEBUG_VARIABLE = "HTTK_WORKFLOW_DEBUG"
 
@@ -102,12 +106,16 @@ def reporting(function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            return function(*args, **kwargs)
+            try:
+                return function(*args, **kwargs)
+            except RemoteWorkspaceError as remote:  # the workspace is on a remote: the command runs there
+                status = run_remotely(remote, function)
         except Exception as exc:
             code = exit_code(exc)
             if code is None or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
                 raise
             typer.echo(error_line(exc), err=True)
             raise typer.Exit(code) from None
+        raise typer.Exit(status)
 
     return run
