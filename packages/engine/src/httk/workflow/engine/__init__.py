@@ -152,6 +152,8 @@ if TYPE_CHECKING:
     from httk.workflow.engine.ops._ssh import check_remote, passthrough, run_httk
     from httk.workflow.engine.ops._transfer_detach import Detached, detach_jobs
     from httk.workflow.engine.ops._transfer_import import Imported, import_bundles
+    from httk.workflow.engine.ops._transfer_route import End, send_jobs
+    from httk.workflow.engine.ops._transfer_send import acknowledge_records, fill_outbox, receive_and_import
     from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
     from httk.workflow.engine.ops._why import WhyContext, diagnose
     from httk.workflow.engine.ops._why_report import Diagnosis
@@ -251,6 +253,8 @@ _HOMES = {
         "ops._remotes",
     ),
     **dict.fromkeys(("check_remote", "passthrough", "run_httk"), "ops._ssh"),
+    **dict.fromkeys(("End", "send_jobs"), "ops._transfer_route"),
+    **dict.fromkeys(("acknowledge_records", "fill_outbox", "receive_and_import"), "ops._transfer_send"),
     **dict.fromkeys(
         (
             "DeleteError",
@@ -294,6 +298,7 @@ __all__ = [
     "Destroyed",
     "Detached",
     "Diagnosis",
+    "End",
     "ExtensionView",
     "FsckReport",
     "GcReport",
@@ -343,6 +348,7 @@ __all__ = [
     "WorkflowEntry",
     "Workspace",
     "abort_transfer",
+    "acknowledge_records",
     "add_bundle",
     "add_remote",
     "attach",
@@ -358,6 +364,7 @@ __all__ = [
     "diagnose",
     "enable_extension",
     "event_lines",
+    "fill_outbox",
     "find_bundle",
     "find_remote",
     "find_root",
@@ -392,6 +399,7 @@ __all__ = [
     "precheck",
     "publish_request",
     "publish_runner",
+    "receive_and_import",
     "remove_bundle",
     "remove_remote",
     "run_httk",
@@ -399,6 +407,7 @@ __all__ = [
     "select_each",
     "select_job",
     "select_jobs",
+    "send_jobs",
     "settings_read",
     "show_job",
     "show_transfer",

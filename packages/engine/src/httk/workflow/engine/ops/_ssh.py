@@ -175,7 +175,7 @@ def unreachable(remote: Remote, stderr: str) -> RemoteUnreachableError:
             "unchecked; connect once with ssh and verify the fingerprint, or add the key with ssh-keyscan"
         )
     last = [line for line in stderr.strip().splitlines() if line.strip()]
-    said = last[-1] if last else "no message"
+    said = last[-1] if last else "the connection was lost"
     return RemoteUnreachableError(f"{where}: ssh failed: {said}")
 
 
