@@ -28,7 +28,12 @@ engine's floor plan") and may change without notice. The names, by what they are
   :func:`debug_job`;
 * detached transfers: :func:`detach_jobs`, :func:`import_bundles`, :func:`abort_transfer`,
   :func:`list_transfers`, :func:`show_transfer`, and their results (:class:`Detached`,
-  :class:`Imported`, :class:`Aborted`);
+  :class:`Imported`, :class:`Aborted`); between machines, :func:`send_jobs` (each end an
+  :class:`End`) and the plumbing at each end (:func:`fill_outbox`, :func:`receive_and_import`,
+  :func:`acknowledge_records`);
+* remotes: :class:`Remote` and :func:`add_remote`, :func:`configure_remote`, :func:`find_remote`,
+  :func:`lookup_remote`, :func:`list_remotes`, :func:`remove_remote`; over ssh, :func:`run_httk`,
+  :func:`passthrough` and :func:`check_remote`;
 * task managers: :class:`Manager` and :class:`ManagerConfig` (one in this process), :func:`run_manager`
   (what ``manager run --inline`` does), :func:`plan_run`, :func:`launch_managers`,
   :func:`wait_for_managers`, :func:`stop_managers`;

@@ -37,7 +37,7 @@ from httk.workflow.engine.core._workspace import Workspace, attach
 from httk.workflow.protocol import RemoteError, TransferError
 
 from ._remotes import Remote
-from ._ssh import connect, httk_line, ssh_argv, unreachable
+from ._ssh import connect, httk_line, run_httk, ssh_argv, unreachable
 from ._transfer_send import acknowledge_records, fill_outbox, receive_and_import, write_stream
 
 T = TypeVar("T")
@@ -248,8 +248,6 @@ def _acknowledge(source: End, records: list[dict[str, Any]], destination_id: str
 
 
 def _remote_json(remote: Remote, words: list[str], *, stdin: bytes | None = None) -> Any:
-    from ._ssh import run_httk
-
     result = run_httk(remote, words, stdin=stdin)
     return _parse(remote, result.returncode, result.stdout, result.stderr, words)
 
