@@ -5,7 +5,12 @@ directories into workspace A (timed), a manager that claims nothing registers th
 ``transfer detach A <placement> --to DIR`` and ``transfer import B DIR/* --placement P`` (each timed).
 Prints the three figures and the ratio submit / (detach + import). Goal (issue 14): >= 0.5.
 
-    ./dev bench transfer [--jobs 1000] [--dir DIR]
+Then, over ssh: a real sshd on 127.0.0.1 (the test suite's ``tests/sshkit.py``), a remote reaching it
+whose ``httk`` has configuration of its own, and ``transfer send B <placement> --to REMOTE:C`` of the
+same N jobs (timed: detach, one tar stream over the shared connection, import, acknowledgement).
+Prints its figure and its ratio to the local detach + import (no goal: a figure).
+
+    ./dev bench transfer [--jobs 1000] [--dir DIR] [--no-ssh]
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test suite's sshd kit
 
 PLACEMENT = "flat"
 RUNNER_NAME = "bench-runner"
@@ -89,12 +96,50 @@ def register(root: Path) -> None:
     Manager(attach(root), ManagerConfig(pools=("nobody",))).run()
 
 
+def over_ssh(base: Path, source: Path) -> float:
+    """``transfer send`` of every job in ``source`` to a workspace on a localhost ssh remote; seconds."""
+    import shlex
+
+    from tests.sshkit import running_server
+
+    for variable, name in (("HTTK_CONFIG_HOME", "config"), ("HTTK_DATA_HOME", "data")):
+        os.environ[variable] = str(base / "desk" / name)  # this process's remotes and outbox, its children's
+    far = base / "far"
+    homes = {"HTTK_CONFIG_HOME": far / "config", "HTTK_DATA_HOME": far / "data"}
+    command = "env " + " ".join(f"{name}={shlex.quote(str(path))}" for name, path in homes.items())
+    with running_server() as server:
+        settings = {
+            **server.settings(),
+            "ssh_config": "none",
+            "httk_command": f"{command} {Path(sys.executable).with_name('httk')}",
+        }
+        httk("workflow", "remote", "add", "--template", "ssh", "bench")
+        httk(
+            "workflow",
+            "remote",
+            "configure",
+            *[w for k, v in settings.items() for w in ("--set", f"{k}={v}")],
+            "bench",
+        )
+        httk(
+            "workflow",
+            "workspace",
+            "init",
+            "--no-durable",
+            "--extension",
+            "detached-transfer-v1",
+            f"bench:{far / 'c'}",
+        )
+        return httk("workflow", "transfer", "send", str(source), PLACEMENT, "--to", f"bench:{far / 'c'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--jobs", type=int, default=1_000)
     parser.add_argument("--dir", type=Path, default=None, help="where to build the workspaces (a tmp dir)")
+    parser.add_argument("--no-ssh", action="store_true", help="leave out the figure over ssh")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="httk-bench-transfer-", dir=args.dir))
     try:
@@ -118,6 +163,10 @@ def main() -> None:
         ):
             print(f"{name:<36} {seconds:>8.2f} {args.jobs / seconds:>8.0f}")
         print(f"submit / (detach + import): {submit / moved:.2f} (goal >= 0.5)")
+        if not args.no_ssh:
+            sent = over_ssh(base, target)
+            print(f"{'transfer send over localhost ssh':<36} {sent:>8.2f} {args.jobs / sent:>8.0f}")
+            print(f"(detach + import) / send over ssh: {moved / sent:.2f} (a figure, no goal)")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

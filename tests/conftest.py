@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.slurmkit import SHARED_VARIABLE, SlurmCluster, own_session, shared_cluster, stop_shared
+from tests.sshkit import SshServer, running_server
 
 # Hypothesis: ``./dev test`` runs the derandomized ``ci`` profile, the same examples on every run;
 # ``./dev fuzz`` selects ``fuzz`` (``--hypothesis-profile fuzz``) with a printed ``--hypothesis-seed``.
@@ -105,3 +106,10 @@ def slurm(
         monkeypatch.setenv(name, value)
     yield slurm_cluster
     slurm_cluster.cancel_below(tmp_path)
+
+
+@pytest.fixture
+def sshd() -> Iterator[SshServer]:
+    """A real sshd on 127.0.0.1 of this test's own (``tests/sshkit.py``), stopped when the test ends."""
+    with running_server() as server:
+        yield server

@@ -11,7 +11,9 @@ import pytest
 from httk.workflow.cli._app import app
 from typer.testing import CliRunner, Result
 
+from tests.cli.remotekit import Far, configure_remote
 from tests.conftest import minimal_job
+from tests.sshkit import SshServer
 
 Invoke = Callable[..., Result]
 MakePayload = Callable[..., Path]
@@ -70,3 +72,9 @@ def format_document(root: Path) -> dict[str, Any]:
 
 def error_lines(result: Result) -> Sequence[str]:
     return result.stderr.splitlines()
+
+
+@pytest.fixture
+def kappa(invoke: Invoke, sshd: SshServer, tmp_path: Path) -> Far:
+    """The remote ``kappa``, configured to reach this test's own real sshd (``tests/cli/remotekit.py``)."""
+    return configure_remote(invoke, sshd, tmp_path / "far")

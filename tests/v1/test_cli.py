@@ -35,6 +35,7 @@ def test_loading_the_group_imports_no_importer_and_no_engine() -> None:
         "httk.workflow.cli",
         "httk.workflow.cli._options",
         "httk.workflow.cli._progress",
+        "httk.workflow.cli._remote_run",
         "httk.workflow.cli.shared",
         "httk.workflow.v1",
     ]

@@ -8,15 +8,18 @@ WORKSPACE argument also accepts ``--workspace WS``. ``httk-taskmanager`` is an a
 ``precheck``.
 
 Each group is a module with its own ``typer.Typer`` (``_workspace_cmd``, ``_job_cmd``, ``_runner_cmd``,
-``_manager_cmd``, ``_launcher_cmd``, ``_workflows_cmd``, ``_transfer_cmd``); this module only assembles
-them. Other packages add groups to ``httk workflow`` through the entry point group ``httk.workflow.cli``,
-loaded only when used (``_addons``). Every command reports our errors as one ``error:`` line and a
-documented exit status (``_reporting``, whose table the epilog repeats).
+``_manager_cmd``, ``_launcher_cmd``, ``_workflows_cmd``, ``_transfer_cmd``, ``_remote_cmd``); this
+module only assembles them. Other packages add groups to ``httk workflow`` through the entry point group
+``httk.workflow.cli``, loaded only when used (``_addons``). Every command reports our errors as one
+``error:`` line and a documented exit status (``_reporting``, whose table the epilog repeats).
 
 Loading this module (and so ``--help``) imports typer and the command modules only: the engine, the
 protocol rules, pydantic, jsonschema and rich tables are imported inside command bodies, and only
 through the engine's public face, :mod:`httk.workflow.engine`.
 """
+
+import sys
+from typing import Annotated
 
 import typer
 
@@ -27,6 +30,7 @@ from . import (
     _launcher_cmd,
     _manager_cmd,
     _monitor_cmd,
+    _remote_cmd,
     _request_cmd,
     _runner_cmd,
     _transfer_cmd,
@@ -35,6 +39,7 @@ from . import (
     _workspace_cmd,
 )
 from ._inspect_cmd import status
+from ._remote_run import record_command_line
 from ._reporting import DEBUG_VARIABLE, reported
 
 EPILOG = (
@@ -67,6 +72,7 @@ workflow_app.add_typer(_manager_cmd.app)
 workflow_app.add_typer(_launcher_cmd.app)
 workflow_app.add_typer(_workflows_cmd.app)
 workflow_app.add_typer(_transfer_cmd.app)
+workflow_app.add_typer(_remote_cmd.app)
 workflow_app.command("run", help="Run task managers through the workspace's launcher (= 'manager run').")(
     _manager_cmd.run
 )
@@ -77,8 +83,22 @@ workflow_app.command("monitor")(_monitor_cmd.monitor)
 app = _root("httk", "The httk command line.")
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from importlib.metadata import version
+
+        typer.echo(f"httk-workflow {version('httk-workflow')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root_callback(ctx: typer.Context) -> None:
+def _root_callback(
+    ctx: typer.Context,
+    _version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
     _addons.install(ctx, "workflow")  # ``httk workflow NAME`` also finds the add-ons' groups
 
 
@@ -97,11 +117,26 @@ taskmanager_app.command("precheck", help="Alias of 'httk workflow precheck'.")(_
 reported(taskmanager_app)
 
 
+_TASKMANAGER_TREE = {
+    "init": ["workspace", "init"],
+    "submit": ["job", "submit"],
+    "run": ["run"],
+    "request": ["job", "request"],
+    "status": ["workspace", "status"],
+    "precheck": ["precheck"],
+}
+"""What each ``httk-taskmanager`` command is in the ``httk workflow`` tree a remote runs."""
+
+
 def main() -> None:
     """Entry point of ``httk``."""
+    record_command_line(sys.argv[1:])
     app(prog_name="httk")
 
 
 def taskmanager_main() -> None:
     """Entry point of ``httk-taskmanager``."""
+    words = sys.argv[1:]
+    if words and words[0] in _TASKMANAGER_TREE:
+        record_command_line(["workflow", *_TASKMANAGER_TREE[words[0]], *words[1:]])
     taskmanager_app(prog_name="httk-taskmanager")

@@ -32,6 +32,7 @@ from ._options import (
     WorkspaceOpt,
     bind,
 )
+from ._remote_run import remote_arguments
 
 if TYPE_CHECKING:
     from httk.workflow.engine import RunPlan
@@ -174,6 +175,7 @@ LabelOpt = Annotated[
 
 
 @app.command("run")
+@remote_arguments("--detach")
 def run(
     ctx: typer.Context,
     *,

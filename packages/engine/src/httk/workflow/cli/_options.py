@@ -6,6 +6,9 @@ Two spellings of every workspace command work (DECISIONS D6): ``spec/02`` puts t
 and :func:`bind` fills every slot its option left open with the next positional word, in order. A word
 left over is accepted only when it repeats ``--workspace``.
 
+A word ``REMOTE:WORKSPACE`` naming a configured remote is never resolved here: it raises
+``_remote_run.RemoteWorkspace``, and the command runs on that remote.
+
 This module imports only typer and the standard library: it is loaded for ``--help``.
 """
 
@@ -16,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from ._remote_run import remote_word
 
 if TYPE_CHECKING:
     from httk.workflow.engine import Located, Readings
@@ -157,6 +162,7 @@ def resolve(word: str | None, *, writes: bool, rule: str = "option") -> Resolved
 
     registry = Registry.for_user()
     if word is not None:
+        remote_word(word)
         found = _readings(word)
         _refuse_conflict(found)
         located = locate_word(found, registry, rule=rule)
@@ -201,6 +207,7 @@ def _named(word: str) -> str:
 def _readings(word: str) -> "Readings":
     from httk.workflow.engine import Registry, workspace_readings
 
+    remote_word(word)
     return workspace_readings(word, Registry.for_user())
 
 

@@ -2,7 +2,9 @@
 
 Every command of the ``httk`` tree, an add-on's included, runs inside :func:`reported`'s wrapper, which
 turns an error of the table below into that line and status and lets anything else propagate (a bug
-keeps its traceback). ``HTTK_WORKFLOW_DEBUG=1`` lets every error propagate with its traceback.
+keeps its traceback). A command whose workspace is on a remote runs there instead (``_remote_run``), and
+its exit status is the remote command's. ``HTTK_WORKFLOW_DEBUG=1`` lets every error propagate with its
+traceback.
 
 =====  ===========================================================================================
 0      success
@@ -10,7 +12,8 @@ keeps its traceback). ``HTTK_WORKFLOW_DEBUG=1`` lets every error propagate with 
        add-on command group that cannot be loaded (or ``workspace fsck`` left something for an operator)
 2      bad input: a usage error, an invalid name or document (InvalidNameError, InvalidDocumentError),
        a refused policy or setting (PolicyError), submission (SubmissionError), runner publication
-       (RunnerStoreError), a launcher or launch setting (LauncherError), or a transfer (TransferError)
+       (RunnerStoreError), a launcher or launch setting (LauncherError), a transfer (TransferError), or
+       a remote or its setting (RemoteError)
 3      the workspace cannot be attached or changed: no or invalid format.json, an unsupported or
        withdrawn profile or extension, an existing workspace at init (WorkspaceError)
 =====  ===========================================================================================
@@ -28,6 +31,8 @@ from typing import Any
 
 import typer
 
+from ._remote_run import RemoteWorkspaceError, run_remotely
+
 DEBUG_VARIABLE = "HTTK_WORKFLOW_DEBUG"
 
 
@@ -42,6 +47,7 @@ def exit_code(exc: BaseException) -> int | None:
         InvalidNameError,
         LauncherError,
         PolicyError,
+        RemoteError,
         RunnerStoreError,
         SubmissionError,
         TransferError,
@@ -57,6 +63,7 @@ def exit_code(exc: BaseException) -> int | None:
         RunnerStoreError,
         LauncherError,
         TransferError,
+        RemoteError,
     )
     if isinstance(exc, bad_input):
         return 2  # PolicyError is a WorkspaceError, so this test comes first
@@ -99,12 +106,16 @@ def reporting(function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            return function(*args, **kwargs)
+            try:
+                return function(*args, **kwargs)
+            except RemoteWorkspaceError as remote:  # the workspace is on a remote: the command runs there
+                status = run_remotely(remote, function)
         except Exception as exc:
             code = exit_code(exc)
             if code is None or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
                 raise
             typer.echo(error_line(exc), err=True)
             raise typer.Exit(code) from None
+        raise typer.Exit(status)
 
     return run

@@ -1,22 +1,27 @@
-"""``httk workflow transfer detach|import|list|show|abort``: moving jobs as sealed bundles.
+"""``httk workflow transfer detach|import|list|show|abort|send``: moving jobs as sealed bundles.
 
 detached-transfer-v1 (DESIGN.md, "Detached transfers"): ``detach`` seals quiescent jobs and leaves a copy
 of each bundle in ``--to DIR``; ``import`` validates whole bundles and republishes their markers in
 another workspace (or the same one), acknowledging each to its source when the source is reachable;
 ``list`` and ``show`` read what a workspace records; ``abort`` puts a job whose transfer was not
-acknowledged back. Every command takes WORKSPACE first (or ``--workspace``) and can be rerun after an
-interruption: it finishes what the interrupted run began.
+acknowledged back. ``send`` does all of it between two workspaces, either of which may be on a remote
+(``REMOTE:WORKSPACE``), through the plumbing commands ``outbox``, ``inbox`` and ``acknowledge`` run at
+each end (DESIGN.md, "Remotes over ssh"). Every command takes WORKSPACE first (or ``--workspace``) and
+can be rerun after an interruption: it finishes what the interrupted run began.
 
 This module imports typer and the shared option helpers only; the engine is imported inside the bodies.
 """
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ._options import DurableOpt, JsonOpt, WorkspaceOpt, bind, bind_many
+from ._options import DurableOpt, JsonOpt, UsageError, WorkspaceOpt, bind, bind_many, resolve
 from ._render import print_json
+
+if TYPE_CHECKING:
+    from httk.workflow.engine import End
 
 app = typer.Typer(
     name="transfer",
@@ -146,3 +151,125 @@ def abort(
             typer.echo(f"aborted {result.transfer_id}: {result.job_key} is {where} again{removed}")
     finally:
         workspace.close()
+
+
+# -- between machines ---------------------------------------------------------------------------------
+@app.command("send")
+def send(
+    *,
+    words: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="SOURCE JOB...", show_default=False, help="The source workspace, then jobs."),
+    ] = None,
+    to: Annotated[
+        str, typer.Option("--to", metavar="DESTINATION", help="The workspace the jobs go to (or REMOTE:WS).")
+    ],
+    placement: Annotated[
+        str | None,
+        typer.Option("--placement", help="Import at this placement [default: the one each job left]."),
+    ] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Move jobs to another workspace, here or on a remote (SOURCE or --to may be REMOTE:WORKSPACE).
+
+    Detaches them at the source, streams the bundles over one ssh connection, imports them at the
+    destination and retires the source's originals only once the import is recorded. Run it again
+    after an interruption: it finishes what was begun, losing and duplicating nothing.
+    """
+    if not words or len(words) < 2:
+        raise UsageError("give SOURCE and at least one JOB")
+    from httk.workflow.engine import send_jobs
+    from httk.workflow.protocol import WorkflowError
+
+    source, destination = _end(words[0]), _end(to)
+    try:
+        report = send_jobs(source, words[1:], destination, placement)
+    except WorkflowError as exc:
+        exc.add_note("run the same command again to finish the transfer: nothing is lost or duplicated")
+        raise
+    if json_output:
+        print_json(report)
+        return
+    for row in report["imported"]:
+        typer.echo(
+            f"{row['status'].replace('_', ' ')} {row['job_key']} ({row['kind']} at {row['placement']})"
+        )
+    typer.echo(
+        f"sent {len(report['sent'])}, imported {len(report['imported'])}, "
+        f"acknowledged {len(report['acknowledged'])}"
+    )
+
+
+def _end(word: str) -> "End":
+    from httk.workflow.engine import End, find_remote, lookup_remote
+
+    name, colon, rest = word.partition(":")
+    if colon and "/" not in name and lookup_remote(name) is not None:
+        if not rest:
+            raise UsageError(f"{word!r} names no workspace: write {name}:PATH or {name}:NAME")
+        return End(rest, find_remote(name))
+    return End(resolve(word, writes=False).path)
+
+
+ForOpt = Annotated[str, typer.Option("--for", metavar="WORKSPACE_ID", help="The destination's workspace id.")]
+
+
+@app.command("outbox", hidden=True)
+def outbox(*, words: WordsArg = None, for_: ForOpt, workspace_option: WorkspaceOpt = None) -> None:
+    """Plumbing of send, at the source: detach into the outbox for a destination; its bundles, as JSON."""
+    root, selectors = bind_many(words or [], workspace_option, what="JOB", writes=False)
+    from httk.workflow.engine import attach, fill_outbox
+
+    workspace = attach(root)
+    try:
+        print_json(fill_outbox(workspace, selectors, for_))
+    finally:
+        workspace.close()
+
+
+@app.command("inbox", hidden=True)
+def inbox(
+    workspace: Annotated[str | None, typer.Argument(metavar="[WORKSPACE]", show_default=False)] = None,
+    *,
+    source: Annotated[str, typer.Option("--from", metavar="WORKSPACE_ID", help="The source's id.")],
+    placement: Annotated[str | None, typer.Option("--placement")] = None,
+    transfers: Annotated[list[str] | None, typer.Option("--transfer", metavar="ID")] = None,
+    stream: Annotated[bool, typer.Option("--stream", help="Read a tar archive of bundles on stdin.")] = False,
+    workspace_option: WorkspaceOpt = None,
+) -> None:
+    """Plumbing of send, at the destination: receive, import, and print the import records as JSON."""
+    import sys
+
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
+    from httk.workflow.engine import attach, receive_and_import
+
+    attached = attach(root)
+    try:
+        report = receive_and_import(
+            attached, sys.stdin.buffer if stream else None, source, placement, list(transfers or [])
+        )
+    finally:
+        attached.close()
+    print_json(report)
+
+
+@app.command("acknowledge", hidden=True)
+def acknowledge(
+    workspace: Annotated[str | None, typer.Argument(metavar="[WORKSPACE]", show_default=False)] = None,
+    *,
+    for_: ForOpt,
+    workspace_option: WorkspaceOpt = None,
+) -> None:
+    """Plumbing of send, at the source: retire the bundles whose import records (JSON, stdin) arrived."""
+    import json
+    import sys
+
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
+    from httk.workflow.engine import acknowledge_records, attach
+
+    records = json.loads(sys.stdin.buffer.read())
+    attached = attach(root)
+    try:
+        print_json(acknowledge_records(attached, records, for_))
+    finally:
+        attached.close()

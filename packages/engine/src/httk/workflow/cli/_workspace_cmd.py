@@ -15,6 +15,7 @@ import typer
 
 from . import _extension_cmd, _fsck_cmd, _gc_cmd, _inspect_cmd, _policy_cmd, _registry_cmd, _settings_cmd
 from ._options import DurableOpt, JsonOpt, UsageError, WorkspaceOpt
+from ._remote_run import remote_word
 from ._render import print_json
 
 app = typer.Typer(
@@ -66,6 +67,7 @@ def init(
     another directory is a warning: the workspace is created, not registered.
     """
     root = _init_path(path, workspace_option)
+    remote_word(root)
     from httk.workflow.engine import Registry
     from httk.workflow.engine import init as init_workspace
 

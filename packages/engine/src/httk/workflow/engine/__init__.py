@@ -28,7 +28,12 @@ engine's floor plan") and may change without notice. The names, by what they are
   :func:`debug_job`;
 * detached transfers: :func:`detach_jobs`, :func:`import_bundles`, :func:`abort_transfer`,
   :func:`list_transfers`, :func:`show_transfer`, and their results (:class:`Detached`,
-  :class:`Imported`, :class:`Aborted`);
+  :class:`Imported`, :class:`Aborted`); between machines, :func:`send_jobs` (each end an
+  :class:`End`) and the plumbing at each end (:func:`fill_outbox`, :func:`receive_and_import`,
+  :func:`acknowledge_records`);
+* remotes: :class:`Remote` and :func:`add_remote`, :func:`configure_remote`, :func:`find_remote`,
+  :func:`lookup_remote`, :func:`list_remotes`, :func:`remove_remote`; over ssh, :func:`run_httk`,
+  :func:`passthrough` and :func:`check_remote`;
 * task managers: :class:`Manager` and :class:`ManagerConfig` (one in this process), :func:`run_manager`
   (what ``manager run --inline`` does), :func:`plan_run`, :func:`launch_managers`,
   :func:`wait_for_managers`, :func:`stop_managers`;
@@ -131,6 +136,15 @@ if TYPE_CHECKING:
     )
     from httk.workflow.engine.ops._precheck import PrecheckReport, precheck
     from httk.workflow.engine.ops._registry import Registration, Registry, RegistryEntry
+    from httk.workflow.engine.ops._remotes import (
+        Remote,
+        add_remote,
+        configure_remote,
+        find_remote,
+        list_remotes,
+        lookup_remote,
+        remove_remote,
+    )
     from httk.workflow.engine.ops._select import (
         Position,
         Selection,
@@ -140,8 +154,11 @@ if TYPE_CHECKING:
         select_jobs,
     )
     from httk.workflow.engine.ops._show import RetainedAttempt, job_output, show_job
+    from httk.workflow.engine.ops._ssh import check_remote, passthrough, run_httk
     from httk.workflow.engine.ops._transfer_detach import Detached, detach_jobs
     from httk.workflow.engine.ops._transfer_import import Imported, import_bundles
+    from httk.workflow.engine.ops._transfer_route import End, send_jobs
+    from httk.workflow.engine.ops._transfer_send import acknowledge_records, fill_outbox, receive_and_import
     from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
     from httk.workflow.engine.ops._why import WhyContext, diagnose
     from httk.workflow.engine.ops._why_report import Diagnosis
@@ -230,6 +247,21 @@ _HOMES = {
     **dict.fromkeys(("Registration", "Registry", "RegistryEntry"), "ops._registry"),
     **dict.fromkeys(
         (
+            "Remote",
+            "add_remote",
+            "configure_remote",
+            "find_remote",
+            "list_remotes",
+            "lookup_remote",
+            "remove_remote",
+        ),
+        "ops._remotes",
+    ),
+    **dict.fromkeys(("check_remote", "passthrough", "run_httk"), "ops._ssh"),
+    **dict.fromkeys(("End", "send_jobs"), "ops._transfer_route"),
+    **dict.fromkeys(("acknowledge_records", "fill_outbox", "receive_and_import"), "ops._transfer_send"),
+    **dict.fromkeys(
+        (
             "DeleteError",
             "DeletePlan",
             "DeleteRefusedError",
@@ -271,6 +303,7 @@ __all__ = [
     "Destroyed",
     "Detached",
     "Diagnosis",
+    "End",
     "ExtensionView",
     "FsckReport",
     "GcReport",
@@ -301,6 +334,7 @@ __all__ = [
     "Registration",
     "Registry",
     "RegistryEntry",
+    "Remote",
     "ResultRecord",
     "RetainedAttempt",
     "RunPlan",
@@ -319,11 +353,15 @@ __all__ = [
     "WorkflowEntry",
     "Workspace",
     "abort_transfer",
+    "acknowledge_records",
     "add_bundle",
+    "add_remote",
     "attach",
+    "check_remote",
     "collect_garbage",
     "collect_results",
     "config_home",
+    "configure_remote",
     "debug_job",
     "delete_jobs",
     "destroy_workspace",
@@ -331,7 +369,9 @@ __all__ = [
     "diagnose",
     "enable_extension",
     "event_lines",
+    "fill_outbox",
     "find_bundle",
+    "find_remote",
     "find_root",
     "find_workflow",
     "follow_history",
@@ -349,10 +389,13 @@ __all__ = [
     "list_extensions",
     "list_jobs",
     "list_managers",
+    "list_remotes",
     "list_transfers",
     "locate_implicit",
     "locate_word",
+    "lookup_remote",
     "packaged_workflows",
+    "passthrough",
     "per_user_default_path",
     "plan_deletion",
     "plan_job",
@@ -361,11 +404,15 @@ __all__ = [
     "precheck",
     "publish_request",
     "publish_runner",
+    "receive_and_import",
     "remove_bundle",
+    "remove_remote",
+    "run_httk",
     "run_manager",
     "select_each",
     "select_job",
     "select_jobs",
+    "send_jobs",
     "settings_read",
     "show_job",
     "show_transfer",

@@ -111,6 +111,15 @@ class TransferError(WorkflowError):
     nothing was changed."""
 
 
+class RemoteError(WorkflowError):
+    """A remote, its name or a setting is refused, or a remote cannot run what was asked; nothing was
+    changed."""
+
+
+class RemoteUnreachableError(WorkflowError):
+    """A remote cannot be reached: ssh failed to connect, or refused the host's key."""
+
+
 class LauncherError(WorkflowError):
     """A launcher bundle, its name or a launch setting is refused; nothing was started."""
 

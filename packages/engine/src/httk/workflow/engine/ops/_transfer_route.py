@@ -1,0 +1,268 @@
+"""``transfer send SOURCE JOB... --to DESTINATION``: detach, stream, import, acknowledge, across machines.
+
+Either end is a workspace here (:class:`End` without a remote) or ``REMOTE:WORKSPACE`` (the remote's own
+``httk`` acts on its own files: ``transfer outbox``, ``transfer inbox``, ``transfer acknowledge``, the
+plumbing of :mod:`._transfer_send`). The order is copy-and-acknowledge (spec/01, "Moving across
+filesystems"):
+
+1. the destination's workspace id (the outbox is kept per destination);
+2. the source fills its outbox: it detaches what the selectors name, and lists every bundle there
+   that awaits acknowledgement (an earlier, interrupted send's included);
+3. one tar stream of those bundles from the source to the destination's inbox — ``tar`` on a remote
+   source, :func:`~._transfer_send.write_stream` here; both ends' ssh commands share the connection
+   ``connect`` opened to each remote — and the destination imports everything its inbox holds;
+4. the destination's import records go back to the source, which retires each sealed original only
+   now, and drops its outbox copy.
+
+An interruption anywhere (a killed ssh connection, a full disk, a crash) leaves each end in a state
+that end's own protocol recovers, and running the same command again finishes the transfer: no job is
+lost (the source keeps its sealed original until acknowledged) and none is duplicated (the destination
+imports a transfer once). The same command brings jobs back the other way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from httk.workflow.engine.core._workspace import Workspace, attach
+from httk.workflow.protocol import RemoteError, TransferError
+
+from ._remotes import Remote
+from ._ssh import connect, httk_line, run_httk, ssh_argv, unreachable
+from ._transfer_send import acknowledge_records, fill_outbox, receive_and_import, write_stream
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class End:
+    """One end of a send: a workspace here (``remote`` None) or a workspace word on a remote."""
+
+    workspace: str
+    remote: Remote | None = None
+
+    def __str__(self) -> str:
+        return self.workspace if self.remote is None else f"{self.remote.name}:{self.workspace}"
+
+
+def send_jobs(
+    source: End, selectors: Sequence[str], destination: End, placement: str | None
+) -> dict[str, Any]:
+    """Move the jobs ``selectors`` name (and what an interrupted send left) from ``source`` to
+    ``destination``; what was imported and acknowledged."""
+    for end in (source, destination):
+        if end.remote is not None:
+            connect(end.remote)
+    destination_id = _workspace_id(destination)
+    outbox = _fill(source, selectors, destination_id)
+    if outbox["workspace_id"] == destination_id:
+        raise TransferError(f"{source} and {destination} are the same workspace")
+    inbox = _stream(source, outbox, destination, placement)
+    acknowledged = _acknowledge(source, inbox["records"], destination_id)
+    return {
+        "source": outbox["workspace_id"],
+        "destination": destination_id,
+        "sent": [row["job_key"] for row in outbox["bundles"]],
+        "imported": inbox["imported"],
+        "acknowledged": acknowledged,
+    }
+
+
+def _workspace_id(end: End) -> str:
+    if end.remote is None:
+        return attach(end.workspace, writable=False).workspace_id
+    status = _remote_json(end.remote, ["workflow", "workspace", "status", "--json", end.workspace])
+    return str(status["workspace_id"])
+
+
+def _here(end: End, action: Callable[[Workspace], T]) -> T:
+    """``action`` on the workspace ``end`` names here, attached for it alone."""
+    workspace = attach(end.workspace)
+    try:
+        return action(workspace)
+    finally:
+        workspace.close()
+
+
+def _fill(source: End, selectors: Sequence[str], destination_id: str) -> dict[str, Any]:
+    if source.remote is None:
+        return _here(source, lambda workspace: fill_outbox(workspace, selectors, destination_id))
+    words = ["workflow", "transfer", "outbox", source.workspace, *selectors, "--for", destination_id]
+    filled: dict[str, Any] = _remote_json(source.remote, words)
+    return filled
+
+
+@dataclass(frozen=True)
+class _Shipment:
+    """What one send streams: the source's outbox, the bundles in it, and where they are imported."""
+
+    source_id: str
+    stage: Path
+    keys: list[str]
+    transfer_ids: list[str]
+    placement: str | None
+
+
+def _stream(source: End, outbox: dict[str, Any], destination: End, placement: str | None) -> dict[str, Any]:
+    shipment = _Shipment(
+        str(outbox["workspace_id"]),
+        Path(outbox["stage"]),
+        [row["job_key"] for row in outbox["bundles"]],
+        [row["transfer_id"] for row in outbox["bundles"]],
+        placement,
+    )
+    producer: subprocess.Popen[bytes] | None = None
+    if shipment.keys and source.remote is not None:
+        names = " ".join(shlex.quote(key) for key in shipment.keys)
+        command = f"exec tar -C {shlex.quote(str(shipment.stage))} -cf - -- {names}"
+        producer = subprocess.Popen(
+            ssh_argv(source.remote, command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+        )
+    try:
+        if destination.remote is None:
+            received = _import_here(destination, shipment, producer)
+        else:
+            received = _import_there(destination, shipment, producer)
+    except BaseException:
+        if producer is not None:  # nobody reads its archive any more
+            producer.kill()
+            producer.wait()
+        raise
+    if producer is not None:
+        _finish(source, producer)
+    return received
+
+
+def _import_here(
+    destination: End, shipment: _Shipment, producer: subprocess.Popen[bytes] | None
+) -> dict[str, Any]:
+    workspace = attach(destination.workspace)
+    try:
+        if producer is not None:
+            stream = producer.stdout
+        elif shipment.keys:  # both ends here: one archive through a pipe, as it would cross a connection
+            read_end, write_end = os.pipe()
+            with os.fdopen(read_end, "rb") as reader:
+                writer = _writer(shipment, os.fdopen(write_end, "wb"))
+                try:
+                    return _receive(workspace, shipment, reader)
+                finally:
+                    writer.join()
+        else:
+            stream = None
+        return _receive(workspace, shipment, stream)
+    finally:
+        workspace.close()
+
+
+def _receive(workspace: Workspace, shipment: _Shipment, stream: IO[bytes] | None) -> dict[str, Any]:
+    return receive_and_import(
+        workspace, stream, shipment.source_id, shipment.placement, shipment.transfer_ids
+    )
+
+
+def _writer(shipment: _Shipment, stream: IO[bytes]) -> threading.Thread:
+    """A started thread writing the shipment's archive onto ``stream`` and closing it."""
+
+    def write() -> None:
+        try:
+            write_stream(shipment.stage, shipment.keys, stream)
+        except (BrokenPipeError, ValueError):
+            pass  # the reader stopped early, and says why
+        finally:
+            with contextlib.suppress(BrokenPipeError):
+                stream.close()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    return thread
+
+
+def _import_there(
+    destination: End, shipment: _Shipment, producer: subprocess.Popen[bytes] | None
+) -> dict[str, Any]:
+    remote = destination.remote
+    assert remote is not None
+    words = ["workflow", "transfer", "inbox", destination.workspace, "--from", shipment.source_id]
+    if shipment.placement:
+        words += ["--placement", shipment.placement]
+    words += [word for transfer_id in shipment.transfer_ids for word in ("--transfer", transfer_id)]
+    if shipment.keys:
+        words.append("--stream")
+    stdin: Any = subprocess.DEVNULL
+    if shipment.keys:
+        stdin = producer.stdout if producer is not None else subprocess.PIPE
+    argv = ssh_argv(remote, httk_line(remote, words))
+    consumer = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if producer is not None and producer.stdout is not None:
+        producer.stdout.close()  # the consumer holds it now
+    if stdin is subprocess.PIPE:
+        assert consumer.stdin is not None
+        writer = _writer(shipment, consumer.stdin)
+        out, err = _collect(consumer)
+        writer.join()
+    else:
+        out, err = consumer.communicate()
+    received: dict[str, Any] = _parse(remote, consumer.returncode, out, err, words)
+    return received
+
+
+def _collect(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """Standard output and error of ``process`` whose standard input another thread writes."""
+    assert process.stdout is not None and process.stderr is not None
+    errors: list[bytes] = []
+    reader = threading.Thread(target=lambda: errors.append(process.stderr.read()))  # type: ignore[union-attr]
+    reader.start()
+    out = process.stdout.read()
+    reader.join()
+    process.wait()
+    return out, b"".join(errors)
+
+
+def _finish(source: End, producer: subprocess.Popen[bytes]) -> None:
+    status = producer.wait()
+    if status == 255:
+        assert source.remote is not None
+        raise unreachable(source.remote, "the connection was lost while the bundles were sent")
+    if status != 0:
+        raise TransferError(f"{source}: tar exited with status {status} while it sent the bundles")
+
+
+def _acknowledge(source: End, records: list[dict[str, Any]], destination_id: str) -> list[str]:
+    if not records:
+        return []
+    if source.remote is None:
+        return _here(source, lambda workspace: acknowledge_records(workspace, records, destination_id))
+    words = ["workflow", "transfer", "acknowledge", source.workspace, "--for", destination_id]
+    result: list[str] = _remote_json(source.remote, words, stdin=json.dumps(records).encode())
+    return result
+
+
+def _remote_json(remote: Remote, words: list[str], *, stdin: bytes | None = None) -> Any:
+    result = run_httk(remote, words, stdin=stdin)
+    return _parse(remote, result.returncode, result.stdout, result.stderr, words)
+
+
+def _parse(remote: Remote, status: int, out: bytes, err: bytes, words: list[str]) -> Any:
+    if status == 255:
+        raise unreachable(remote, err.decode(errors="replace"))
+    said = err.decode(errors="replace").strip()
+    if status != 0:
+        raise RemoteError(
+            f"on {remote.name}: httk {' '.join(words[:3])} exited {status}: {said or 'no message'}"
+        )
+    try:
+        return json.loads(out)
+    except ValueError:
+        raise RemoteError(
+            f"on {remote.name}: httk {' '.join(words[:3])} did not print JSON: {out[:200]!r}"
+        ) from None

@@ -1,0 +1,238 @@
+"""The two ends of ``transfer send``: an outbox at the source, an inbox at the destination.
+
+``transfer send`` (``_transfer_route``) moves jobs between machines with detached-transfer-v1's own
+copy-and-acknowledge protocol, each end acting on its own files:
+
+- the **outbox** (:func:`fill_outbox`), at the source: ``transfer detach`` into
+  ``$HTTK_DATA_HOME/transfers/outbox/<source-id>/<destination-id>/``, a directory of that user on that
+  machine, so that a rerun finds every bundle an earlier send left there (detached, not yet
+  acknowledged) and sends it again together with what the selectors name now;
+- the **stream**, one tar archive of the outbox's bundles (:func:`write_stream`, or ``tar`` on a remote);
+- the **inbox** (:func:`receive_and_import`), at the destination: the archive is extracted below
+  ``$HTTK_DATA_HOME/transfers/inbox/<source-id>/.incoming.<nonce>/`` and only a complete archive's
+  bundles are renamed into the inbox (a stream cut short leaves nothing but that directory, removed
+  then, or by the next receive once the process that held it locked is gone);
+  every bundle in the inbox is then imported by ``transfer import`` (whole-bundle validation, duplicate
+  suppression, resumable), at ``--placement`` or, by default, at the placement it left;
+- the **acknowledgements** (:func:`acknowledge_records`), back at the source: the destination's import
+  records retire the source's sealed originals, and the outbox copies go. Nothing is retired before
+  the destination recorded its import.
+
+A rerun after any interruption converges: a job still in the source's state tree is detached, a sealed
+one is sent again, a bundle the destination already imported is recognised by its import record (and
+its copy dropped), and an acknowledgement is delivered once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tarfile
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._sealed import is_sealed
+from httk.workflow.engine.core._user_dirs import data_home
+from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.protocol import TransferError
+
+from ._select import SelectorError, select_jobs
+from ._transfer_bundle import (
+    outgoing_bundles,
+    read_document,
+    read_manifest,
+    receipt_path,
+    require_extension,
+)
+from ._transfer_detach import detach_jobs
+from ._transfer_import import import_bundles
+from ._transfers import retire
+
+INCOMING = ".incoming."
+
+
+def outbox_dir(source_id: str, destination_id: str) -> Path:
+    return data_home() / "transfers" / "outbox" / source_id / destination_id
+
+
+def inbox_dir(source_id: str) -> Path:
+    return data_home() / "transfers" / "inbox" / source_id
+
+
+def _transfer_of(path: Path) -> str | None:
+    try:
+        return str(read_manifest(path)["transfer_id"])
+    except TransferError:
+        return None
+
+
+# -- the source ---------------------------------------------------------------------------------------
+def fill_outbox(workspace: Workspace, selectors: Sequence[str], destination_id: str) -> dict[str, Any]:
+    """Detach what ``selectors`` name into the outbox for ``destination_id``; every bundle it holds.
+
+    A selector that names nothing now is skipped when the outbox holds bundles of an earlier send (its
+    jobs were detached then); otherwise it is refused as ``transfer detach`` refuses it.
+    """
+    require_extension(workspace)
+    stage = outbox_dir(workspace.workspace_id, destination_id)
+    _fsops.make_dirs(stage, durable=workspace.durable)
+    pending = _pending(workspace, stage)
+    wanted = [selector for selector in selectors if not pending or _names_a_job(workspace, selector, pending)]
+    if wanted:
+        detach_jobs(workspace, wanted, stage)
+    return {
+        "workspace_id": workspace.workspace_id,
+        "root": str(workspace.root),
+        "stage": str(stage),
+        "bundles": _pending(workspace, stage),
+    }
+
+
+def _names_a_job(workspace: Workspace, selector: str, pending: Sequence[Mapping[str, str]]) -> bool:
+    if any(selector.lower() in (row["job_key"], row["job_key"].rsplit("--", 1)[-1]) for row in pending):
+        return True  # detach resumes it by its key
+    try:
+        select_jobs(workspace, selector)
+    except SelectorError:
+        return False
+    return True
+
+
+def _pending(workspace: Workspace, stage: Path) -> list[dict[str, str]]:
+    """The outbox copies whose sealed original still awaits acknowledgement, by job key."""
+    rows = []
+    for outgoing in outgoing_bundles(workspace):
+        copy = stage / outgoing.path.name
+        if is_sealed(outgoing.path) and _transfer_of(copy) == outgoing.transfer_id:
+            manifest = read_manifest(copy)
+            rows.append(
+                {
+                    "transfer_id": outgoing.transfer_id,
+                    "job_key": outgoing.path.name,
+                    "placement": str(manifest["source"]["placement"]),
+                }
+            )
+    return sorted(rows, key=lambda row: row["job_key"])
+
+
+def write_stream(stage: Path, keys: Iterable[str], stream: IO[bytes]) -> None:
+    """One tar archive of the outbox bundles ``keys`` onto ``stream`` (which stays open)."""
+    with tarfile.open(fileobj=stream, mode="w|", format=tarfile.PAX_FORMAT) as archive:
+        for key in keys:
+            archive.add(stage / key, arcname=key, recursive=True)
+
+
+def acknowledge_records(
+    workspace: Workspace, records: Sequence[Mapping[str, Any]], destination_id: str
+) -> list[str]:
+    """Retire the sealed original of each import record, then its outbox copy; the transfer ids."""
+    require_extension(workspace)
+    stage = outbox_dir(workspace.workspace_id, destination_id)
+    done = []
+    for record in records:
+        if record.get("format") != "httk-workflow-transfer-ack" or record.get("source_workspace_id") != (
+            workspace.workspace_id
+        ):
+            raise TransferError(f"not an import record of a transfer from {workspace.root}: {dict(record)}")
+        retire(workspace, record)
+        copy = stage / str(record["job_key"])
+        if _transfer_of(copy) == record["transfer_id"]:
+            _fsops.remove_tree(copy)
+        done.append(str(record["transfer_id"]))
+    return done
+
+
+# -- the destination ----------------------------------------------------------------------------------
+def receive_and_import(
+    workspace: Workspace,
+    stream: IO[bytes] | None,
+    source_id: str,
+    placement: str | None,
+    transfer_ids: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Receive one archive from ``stream`` (when given) into the inbox of ``source_id``, import every
+    bundle the inbox holds, and return the import records of those and of ``transfer_ids``."""
+    require_extension(workspace)
+    inbox = inbox_dir(source_id)
+    _fsops.make_dirs(inbox, durable=workspace.durable)
+    _remove_stale(inbox)
+    if stream is not None:
+        receive(stream, inbox, durable=workspace.durable)
+    waiting = sorted(name for name in os.listdir(inbox) if not name.startswith("."))
+    groups: dict[str, list[Path]] = {}
+    wanted = list(transfer_ids)
+    for name in waiting:
+        manifest = read_manifest(inbox / name)
+        groups.setdefault(placement or str(manifest["source"]["placement"]), []).append(inbox / name)
+        wanted.append(str(manifest["transfer_id"]))
+    imported = []
+    for where, bundles in groups.items():
+        imported += [result.as_dict() for result in import_bundles(workspace, bundles, where)]
+    records = []
+    for transfer_id in dict.fromkeys(wanted):
+        path = receipt_path(workspace, "imported", transfer_id)
+        if os.path.isfile(path):
+            records.append(read_document(path, "import record", "httk-workflow-transfer-ack"))
+    return {"workspace_id": workspace.workspace_id, "imported": imported, "records": records}
+
+
+def receive(stream: IO[bytes], inbox: Path, *, durable: bool) -> list[str]:
+    """Extract one tar archive into the inbox; only a complete one's bundles are renamed into it.
+
+    The extraction directory is locked (``flock`` on it) while this process lives, so a later receive
+    removes it once this one was killed part way, and never while it is still extracting.
+    """
+    incoming = inbox / f"{INCOMING}{uuid.uuid4().hex}"
+    _fsops.make_dir(incoming, durable=False)
+    lock = os.open(incoming, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _extract(stream, inbox, incoming, durable=durable)
+    finally:
+        os.close(lock)
+
+
+def _extract(stream: IO[bytes], inbox: Path, incoming: Path, *, durable: bool) -> list[str]:
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as archive:
+            archive.extractall(incoming, filter="data")
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        _fsops.remove_tree(incoming)
+        raise TransferError(
+            f"the stream of bundles ended before it was complete ({exc}); nothing was received"
+        ) from None
+    names = sorted(os.listdir(incoming))
+    for name in names:
+        target = inbox / name
+        if os.path.lexists(target) and _transfer_of(target) == _transfer_of(incoming / name):
+            continue  # an earlier send delivered this very bundle
+        if os.path.lexists(target):
+            _fsops.remove_tree(incoming)
+            raise TransferError(
+                f"{target} holds another transfer of the job than the one received; import or remove it"
+            )
+        _fsops.rename(incoming / name, target, durable=durable)
+    _fsops.remove_tree(incoming)
+    return names
+
+
+def _remove_stale(inbox: Path) -> None:
+    """What a receive killed part way left: an extraction directory no live receive holds locked."""
+    for name in os.listdir(inbox):
+        if not name.startswith(INCOMING):
+            continue
+        try:
+            handle = os.open(inbox / name, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            continue  # its receive finished meanwhile
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # another receive is extracting into it
+        else:
+            _fsops.remove_tree(inbox / name)
+        finally:
+            os.close(handle)
