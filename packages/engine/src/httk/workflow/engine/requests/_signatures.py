@@ -1,0 +1,205 @@
+"""Signed requests (DECISIONS D20): the encodings, the canonical form, verification and the trust list.
+
+A signed request carries two more members::
+
+    "operator_key": "ed25519:<base64 of the 32-byte public key>",
+    "signature":    "<base64 of the 64-byte Ed25519 signature>"
+
+The signature is over the RFC 8785 (JSON Canonicalization Scheme) serialization of the request object
+without its ``signature`` member, so ``operator_key`` is itself signed. Both members are present or
+neither is; base64 is the standard alphabet with padding, and only its one canonical spelling of the bytes
+is accepted, so a signature has exactly one textual form.
+
+Which keys a workspace trusts, and whether it requires signatures, is the top-level format.json member
+``request_signatures: {"required": bool, "trusted_keys": [operator_key, ...]}`` (absent: not required,
+nothing trusted). Without ``required`` a verified signature is attribution: the manager records the
+key whether or not it is trusted. With it, an unsigned request or one signed by a key not in
+``trusted_keys`` is quarantined. A signature that does not verify is quarantined either way.
+
+``cryptography`` and ``rfc8785`` are imported only to sign or to verify: a manager that meets no signed
+request and no ``required`` never loads them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+KEY_PREFIX = "ed25519:"
+PUBLIC_KEY_BYTES = 32
+SIGNATURE_BYTES = 64
+TRUST_MEMBER = "request_signatures"
+KEY_RULE = f"must be {KEY_PREFIX!r} followed by the base64 of a {PUBLIC_KEY_BYTES}-byte Ed25519 public key"
+SIGNATURE_RULE = f"must be the base64 of a {SIGNATURE_BYTES}-byte Ed25519 signature"
+
+
+class SignatureFormatError(ValueError):
+    """A key, a signature or a trust list that is not spelled as D20 requires; the message is the rule."""
+
+
+def _decode(text: object, size: int, rule: str) -> bytes:
+    if not isinstance(text, str) or not text.isascii():
+        raise SignatureFormatError(rule)
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise SignatureFormatError(f"{rule}; it is not valid base64") from None
+    if len(raw) != size:
+        raise SignatureFormatError(f"{rule}; it decodes to {len(raw)} bytes")
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise SignatureFormatError(f"{rule}; it is not the canonical base64 of its bytes")
+    return raw
+
+
+def decode_operator_key(text: object) -> bytes:
+    """The raw 32-byte public key of ``ed25519:<base64>``; :class:`SignatureFormatError` otherwise."""
+    if not isinstance(text, str) or not text.startswith(KEY_PREFIX):
+        shown = text if isinstance(text, str) and len(text) <= 80 else None
+        got = "" if shown is None else f"; {shown!r} does not start with {KEY_PREFIX!r}"
+        raise SignatureFormatError(KEY_RULE + got)
+    return _decode(text[len(KEY_PREFIX) :], PUBLIC_KEY_BYTES, KEY_RULE)
+
+
+def encode_operator_key(raw: bytes) -> str:
+    return KEY_PREFIX + base64.b64encode(raw).decode("ascii")
+
+
+def decode_signature(text: object) -> bytes:
+    return _decode(text, SIGNATURE_BYTES, SIGNATURE_RULE)
+
+
+def fingerprint(operator_key: str) -> str:
+    """``SHA256:<unpadded base64>`` of the raw public key: a short name to compare keys by eye."""
+    digest = hashlib.sha256(decode_operator_key(operator_key)).digest()
+    return "SHA256:" + base64.b64encode(digest).decode("ascii").rstrip("=")
+
+
+def canonical_bytes(document: Mapping[str, Any]) -> bytes:
+    """RFC 8785 of ``document`` without its ``signature`` member: what is signed.
+
+    Raises :class:`SignatureFormatError` for a document JCS cannot serialize exactly (an integer outside
+    I-JSON's ±(2**53 - 1), a non-finite number).
+    """
+    import rfc8785
+
+    unsigned = {name: value for name, value in document.items() if name != "signature"}
+    try:
+        return rfc8785.dumps(unsigned)
+    except (rfc8785.CanonicalizationError, ValueError) as exc:
+        raise SignatureFormatError(f"the request cannot be canonicalized (RFC 8785): {exc}") from None
+
+
+class Signer(Protocol):
+    """Who signs: the public key that verifies, and the private operation."""
+
+    @property
+    def operator_key(self) -> str: ...
+
+    def sign(self, data: bytes) -> bytes: ...
+
+
+def signed(document: Mapping[str, Any], signer: Signer) -> dict[str, Any]:
+    """``document`` with ``signer``'s ``operator_key`` and the detached ``signature`` over both."""
+    with_key = {name: value for name, value in document.items() if name != "signature"}
+    with_key["operator_key"] = signer.operator_key
+    signature = signer.sign(canonical_bytes(with_key))
+    return {**with_key, "signature": base64.b64encode(signature).decode("ascii")}
+
+
+def verifies(document: Mapping[str, Any], operator_key: str, signature: str) -> bool:
+    """Whether ``signature`` is ``operator_key``'s Ed25519 signature of ``document``'s canonical form."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        public = Ed25519PublicKey.from_public_bytes(decode_operator_key(operator_key))
+        public.verify(decode_signature(signature), canonical_bytes(document))
+    except (InvalidSignature, ValueError):  # SignatureFormatError is a ValueError
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class TrustList:
+    """format.json's ``request_signatures``: whether signatures are required, and the trusted keys."""
+
+    required: bool = False
+    trusted_keys: tuple[str, ...] = ()
+
+    def as_member(self) -> dict[str, Any]:
+        return {"required": self.required, "trusted_keys": list(self.trusted_keys)}
+
+
+def parse_trust(value: object) -> TrustList:
+    """Read ``request_signatures`` strictly (absent is :class:`TrustList`'s default)."""
+    if value is None:
+        return TrustList()
+    if not isinstance(value, dict):
+        raise SignatureFormatError(f"{TRUST_MEMBER} must be a JSON object")
+    unknown = sorted(set(value) - {"required", "trusted_keys"})
+    if unknown:
+        raise SignatureFormatError(f"{TRUST_MEMBER} has the unknown member {unknown[0]!r}")
+    required = value.get("required", False)
+    if not isinstance(required, bool):
+        raise SignatureFormatError(f"{TRUST_MEMBER}.required must be true or false")
+    keys = value.get("trusted_keys", [])
+    if not isinstance(keys, list):
+        raise SignatureFormatError(f"{TRUST_MEMBER}.trusted_keys must be an array of operator keys")
+    for index, key in enumerate(keys):
+        try:
+            decode_operator_key(key)
+        except SignatureFormatError as exc:
+            raise SignatureFormatError(f"{TRUST_MEMBER}.trusted_keys[{index}] {exc}") from None
+    if len(set(keys)) != len(keys):
+        raise SignatureFormatError(f"{TRUST_MEMBER}.trusted_keys names a key twice")
+    return TrustList(required, tuple(keys))
+
+
+def publication_refusal(trust_member: object, operator_key: str | None) -> str | None:
+    """Why a client should not publish a request signed by ``operator_key`` (None: unsigned) into a
+    workspace whose format.json has ``trust_member``: what a manager would quarantine, said up front."""
+    try:
+        trust = parse_trust(trust_member)
+    except SignatureFormatError as exc:
+        return f"format.json: {exc}"
+    if not trust.required:
+        return None
+    if operator_key is None:
+        return (
+            "this workspace requires requests signed by a trusted key, and you have no operator identity "
+            "(httk workflow config init)"
+        )
+    if operator_key not in trust.trusted_keys:
+        return (
+            f"this workspace requires requests signed by a trusted key, and it does not trust yours, "
+            f"{operator_key}: ask its owner to run httk workflow workspace trust add WORKSPACE {operator_key}"
+        )
+    return None
+
+
+def signature_refusal(
+    document: Mapping[str, Any], operator_key: str | None, signature: str | None, trust: TrustList
+) -> str | None:
+    """Why a well-formed request must be quarantined under ``trust``, or None when it may be decided.
+
+    ``operator_key`` and ``signature`` are the request's (both or neither, already well spelled).
+    """
+    if operator_key is None or signature is None:
+        if trust.required:
+            return (
+                f"the workspace requires signed requests ({TRUST_MEMBER}.required) and this one is "
+                "unsigned: its operator has no identity (httk workflow config init)"
+            )
+        return None
+    if trust.required and operator_key not in trust.trusted_keys:
+        return (
+            f"its operator_key {operator_key} ({fingerprint(operator_key)}) is not trusted by this "
+            f"workspace, which requires trusted signatures (httk workflow workspace trust add)"
+        )
+    if not verifies(document, operator_key, signature):
+        return f"its signature does not verify against its operator_key {operator_key}"
+    return None
