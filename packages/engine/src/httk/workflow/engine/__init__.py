@@ -100,6 +100,7 @@ if TYPE_CHECKING:
     from httk.workflow.engine.ops._events import event_lines
     from httk.workflow.engine.ops._extensions import ExtensionView, enable_extension, list_extensions
     from httk.workflow.engine.ops._history import follow_history, job_history
+    from httk.workflow.engine.ops._identity import Identity, IdentityStore, KeySigner, OperatorKey
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
     from httk.workflow.engine.ops._locate import (
         Located,
@@ -143,11 +144,13 @@ if TYPE_CHECKING:
     from httk.workflow.engine.ops._transfer_detach import Detached, detach_jobs
     from httk.workflow.engine.ops._transfer_import import Imported, import_bundles
     from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
+    from httk.workflow.engine.ops._trust import distrust_key, require_signatures, trust_key, trust_list
     from httk.workflow.engine.ops._why import WhyContext, diagnose
     from httk.workflow.engine.ops._why_report import Diagnosis
     from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner
     from httk.workflow.engine.publish._submit import SubmitResult, SubmitStatus, Submitter
     from httk.workflow.engine.requests._requests import PublishedRequest, publish_request
+    from httk.workflow.engine.requests._signatures import TrustList, fingerprint
     from httk.workflow.protocol._policy import Policy
 
 # Where each public name is defined, by layer (a full module name outside the engine); loaded on first use.
@@ -162,6 +165,9 @@ _HOMES = {
     **dict.fromkeys(("SubmitResult", "SubmitStatus", "Submitter"), "publish._submit"),
     **dict.fromkeys(("PublishedRunner", "publish_runner"), "publish._runners"),
     **dict.fromkeys(("PublishedRequest", "publish_request"), "requests._requests"),
+    **dict.fromkeys(("TrustList", "fingerprint"), "requests._signatures"),
+    **dict.fromkeys(("Identity", "IdentityStore", "KeySigner", "OperatorKey"), "ops._identity"),
+    **dict.fromkeys(("distrust_key", "require_signatures", "trust_key", "trust_list"), "ops._trust"),
     "fsck": "maintenance._fsck",
     "FsckReport": "maintenance._fsck_check",
     **dict.fromkeys(("GcReport", "collect_garbage"), "maintenance._gc"),
@@ -274,12 +280,15 @@ __all__ = [
     "ExtensionView",
     "FsckReport",
     "GcReport",
+    "Identity",
+    "IdentityStore",
     "Imported",
     "JobDetail",
     "JobPage",
     "JobPlan",
     "JobQuery",
     "JobsPage",
+    "KeySigner",
     "KindCount",
     "LaunchReport",
     "LaunchRequest",
@@ -291,6 +300,7 @@ __all__ = [
     "MarkerLocation",
     "Monitor",
     "MonitorSnapshot",
+    "OperatorKey",
     "Policy",
     "Position",
     "PrecheckReport",
@@ -315,6 +325,7 @@ __all__ = [
     "SubmitResult",
     "SubmitStatus",
     "Submitter",
+    "TrustList",
     "WhyContext",
     "WorkflowEntry",
     "Workspace",
@@ -329,11 +340,13 @@ __all__ = [
     "destroy_workspace",
     "detach_jobs",
     "diagnose",
+    "distrust_key",
     "enable_extension",
     "event_lines",
     "find_bundle",
     "find_root",
     "find_workflow",
+    "fingerprint",
     "follow_history",
     "fsck",
     "global_directory",
@@ -362,6 +375,7 @@ __all__ = [
     "publish_request",
     "publish_runner",
     "remove_bundle",
+    "require_signatures",
     "run_manager",
     "select_each",
     "select_job",
@@ -371,6 +385,8 @@ __all__ = [
     "show_transfer",
     "stop_managers",
     "submit_plan",
+    "trust_key",
+    "trust_list",
     "wait_for_managers",
     "workspace_directory",
     "workspace_readings",
