@@ -9,9 +9,13 @@ sees: the frames, ``job log`` and ``job show``, the quarantine records and forma
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ from httk.workflow.models import validator
 
 from tests import launchkit
 from tests.runners import (
+    WAIT_SECONDS,
     current_marker,
     frame_chain,
     runner_fixture,  # noqa: F401 (a fixture)
@@ -351,3 +356,59 @@ def test_hostile_signature_members_are_quarantined_naming_the_member(
     ]
     for rule in expected:
         assert sum(rule in reason for reason in reasons) == 1, (rule, reasons)
+
+
+def test_config_init_asks_on_a_terminal_for_what_is_missing(user_homes: dict[str, Path]) -> None:
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [str(launchkit.BIN / "httk"), "workflow", "config", "init"],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        close_fds=True,
+    )
+    os.close(follower)
+    try:
+        said = ""
+        for prompt, answer in (("Name: ", "Ann Operator"), ("Email: ", "ann@example.org")):
+            said = read_until(leader, said, prompt)
+            os.write(leader, answer.encode() + b"\r")
+        said = read_until(leader, said, "trust add WORKSPACE ed25519:")
+        assert process.wait(timeout=WAIT_SECONDS) == 0
+    finally:
+        process.kill()
+        process.wait()
+        os.close(leader)
+    shown = json.loads(ok(httk("workflow", "config", "show", "--json")))
+    assert shown["operator"] == "Ann Operator <ann@example.org>"
+    assert "created the operator identity Ann Operator <ann@example.org>" in said
+
+
+def read_until(fd: int, said: str, text: str) -> str:
+    """What the terminal showed so far, read until it shows ``text`` after what was ``said`` before."""
+    start, deadline = len(said), time.monotonic() + WAIT_SECONDS
+    while text not in said[start:]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the terminal never showed {text!r}; it showed {said!r}")
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if ready:
+            said += os.read(fd, 4096).decode("utf-8", "replace")
+    return said
+
+
+def test_racing_config_inits_leave_one_identity_and_one_key(user_homes: dict[str, Path]) -> None:
+    def racer(index: int) -> subprocess.Popen[str]:
+        name, email = f"Racer {index}", f"racer{index}@example.org"
+        command = ["workflow", "config", "init", "--non-interactive", "--name", name, "--email", email]
+        return subprocess.Popen(
+            [str(launchkit.BIN / "httk"), *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    racers = [racer(index) for index in range(4)]
+    results = [(racer.wait(timeout=WAIT_SECONDS), racer.communicate()[1]) for racer in racers]
+    assert sorted(status for status, _ in results) == [0, 1, 1, 1]
+    for status, stderr in results:
+        assert status == 0 or "exists already" in stderr or "created an operator identity first" in stderr
+    shown = json.loads(ok(httk("workflow", "config", "show", "--json")))
+    keys = user_homes["HTTK_CONFIG_HOME"] / "keys"
+    assert [path.name for path in keys.iterdir()] == [Path(shown["private_key_file"]).name]

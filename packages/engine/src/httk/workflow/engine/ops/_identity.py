@@ -11,8 +11,9 @@ config_home`)::
 retires the old one, whose file is kept (an old request's signature stays checkable against its public
 key, which the document keeps too). A key file is never overwritten: it is created with ``O_EXCL`` and
 mode 0600, and a key file whose mode lets the group or others read it is refused when signing, as
-OpenSSH refuses one. The identity document is replaced atomically; two racing ``config init`` cannot both
-win (the document is created exclusively), two racing rotations leave the last one current.
+OpenSSH refuses one. The identity document is only ever replaced whole (a complete temporary file
+renamed onto it); of two racing ``config init`` exactly one wins (its rename refuses to replace), and of
+two racing rotations the last one stays current (the other's key file is left unused).
 
 This is attribution, not filesystem security: a key proves which identity signed a request, and a
 workspace may allow-list keys (``workspace trust``), but anyone who can write the workspace can still
@@ -161,12 +162,16 @@ class IdentityStore:
             )
         key = self._new_key()
         identity = Identity(name, email, (key,))
+        # A complete file renamed without replacing: a racing reader never sees a partial identity, and
+        # of two racing inits exactly one wins (the loser removes its key).
+        temporary = self.path.with_name(f".{IDENTITY_FILE}.tmp.{os.getpid()}.{os.urandom(4).hex()}")
+        _fsops.create_file(temporary, _dump(identity.document()), durable=True)
         try:
-            _fsops.create_file(self.path, _dump(identity.document()), durable=True, mode=0o644)
+            _fsops.rename(temporary, self.path, durable=True, noreplace=True)
         except FileExistsError:
+            _fsops.unlink(temporary, durable=False, missing_ok=True)
             _fsops.unlink(self.keys_dir / key.key_file, durable=True, missing_ok=True)
             raise IdentityError("another process created an operator identity first", self.path) from None
-        _fsops.fsync_dir(self.home)
         return identity
 
     def rotate(self) -> tuple[Identity, OperatorKey]:
