@@ -48,10 +48,9 @@ def init(
 ) -> None:
     """Create your operator identity: an Ed25519 key pair (private key mode 0600), name and email."""
     from httk.workflow.engine import IdentityStore
-    from httk.workflow.engine.ops._identity import email_problem, name_problem
 
-    name = _value(name, "--name", "Name", name_problem, non_interactive)
-    email = _value(email, "--email", "Email", email_problem, non_interactive)
+    name = _value(name, "--name", "Name", IdentityStore.name_problem, non_interactive)
+    email = _value(email, "--email", "Email", IdentityStore.email_problem, non_interactive)
     store = IdentityStore.for_user()
     identity = store.create(name, email)
     if as_json:

@@ -144,13 +144,19 @@ if TYPE_CHECKING:
     from httk.workflow.engine.ops._transfer_detach import Detached, detach_jobs
     from httk.workflow.engine.ops._transfer_import import Imported, import_bundles
     from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
-    from httk.workflow.engine.ops._trust import distrust_key, require_signatures, trust_key, trust_list
     from httk.workflow.engine.ops._why import WhyContext, diagnose
     from httk.workflow.engine.ops._why_report import Diagnosis
     from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner
     from httk.workflow.engine.publish._submit import SubmitResult, SubmitStatus, Submitter
     from httk.workflow.engine.requests._requests import PublishedRequest, publish_request
-    from httk.workflow.engine.requests._signatures import TrustList, fingerprint
+    from httk.workflow.engine.requests._signatures import (
+        TrustList,
+        distrust_key,
+        fingerprint,
+        require_signatures,
+        trust_key,
+        trust_list,
+    )
     from httk.workflow.protocol._policy import Policy
 
 # Where each public name is defined, by layer (a full module name outside the engine); loaded on first use.
@@ -165,9 +171,11 @@ _HOMES = {
     **dict.fromkeys(("SubmitResult", "SubmitStatus", "Submitter"), "publish._submit"),
     **dict.fromkeys(("PublishedRunner", "publish_runner"), "publish._runners"),
     **dict.fromkeys(("PublishedRequest", "publish_request"), "requests._requests"),
-    **dict.fromkeys(("TrustList", "fingerprint"), "requests._signatures"),
+    **dict.fromkeys(
+        ("TrustList", "distrust_key", "fingerprint", "require_signatures", "trust_key", "trust_list"),
+        "requests._signatures",
+    ),
     **dict.fromkeys(("Identity", "IdentityStore", "KeySigner", "OperatorKey"), "ops._identity"),
-    **dict.fromkeys(("distrust_key", "require_signatures", "trust_key", "trust_list"), "ops._trust"),
     "fsck": "maintenance._fsck",
     "FsckReport": "maintenance._fsck_check",
     **dict.fromkeys(("GcReport", "collect_garbage"), "maintenance._gc"),

@@ -138,6 +138,9 @@ class IdentityStore:
     def for_user(cls, environ: Mapping[str, str] | None = None) -> IdentityStore:
         return cls(config_home(environ))
 
+    name_problem = staticmethod(name_problem)
+    email_problem = staticmethod(email_problem)
+
     def load(self) -> Identity | None:
         """The identity, None when this user has none; a corrupt document is an :class:`IdentityError`."""
         try:

@@ -56,7 +56,6 @@ from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, prob
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError, validate_priority, validate_step
 from httk.workflow.protocol._jsonio import dump_pretty, read_document_bytes, read_json_object
 
-from ._attribution import check_signature
 from ._documents import (
     ACTIONS,
     APPLIED,
@@ -440,8 +439,7 @@ def _decide(desk: _Desk, claimed: Path, loaded: Request | MalformedRequestError)
     verdict = Verdict(QUARANTINE, str(loaded)) if isinstance(loaded, MalformedRequestError) else None
     if verdict is None:
         assert isinstance(loaded, Request)
-        attributed = check_signature(holder.workspace, loaded)
-        verdict = attributed if isinstance(attributed, Verdict) else desk.apply(attributed)
+        verdict = desk.apply(loaded)
     if verdict.what == HOLD:
         if name not in memory.held:
             log.warning("request %s cannot be applied now; retrying later: %s", name, verdict.reason)
