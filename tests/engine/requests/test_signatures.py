@@ -11,20 +11,17 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from httk.workflow.engine.requests._documents import MalformedRequestError, parse_request
-from httk.workflow.engine.requests._signatures import (
+from httk.workflow.engine.requests._signatures import canonical_bytes, signature_refusal, signed, verifies
+from httk.workflow.models import validator
+from httk.workflow.protocol._signing import (
     SignatureFormatError,
     TrustList,
-    canonical_bytes,
     decode_operator_key,
     decode_signature,
     encode_operator_key,
     fingerprint,
     parse_trust,
-    signature_refusal,
-    signed,
-    verifies,
 )
-from httk.workflow.models import validator
 
 from tests.engine.requests.test_documents import document as request_fields
 

@@ -150,14 +150,13 @@ if TYPE_CHECKING:
     from httk.workflow.engine.publish._submit import SubmitResult, SubmitStatus, Submitter
     from httk.workflow.engine.requests._requests import PublishedRequest, publish_request
     from httk.workflow.engine.requests._signatures import (
-        TrustList,
         distrust_key,
-        fingerprint,
         require_signatures,
         trust_key,
         trust_list,
     )
     from httk.workflow.protocol._policy import Policy
+    from httk.workflow.protocol._signing import TrustList, fingerprint
 
 # Where each public name is defined, by layer (a full module name outside the engine); loaded on first use.
 _HOMES = {
@@ -172,9 +171,9 @@ _HOMES = {
     **dict.fromkeys(("PublishedRunner", "publish_runner"), "publish._runners"),
     **dict.fromkeys(("PublishedRequest", "publish_request"), "requests._requests"),
     **dict.fromkeys(
-        ("TrustList", "distrust_key", "fingerprint", "require_signatures", "trust_key", "trust_list"),
-        "requests._signatures",
+        ("distrust_key", "require_signatures", "trust_key", "trust_list"), "requests._signatures"
     ),
+    **dict.fromkeys(("TrustList", "fingerprint"), "httk.workflow.protocol._signing"),
     **dict.fromkeys(("Identity", "IdentityStore", "KeySigner", "OperatorKey"), "ops._identity"),
     "fsck": "maintenance._fsck",
     "FsckReport": "maintenance._fsck_check",

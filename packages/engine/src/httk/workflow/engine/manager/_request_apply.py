@@ -63,12 +63,7 @@ from httk.workflow.engine.requests._requests import (
     RequestStatistics,
 )
 from httk.workflow.engine.requests._requests import handle_requests as serve_requests
-from httk.workflow.engine.requests._signatures import (
-    TRUST_MEMBER,
-    SignatureFormatError,
-    parse_trust,
-    signature_refusal,
-)
+from httk.workflow.engine.requests._signatures import signature_refusal
 from httk.workflow.protocol import (
     InvalidDocumentError,
     TransitionError,
@@ -76,6 +71,7 @@ from httk.workflow.protocol import (
     WorkspaceError,
     WorkspaceUnavailableError,
 )
+from httk.workflow.protocol._signing import TRUST_MEMBER, SignatureFormatError, parse_trust
 
 from . import _cancel
 from ._rules import check_advance, check_retry

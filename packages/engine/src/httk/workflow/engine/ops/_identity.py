@@ -38,13 +38,13 @@ from typing import Any
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._user_dirs import config_home
-from httk.workflow.engine.requests._signatures import (
+from httk.workflow.protocol import IdentityError
+from httk.workflow.protocol._signing import (
     SignatureFormatError,
     decode_operator_key,
     encode_operator_key,
     fingerprint,
 )
-from httk.workflow.protocol import IdentityError
 
 IDENTITY_FORMAT = "httk-operator-identity"
 IDENTITY_FILE = "identity.json"

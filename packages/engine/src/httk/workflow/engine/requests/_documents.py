@@ -39,8 +39,7 @@ from httk.workflow.protocol import (
     validate_uuid,
 )
 from httk.workflow.protocol._jsonio import has_format, parse_json_object
-
-from ._signatures import SignatureFormatError, decode_operator_key, decode_signature
+from httk.workflow.protocol._signing import SignatureFormatError, decode_operator_key, decode_signature
 
 REQUEST_FORMAT = "httk-workflow-request"
 REQUEST_SUFFIX = ".json"

@@ -55,6 +55,7 @@ from httk.workflow.engine.core._transition import verified_rename
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError, validate_priority, validate_step
 from httk.workflow.protocol._jsonio import dump_pretty, read_document_bytes, read_json_object
+from httk.workflow.protocol._signing import TRUST_MEMBER, SignatureFormatError
 
 from ._documents import (
     ACTIONS,
@@ -70,7 +71,7 @@ from ._documents import (
     refusal,
     request_document,
 )
-from ._signatures import TRUST_MEMBER, SignatureFormatError, Signer, publication_refusal, signed
+from ._signatures import Signer, publication_refusal, signed
 
 log = logging.getLogger("httk.workflow.manager")
 
