@@ -140,7 +140,8 @@ def test_every_reference_resolves_in_a_registry_of_the_schema_files(name: str) -
 
 
 def test_closed_objects_are_exactly_the_ones_the_specification_closes() -> None:
-    """Unknown members are ignored when reading (spec 01) except in policy, retention and failure.
+    """Unknown members are ignored when reading (spec 01) except in policy, retention and failure, and in
+    the trust list of format.json (D20), whose members decide what a manager quarantines.
 
     A stage plan is written by hand rather than by a program, so its plan, stage and criteria objects are
     closed too: a misspelt member is refused instead of silently meaning nothing.
@@ -162,6 +163,7 @@ def test_closed_objects_are_exactly_the_ones_the_specification_closes() -> None:
     assert closed == [
         "common/$defs/retention",
         "failure",
+        "format/properties/request_signatures",
         "format/$defs/policy",
         "stage-plan",
         "stage-plan/$defs/stage",
@@ -262,6 +264,8 @@ TRANSACTION = _document("transaction.all-ops.json")
 FRAME = _example("state-frame.json")
 CONTEXT = _example("attempt-context.json")
 REQUEST = _document("request.continue.json")
+SIGNED = _document("request.signed.json")
+FORMAT = _document("format.full.json")
 SPAWN = _document("spawn.json")
 HEARTBEAT = _document("heartbeat.json")
 MANAGER = _document("manager.json")
@@ -458,6 +462,20 @@ REFUSED = [
     ("request", changed(REQUEST, ("placement",), _DELETE), BOTH, "request-without-placement"),
     ("request", changed(REQUEST, ("expected_record_ref",), "g7"), BOTH, "request-bad-record-ref"),
     ("request", changed(REQUEST, ("operator",), ""), BOTH, "request-anonymous"),
+    ("request", changed(SIGNED, ("operator_key",), _DELETE), SCHEMA_ONLY, "signature-without-key"),
+    ("request", changed(SIGNED, ("signature",), _DELETE), SCHEMA_ONLY, "key-without-signature"),
+    ("request", changed(SIGNED, ("operator_key",), "rsa:" + SIGNED["operator_key"][8:]), BOTH, "key-prefix"),
+    ("request", changed(SIGNED, ("operator_key",), SIGNED["operator_key"][:-2] + "="), BOTH, "key-length"),
+    ("request", changed(SIGNED, ("signature",), SIGNED["signature"][:-4] + "===="), BOTH, "bad-base64"),
+    ("request", changed(SIGNED, ("signature",), "A" * 86 + "B="), BOTH, "signature-not-canonical"),
+    ("format", changed(FORMAT, ("request_signatures", "required"), "yes"), BOTH, "required-not-bool"),
+    (
+        "format",
+        changed(FORMAT, ("request_signatures", "trusted_keys", 0), "ed25519:"),
+        BOTH,
+        "trusted-bad-key",
+    ),
+    ("format", changed(FORMAT, ("request_signatures", "keys"), []), BOTH, "trust-unknown-member"),
     # retired request, heartbeat, manager manifest, gc frame
     ("retired-request", changed(RETIRED, ("request",), "ready/x.json"), BOTH, "retired-request-path"),
     ("retired-request", changed(RETIRED, ("manager_id",), UPPER_UUID), BOTH, "retired-uppercase-uuid"),

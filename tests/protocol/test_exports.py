@@ -16,6 +16,7 @@ EXPECTED = [
     "ForeignOwnerError",
     "GENERATION_BITS",
     "INIT_REF",
+    "IdentityError",
     "InvalidDocumentError",
     "InvalidNameError",
     "JOB_KEY_MAX_BYTES",
@@ -109,7 +110,7 @@ def test_every_public_name_of_the_modules_is_exported_as_itself() -> None:
 def test_every_error_class_is_a_workflow_error() -> None:
     errors = [value for value in vars(_errors).values() if isinstance(value, type)]
     errors = [cls for cls in errors if issubclass(cls, Exception)]
-    assert len(errors) == 20
+    assert len(errors) == 21
     for cls in errors:
         assert issubclass(cls, protocol.WorkflowError)
         assert cls.__name__ in protocol.__all__

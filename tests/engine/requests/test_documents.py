@@ -90,7 +90,7 @@ def test_defects_name_their_member(change: dict[str, object], member: str) -> No
 
 
 def test_unknown_members_are_ignored() -> None:
-    built = {**document(), "operator_key": "ed25519:..."}
+    built = {**document(), "ticket": "OPS-1234"}
     parse_request(json.dumps(built).encode(), f"{built['request_id']}.json")
 
 

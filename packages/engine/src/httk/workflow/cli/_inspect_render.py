@@ -130,6 +130,8 @@ def show_lines(report: Mapping[str, Any]) -> list[str]:
     if "operator" in report:
         said = f": {report['operator_reason']}" if report.get("operator_reason") else ""
         lines.append(("operator", f"{report['operator']}{said}"))
+    if "operator_key" in report:
+        lines.append(("operator key", f"{report['operator_key']} (signature verified)"))
     for member in ("pause", "retry"):
         if member in report:
             value = report[member]
@@ -294,6 +296,8 @@ def log_line(entry: Mapping[str, Any]) -> str:
     if entry.get("operator"):
         said = f" ({entry['operator_reason']})" if entry.get("operator_reason") else ""
         parts.append(f"operator={entry['operator']}{said}")
+    if entry.get("operator_key"):
+        parts.append(f"operator_key={entry['operator_key']}")
     line = "  ".join(parts)
     if entry.get("note"):  # generations a repair jumped over: they lie before the repair's line
         line = f"{'-':<27}  {'':<4}  note: {entry['note']}\n{line}"

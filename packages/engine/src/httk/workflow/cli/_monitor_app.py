@@ -432,6 +432,7 @@ class MonitorApp(App[None]):
                     operator=self.settings.operator,
                     reason=answer.reason,
                     priority=answer.priority,
+                    signer=self.settings.signer,
                 )
         except (WorkflowError, OSError) as exc:
             said, refused = f"{answer.action} refused: {exc}", True

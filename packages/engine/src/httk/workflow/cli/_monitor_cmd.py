@@ -51,7 +51,10 @@ PageOpt = Annotated[int, typer.Option("--page-size", metavar="N", min=1, help="J
 OperatorOpt = Annotated[
     str | None,
     typer.Option(
-        "--operator", metavar="O", show_default=False, help="Who the requests name [default: the login name]."
+        "--operator",
+        metavar="O",
+        show_default=False,
+        help="Who the requests name [default: your operator identity, else the login name].",
     ),
 ]
 
@@ -84,19 +87,21 @@ def monitor(
 
     from ._monitor_app import run_monitor
     from ._monitor_screens import MonitorSettings
-    from ._options import login_name
+    from ._request_cmd import signing_operator
 
     attached: list[Workspace] = []
     for root in roots:
         workspace = attach(root, writable=False)
         if all(workspace.root != other.root for other in attached):
             attached.append(workspace)
+    operator, signer = signing_operator(operator)
     settings = MonitorSettings(
         interval=interval,
         budget=budget,
         depth=depth,
         page_size=page_size,
-        operator=operator or login_name(),
+        operator=operator,
+        signer=signer,
         durable=durable,
     )
     run_monitor(attached, settings)

@@ -20,7 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from httk.workflow.engine import JobDetail, JobQuery, Monitor, MonitorSnapshot, job_detail
+from httk.workflow.engine import JobDetail, JobQuery, KeySigner, Monitor, MonitorSnapshot, job_detail
 from httk.workflow.protocol import InvalidNameError, WorkflowError, validate_priority
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -56,6 +56,8 @@ class MonitorSettings:
     page_size: int
     operator: str
     durable: bool | None
+    signer: KeySigner | None = None
+    """Signs the requests (``job request``'s signer: the user's operator identity), or None."""
 
 
 class Watched:

@@ -17,15 +17,22 @@ would retire anyway — an action the job's state does not allow, or an ``overri
 the runner's recorded ``runner_steps`` (``--force`` publishes it anyway, with a note) — and prints the
 request id; notes go to standard error. ``--force`` on continue or override_step also accepts reviving a
 child that a decided join already consumed (the manager records the hazard).
+
+When this user has an operator identity (``httk workflow config init``) the request is signed with its
+current key (DECISIONS D20) and ``--operator`` defaults to the identity's ``Name <email>``; without one
+it is published unsigned, as before.
 """
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ._options import DurableOpt, JsonOpt, UsageError, WorkspaceOpt, bind_many, login_name
 from ._render import note, print_json
+
+if TYPE_CHECKING:
+    from httk.workflow.engine import KeySigner
 
 ACTIONS = ("continue", "override_step", "cancel", "set_priority", "pause")
 
@@ -39,7 +46,12 @@ WordsArg = Annotated[
 ]
 OperatorOpt = Annotated[
     str | None,
-    typer.Option("--operator", metavar="O", show_default=False, help="Who asks [default: the login name]."),
+    typer.Option(
+        "--operator",
+        metavar="O",
+        show_default=False,
+        help="Who asks [default: the operator identity's 'Name <email>', else the login name].",
+    ),
 ]
 ReasonOpt = Annotated[str, typer.Option("--reason", metavar="R", help="Why, for the journal.")]
 PriorityOpt = Annotated[
@@ -80,16 +92,18 @@ def request(
 
     workspace = attach(root, durable=durable)
     marker = select_job(workspace, selector)
+    operator, signer = signing_operator(operator)
     published = publish_request(
         workspace,
         marker.placement,
         marker.job_key,
         action,
-        operator=operator or login_name(),
+        operator=operator,
         reason=reason,
         priority=priority,
         step=step,
         force=force,
+        signer=signer,
     )
     for text in published.notes:
         note(f"note: {text}")
@@ -97,10 +111,23 @@ def request(
     if as_json:
         print_json(_as_json(workspace.root, published.path, document, published.kind.value, published.notes))
         return
+    signed = f", signed by {document['operator_key']}" if "operator_key" in document else ""
     typer.echo(
         f"requested {action} of {marker.job_key} ({published.kind.value} at generation "
-        f"{document['expected_generation']}): request {document['request_id']}"
+        f"{document['expected_generation']}): request {document['request_id']}{signed}"
     )
+
+
+def signing_operator(operator: str | None) -> tuple[str, "KeySigner | None"]:
+    """Who a request names (``operator``, else the identity's ``Name <email>``, else the login name) and
+    the key that signs it: this user's current one, when they have an operator identity."""
+    from httk.workflow.engine import IdentityStore
+
+    store = IdentityStore.for_user()
+    identity = store.load()
+    if identity is None:
+        return operator or login_name(), None
+    return operator or identity.operator, store.signer()
 
 
 def split_job_and_action(items: list[str], *, action_first: bool) -> tuple[str, str]:

@@ -3,8 +3,8 @@ fsck and gc.
 
 The group is the ``workspace`` of ``spec/02`` and ``spec/03``; ``httk workspace …`` is the same group at the
 top level (DECISIONS D6). Its commands live with what they do: the read commands in ``_inspect_cmd``,
-``fsck`` and ``gc`` in their own modules, and ``policy``, ``settings`` and ``extension`` are groups of their
-own.
+``fsck`` and ``gc`` in their own modules, and ``policy``, ``settings``, ``extension`` and ``trust`` are groups
+of their own.
 """
 
 import os
@@ -13,7 +13,16 @@ from typing import Annotated
 
 import typer
 
-from . import _extension_cmd, _fsck_cmd, _gc_cmd, _inspect_cmd, _policy_cmd, _registry_cmd, _settings_cmd
+from . import (
+    _extension_cmd,
+    _fsck_cmd,
+    _gc_cmd,
+    _inspect_cmd,
+    _policy_cmd,
+    _registry_cmd,
+    _settings_cmd,
+    _trust_cmd,
+)
 from ._options import DurableOpt, JsonOpt, UsageError, WorkspaceOpt
 from ._remote_run import remote_word
 from ._render import print_json
@@ -108,3 +117,4 @@ app.command("gc")(_gc_cmd.gc)
 app.add_typer(_policy_cmd.app)
 app.add_typer(_settings_cmd.app)
 app.add_typer(_extension_cmd.app)
+app.add_typer(_trust_cmd.app)

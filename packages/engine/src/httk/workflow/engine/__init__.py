@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from httk.workflow.engine.ops._events import event_lines
     from httk.workflow.engine.ops._extensions import ExtensionView, enable_extension, list_extensions
     from httk.workflow.engine.ops._history import follow_history, job_history
+    from httk.workflow.engine.ops._identity import Identity, IdentityStore, KeySigner, OperatorKey
     from httk.workflow.engine.ops._inspect import JobPage, StatusReport, job_row, list_jobs, workspace_status
     from httk.workflow.engine.ops._locate import (
         Located,
@@ -165,7 +166,14 @@ if TYPE_CHECKING:
     from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner
     from httk.workflow.engine.publish._submit import SubmitResult, SubmitStatus, Submitter
     from httk.workflow.engine.requests._requests import PublishedRequest, publish_request
+    from httk.workflow.engine.requests._signatures import (
+        distrust_key,
+        require_signatures,
+        trust_key,
+        trust_list,
+    )
     from httk.workflow.protocol._policy import Policy
+    from httk.workflow.protocol._signing import TrustList, fingerprint
 
 # Where each public name is defined, by layer (a full module name outside the engine); loaded on first use.
 _HOMES = {
@@ -179,6 +187,11 @@ _HOMES = {
     **dict.fromkeys(("SubmitResult", "SubmitStatus", "Submitter"), "publish._submit"),
     **dict.fromkeys(("PublishedRunner", "publish_runner"), "publish._runners"),
     **dict.fromkeys(("PublishedRequest", "publish_request"), "requests._requests"),
+    **dict.fromkeys(
+        ("distrust_key", "require_signatures", "trust_key", "trust_list"), "requests._signatures"
+    ),
+    **dict.fromkeys(("TrustList", "fingerprint"), "httk.workflow.protocol._signing"),
+    **dict.fromkeys(("Identity", "IdentityStore", "KeySigner", "OperatorKey"), "ops._identity"),
     "fsck": "maintenance._fsck",
     "FsckReport": "maintenance._fsck_check",
     **dict.fromkeys(("GcReport", "collect_garbage"), "maintenance._gc"),
@@ -307,12 +320,15 @@ __all__ = [
     "ExtensionView",
     "FsckReport",
     "GcReport",
+    "Identity",
+    "IdentityStore",
     "Imported",
     "JobDetail",
     "JobPage",
     "JobPlan",
     "JobQuery",
     "JobsPage",
+    "KeySigner",
     "KindCount",
     "LaunchReport",
     "LaunchRequest",
@@ -324,6 +340,7 @@ __all__ = [
     "MarkerLocation",
     "Monitor",
     "MonitorSnapshot",
+    "OperatorKey",
     "Policy",
     "Position",
     "PrecheckReport",
@@ -349,6 +366,7 @@ __all__ = [
     "SubmitResult",
     "SubmitStatus",
     "Submitter",
+    "TrustList",
     "WhyContext",
     "WorkflowEntry",
     "Workspace",
@@ -367,6 +385,7 @@ __all__ = [
     "destroy_workspace",
     "detach_jobs",
     "diagnose",
+    "distrust_key",
     "enable_extension",
     "event_lines",
     "fill_outbox",
@@ -374,6 +393,7 @@ __all__ = [
     "find_remote",
     "find_root",
     "find_workflow",
+    "fingerprint",
     "follow_history",
     "fsck",
     "global_directory",
@@ -407,6 +427,7 @@ __all__ = [
     "receive_and_import",
     "remove_bundle",
     "remove_remote",
+    "require_signatures",
     "run_httk",
     "run_manager",
     "select_each",
@@ -418,6 +439,8 @@ __all__ = [
     "show_transfer",
     "stop_managers",
     "submit_plan",
+    "trust_key",
+    "trust_list",
     "wait_for_managers",
     "workspace_directory",
     "workspace_readings",

@@ -221,6 +221,17 @@ RunnerModule = TypeAliasType("RunnerModule", Annotated[StrictStr, Field(min_leng
 RunnerSearchPath = TypeAliasType("RunnerSearchPath", Annotated[StrictStr, Field(min_length=1)])
 
 
+OperatorKey = TypeAliasType(
+    "OperatorKey",
+    Annotated[
+        StrictStr, Field(pattern="^ed25519:[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$", title="Operator key")
+    ],
+)
+"""
+An operator's Ed25519 public key (DECISIONS D20): 'ed25519:' and the canonical padded standard base64 of the 32-byte key.
+"""
+
+
 class Reason(BaseModel):
     """
     The object form {"reason": ...} of retry and pause (DECISIONS D13).
@@ -1445,6 +1456,24 @@ class FailureBreadcrumb(BaseModel):
     """
 
 
+class RequestSignatures(BaseModel):
+    """
+    Which operator keys this workspace trusts to sign requests, and whether it requires them (DECISIONS D20; workspace trust add|remove|list|require). Absent: not required, nothing trusted. A manager reads it again for every request it decides.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    required: StrictBool = False
+    """
+    true: a manager quarantines an unsigned request and one signed by a key not in trusted_keys.
+    """
+    trusted_keys: list[OperatorKey] = []
+    """
+    The trusted operator keys.
+    """
+
+
 class Heartbeat(BaseModel):
     """
     .httk-workflow/managers/<manager-id>/heartbeat.json, replaced atomically while the manager lives: a statement about the manager, not about any one scheduling pass. A recoverer compares updated_at (or, across clock skew, a sequence that stops advancing) with lease_seconds; it is evidence for lease expiry, never a fence.
@@ -2065,6 +2094,13 @@ class Request(BaseModel):
     """
     The operator identity.
     """
+    operator_key: Annotated[
+        StrictStr | None,
+        Field(pattern="^ed25519:[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$", title="Operator key"),
+    ] = None
+    """
+    The public key whose signature the request carries; present exactly when signature is. It is part of what is signed.
+    """
     placement: Annotated[
         StrictStr, Field(min_length=1, pattern="^[^/\\x00]+(?:/[^/\\x00]+)*$", title="Placement")
     ]
@@ -2090,6 +2126,10 @@ class Request(BaseModel):
     ]
     """
     The request UUID; also the basename of its file.
+    """
+    signature: Annotated[StrictStr | None, Field(pattern="^[A-Za-z0-9+/]{85}[AQgw]==$")] = None
+    """
+    Canonical padded standard base64 of the 64-byte Ed25519 signature over the RFC 8785 (JCS) serialization of this object without its signature member (DECISIONS D20). A manager quarantines a request whose signature does not verify.
     """
     step: Annotated[
         StrictStr | None,
@@ -4026,6 +4066,10 @@ class FormatDocument(BaseModel):
     """
     Format version 1 mandates the hwref-v1 record-reference encoding.
     """
+    request_signatures: Annotated[RequestSignatures | None, Field(title="Request signatures")] = None
+    """
+    Which operator keys this workspace trusts to sign requests, and whether it requires them (DECISIONS D20; workspace trust add|remove|list|require). Absent: not required, nothing trusted. A manager reads it again for every request it decides.
+    """
     settings: Annotated[
         dict[
             Annotated[
@@ -4357,6 +4401,13 @@ class StateFrame(BaseModel):
     operator: Annotated[StrictStr | None, Field(min_length=1)] = None
     """
     The operator identity of the request that caused the transition, or of the job delete that fenced the job.
+    """
+    operator_key: Annotated[
+        StrictStr | None,
+        Field(pattern="^ed25519:[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$", title="Operator key"),
+    ] = None
+    """
+    The key whose signature on the request the manager verified (DECISIONS D20); absent for an unsigned request.
     """
     operator_reason: StrictStr | None = None
     """

@@ -29,6 +29,7 @@ from ._base36 import decode as decode_base36
 from ._base36 import encode as encode_base36
 from ._errors import (
     ForeignOwnerError,
+    IdentityError,
     InvalidDocumentError,
     InvalidNameError,
     JournalDamageError,
@@ -93,6 +94,7 @@ __all__ = [
     "ForeignOwnerError",
     "GENERATION_BITS",
     "INIT_REF",
+    "IdentityError",
     "InvalidDocumentError",
     "InvalidNameError",
     "JOB_KEY_MAX_BYTES",

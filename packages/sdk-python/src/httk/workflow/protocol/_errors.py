@@ -16,6 +16,7 @@ meets them.
     │   ├── WorkspaceFormatError    format.json is missing, invalid, or names what we do not support
     │   ├── PolicyError             a policy or settings change is refused
     │   └── RegistryError           the user's workspace registry is unreadable or refuses a change
+    ├── IdentityError               the operator identity is missing, unreadable or refuses a change
     ├── SubmissionError             a job cannot be submitted (conflicting UUID, missing payload, ...)
     ├── RunnerStoreError            a runner cannot be published to the workspace store
     ├── LauncherError               a launcher bundle or a launch setting is refused (nothing started)
@@ -92,6 +93,17 @@ class RegistryError(WorkspaceError):
 
     ``path`` is the registry file (or directory) concerned, so the operator can inspect or remove it.
     """
+
+
+class IdentityError(WorkflowError):
+    """The user's operator identity (its document or a key file) is unreadable, unsafe, or refuses a change.
+
+    ``path`` is the file concerned, so the operator can inspect or repair it.
+    """
+
+    def __init__(self, message: str, path: Path | str | None = None) -> None:
+        self.path = None if path is None else str(path)
+        super().__init__(message if path is None else f"{path}: {message}")
 
 
 class SubmissionError(WorkflowError):

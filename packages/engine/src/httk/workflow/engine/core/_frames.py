@@ -50,7 +50,7 @@ FRAME_COMMON_MEMBERS = frozenset(
 )
 """The members every state frame has, which :func:`record_of` writes (``reason`` from the frame)."""
 
-REQUEST_MEMBERS = frozenset({"operator", "operator_reason", "request_id", "revival_hazard"})
+REQUEST_MEMBERS = frozenset({"operator", "operator_key", "operator_reason", "request_id", "revival_hazard"})
 """What a move an operator's request caused records about the request (never carried further)."""
 
 

@@ -50,6 +50,7 @@ from httk.workflow.protocol._policy import (
     set_policy_member,
     validate_setting_name,
 )
+from httk.workflow.protocol._signing import TRUST_MEMBER, trust_member_problem
 
 from . import _fsops
 from ._clock import SYSTEM_CLOCK, Clock, backoff_schedule, utc_timestamp
@@ -358,6 +359,8 @@ def validate_format_document(document: Mapping[str, Any], path: Path) -> None:
         )
     if "durable" in document and not isinstance(document["durable"], bool):
         raise bad("durable", "must be true or false")
+    if (trust_problem := trust_member_problem(document)) is not None:
+        raise bad(TRUST_MEMBER, trust_problem)
     if "name" in document and not (isinstance(document["name"], str) and document["name"]):
         raise bad("name", "must be a nonempty string")
     if "created_at" in document and not (

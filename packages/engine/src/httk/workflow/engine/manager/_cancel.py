@@ -73,7 +73,7 @@ WARN_INTERVAL_SECONDS = 300.0
 """How often a cancellation this manager cannot verify is warned about again."""
 
 ATTEMPT_DIR_PREFIX = ".httk-attempt."
-REQUEST_ECHO = ("operator", "operator_reason", "request_id")
+REQUEST_ECHO = ("operator", "operator_key", "operator_reason", "request_id")
 """What the verified cancelled frame repeats from the cancelling frame about the request behind it."""
 _DEAD_STATES = frozenset({"Z", "X", "x"})
 

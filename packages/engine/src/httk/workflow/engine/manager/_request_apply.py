@@ -3,6 +3,10 @@ verified transition (the life of the request file is :mod:`httk.workflow.engine.
 
 The checks run in this order, each one final (``spec/01``, "Manual continuation and control requests"):
 
+0. the signature (DECISIONS D20, :mod:`httk.workflow.engine.requests._signatures`), against format.json's
+   ``request_signatures`` read again for this request, so ``workspace trust`` reaches live managers: a
+   signature that does not verify, or (when signatures are required) an unsigned request or one whose
+   key the workspace does not trust, is quarantined; a trust list that cannot be read holds the request;
 1. the job is resolved by probing the finite state set at the request's placement — never a scan. No
    job there: when the frame the request was published against is a frame of exactly that job, at that
    placement and generation, the job existed and has since been deleted, and a request that can never
@@ -20,8 +24,9 @@ The checks run in this order, each one final (``spec/01``, "Manual continuation 
    retire (an unreadable parent frame holds the request for a later pass instead).
 
 Then one :func:`move_marker`; losing its rename means the job moved while the request was applied,
-which retires it too. Every frame a request causes records ``operator``, ``operator_reason`` and
-``request_id``; its ``reason`` is the transition code (``operator_continue``, ...).
+which retires it too. Every frame a request causes records ``operator``, ``operator_reason``,
+``request_id`` and, for a verified signature, ``operator_key``; its ``reason`` is the transition code
+(``operator_continue``, ...).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from httk.workflow.engine.core._frames import (
 from httk.workflow.engine.core._jobs import LoadedJob, check_identity
 from httk.workflow.engine.core._states import Kind, Trigger
 from httk.workflow.engine.core._transition import TransitionResult
-from httk.workflow.engine.core._workspace import MarkerLocation, probe_marker
+from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker, read_format_document
 from httk.workflow.engine.requests._documents import (
     APPLIED,
     HOLD,
@@ -58,12 +63,15 @@ from httk.workflow.engine.requests._requests import (
     RequestStatistics,
 )
 from httk.workflow.engine.requests._requests import handle_requests as serve_requests
+from httk.workflow.engine.requests._signatures import signature_refusal
 from httk.workflow.protocol import (
     InvalidDocumentError,
     TransitionError,
     WorkflowError,
+    WorkspaceError,
     WorkspaceUnavailableError,
 )
+from httk.workflow.protocol._signing import TRUST_MEMBER, SignatureFormatError, parse_trust
 
 from . import _cancel
 from ._rules import check_advance, check_retry
@@ -103,6 +111,10 @@ def statistics(state: ManagerState) -> RequestStatistics:
 
 def apply_request(state: ManagerState, request: Request) -> Verdict:
     """Decide ``request`` against the job's current marker and apply it when every check admits it."""
+    checked = check_signature(state.workspace, request)
+    if isinstance(checked, Verdict):
+        return checked
+    request = checked
     try:
         current = probe_marker(state.workspace, request.placement, request.job_key)
     except TransitionError as exc:
@@ -121,6 +133,20 @@ def apply_request(state: ManagerState, request: Request) -> Verdict:
         return _ACTIONS[request.action](state, current, frame, request)
     except WorkspaceUnavailableError as exc:
         return Verdict(HOLD, str(exc))
+
+
+def check_signature(workspace: Workspace, request: Request) -> Request | Verdict:
+    """``request`` with its signature verified (or unsigned and admitted), or the verdict that stops it."""
+    try:
+        trust = parse_trust(read_format_document(workspace.root).get(TRUST_MEMBER))
+    except WorkspaceError as exc:
+        return Verdict(HOLD, f"the workspace's trust list cannot be read now: {exc}")
+    except SignatureFormatError as exc:
+        return Verdict(HOLD, f"format.json: {exc}; correct it there")
+    stop = signature_refusal(request.document, request.operator_key, request.signature, trust)
+    if stop is not None:
+        return Verdict(QUARANTINE, stop)
+    return request if request.operator_key is None else request.verified()
 
 
 def _no_job(state: ManagerState, request: Request) -> Verdict:

@@ -55,6 +55,7 @@ LOG_DETAILS = (
     "retry",
     "pause",
     "operator",
+    "operator_key",
     "operator_reason",
     "cancellation",
     "confinement",

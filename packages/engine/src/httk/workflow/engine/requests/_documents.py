@@ -5,11 +5,14 @@ A request is ``requests/ready/<request_id>.json``, one JSON object::
     {"format": "httk-workflow-request", "format_version": 1, "request_id", "job_id", "job_key",
      "placement", "expected_generation", "expected_record_ref", "action", "operator", "reason",
      "created_at"}  + "priority" (set_priority), "step" (override_step), "force" (continue, override_step)
+                    + "operator_key" and "signature" together when it is signed (D20, :mod:`._signatures`)
 
 :func:`parse_request` is stricter than the schema on purpose: every name is checked with the protocol's
-own validators, the file must be named after its ``request_id``, ``job_key`` must end in ``job_id``, and
-generation 0 goes with ``init`` and only with it. Anything it refuses is *malformed* and is quarantined,
-never retired (``spec/01``, "Manual continuation and control requests"). Unknown members are ignored.
+own validators, the file must be named after its ``request_id``, ``job_key`` must end in ``job_id``,
+generation 0 goes with ``init`` and only with it, and a signature's two members come together, each in
+its one canonical spelling (whether the signature verifies is the manager's next question). Anything it
+refuses is *malformed* and is quarantined, never retired (``spec/01``, "Manual continuation and control
+requests"). Unknown members are ignored.
 
 :func:`refusal` is the spec's narrow action-validity list as data; the manager retires a request it
 refuses, and the client refuses the same request before publishing it. Pure: no I/O here.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from httk.workflow.engine.core._states import OWNED_KINDS, Kind, Trigger, sources
@@ -36,6 +39,7 @@ from httk.workflow.protocol import (
     validate_uuid,
 )
 from httk.workflow.protocol._jsonio import has_format, parse_json_object
+from httk.workflow.protocol._signing import SignatureFormatError, decode_operator_key, decode_signature
 
 REQUEST_FORMAT = "httk-workflow-request"
 REQUEST_SUFFIX = ".json"
@@ -92,14 +96,26 @@ class Request:
     step: str | None
     force: bool
     document: dict[str, Any]
+    operator_key: str | None = None
+    signature: str | None = None
+    verified_key: str | None = None
+    """``operator_key`` once the manager has verified the signature (:func:`verified`), else None."""
 
     @property
     def file_name(self) -> str:
         return self.request_id + REQUEST_SUFFIX
 
     def frame_members(self) -> dict[str, Any]:
-        """What every frame this request causes records about it (the frame's own ``reason`` is a code)."""
-        return {"operator": self.operator, "operator_reason": self.reason, "request_id": self.request_id}
+        """What every frame this request causes records about it (the frame's own ``reason`` is a code);
+        ``operator_key`` only when its signature was verified."""
+        members = {"operator": self.operator, "operator_reason": self.reason, "request_id": self.request_id}
+        if self.verified_key is not None:
+            members["operator_key"] = self.verified_key
+        return members
+
+    def verified(self) -> Request:
+        """This request, its signature verified (the caller has checked it: :mod:`._signatures`)."""
+        return replace(self, verified_key=self.operator_key)
 
 
 def request_document(
@@ -179,6 +195,7 @@ def _request(document: dict[str, Any], stem: str, path: str | None) -> Request:
     force = document.get("force", False)
     if not isinstance(force, bool):
         raise MalformedRequestError("force", "must be true or false", path)
+    operator_key, signature = _signature(document, path)
     return Request(
         request_id=request_id,
         job_id=job_id,
@@ -193,7 +210,28 @@ def _request(document: dict[str, Any], stem: str, path: str | None) -> Request:
         step=_name(document, "step", validate_step, path) if action == "override_step" else None,
         force=force,
         document=document,
+        operator_key=operator_key,
+        signature=signature,
     )
+
+
+def _signature(document: Mapping[str, Any], path: str | None) -> tuple[str | None, str | None]:
+    """The request's ``operator_key`` and ``signature``, both or neither, each well spelled."""
+    key, signature = document.get("operator_key"), document.get("signature")
+    if key is None and signature is None:
+        return None, None
+    if key is None or signature is None:
+        missing = "operator_key" if key is None else "signature"
+        raise MalformedRequestError(missing, "is required in a signed request (it has the other one)", path)
+    for member, value, decode in (
+        ("operator_key", key, decode_operator_key),
+        ("signature", signature, decode_signature),
+    ):
+        try:
+            decode(value)
+        except SignatureFormatError as exc:
+            raise MalformedRequestError(member, str(exc), path) from None
+    return key, signature
 
 
 def _name(document: Mapping[str, Any], member: str, check: Any, path: str | None) -> Any:

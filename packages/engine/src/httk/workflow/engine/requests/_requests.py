@@ -6,7 +6,8 @@ The life of a request file (``spec/01``, "Manual continuation and control reques
         claimed ──applied──> removed
         claimed ──can never apply (its job moved on, or was deleted since)──> retired/<id>.json
                                                               beside retired/<id>.json.retirement
-        claimed ──malformed, or naming a job that never was at its placement──> quarantine/request-<n>
+        claimed ──malformed, naming a job that never was at its placement, or with a signature that
+                  does not verify or that the workspace does not trust (D20)──> quarantine/request-<n>
                                                               beside quarantine/request-<n>.quarantine
         ready ──job served by a runner backend this manager does not serve──> left where it is
 
@@ -54,6 +55,7 @@ from httk.workflow.engine.core._transition import verified_rename
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.protocol import InvalidDocumentError, WorkflowError, validate_priority, validate_step
 from httk.workflow.protocol._jsonio import dump_pretty, read_document_bytes, read_json_object
+from httk.workflow.protocol._signing import TRUST_MEMBER, SignatureFormatError
 
 from ._documents import (
     ACTIONS,
@@ -69,6 +71,7 @@ from ._documents import (
     refusal,
     request_document,
 )
+from ._signatures import Signer, publication_refusal, signed
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -108,11 +111,14 @@ def publish_request(
     priority: int | None = None,
     step: str | None = None,
     force: bool = False,
+    signer: Signer | None = None,
 ) -> PublishedRequest:
-    """Publish a request for the job ``job_key`` at ``placement`` against its current marker.
+    """Publish a request for the job ``job_key`` at ``placement`` against its current marker, signed by
+    ``signer`` when one is given (DECISIONS D20).
 
-    Raises :class:`RequestError` when the job does not exist there, when its current state refuses the
-    action, or (without ``force``) when ``step`` is not among the runner's recorded ``runner_steps``.
+    Raises :class:`RequestError` when the workspace requires a signature by a trusted key and ``signer``
+    is not one, when the job does not exist there, when its current state refuses the action, or (without
+    ``force``) when ``step`` is not among the runner's recorded ``runner_steps``.
 
     Examples
     --------
@@ -124,6 +130,11 @@ def publish_request(
     """
     _check_arguments(action, operator=operator, priority=priority, step=step)
     workspace.require_writable()
+    unpublishable = publication_refusal(
+        workspace.document.get(TRUST_MEMBER), None if signer is None else signer.operator_key
+    )
+    if unpublishable is not None:
+        raise RequestError(unpublishable)
     marker = probe_marker(workspace, placement, job_key)
     if marker is None:
         raise RequestError(f"no job {job_key} exists at placement {placement}")
@@ -149,6 +160,11 @@ def publish_request(
         step=step,
         force=force,
     )
+    if signer is not None:
+        try:
+            document = signed(document, signer)
+        except SignatureFormatError as exc:
+            raise RequestError(f"cannot sign the request: {exc}") from None
     path = _publish(workspace, document)
     return PublishedRequest(path, document, marker.kind, tuple(notes))
 
@@ -465,7 +481,7 @@ def retire(holder: RequestHolder, claimed: Path, reason: str) -> None:
 
 
 def quarantine(holder: RequestHolder, claimed: Path, reason: str) -> None:
-    """Move a malformed request into ``quarantine/`` beside a record naming where it came from and why.
+    """Move a malformed or refused request into ``quarantine/`` beside a record naming whence and why.
 
     The entry's name is derived from the file (name, inode, size), never from its contents' claims, so
     it cannot traverse or collide, and a crash between the record and the move repeats the same names.
@@ -491,7 +507,7 @@ def quarantine(holder: RequestHolder, claimed: Path, reason: str) -> None:
     _fsops.write_file_atomic(directory / f"{entry}.quarantine", dump_pretty(record), durable=durable)
     with contextlib.suppress(FileNotFoundError):
         _fsops.rename(claimed, directory / entry, durable=durable)
-    log.error("quarantined request %s as malformed input: %s", _printable(name), _printable(reason))
+    log.error("quarantined request %s: %s", _printable(name), _printable(reason))
 
 
 def _printable(name: str) -> str:
