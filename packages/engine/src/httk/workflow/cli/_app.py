@@ -1,17 +1,18 @@
 """The ``httk`` and ``httk-taskmanager`` executables: the tree of command groups.
 
-The canonical tree is ``httk workflow workspace|job|runner|manager|launcher|workflows|transfer|remote|config …``
-(``spec/02``), with ``httk workflow run``, ``httk workflow precheck`` and ``httk workflow collect``.
-``httk workspace …`` and ``httk job …`` are the same groups at the top level (DECISIONS D6), and every
-command that takes a WORKSPACE argument also accepts ``--workspace WS``. ``httk-taskmanager`` is an
-alias executable with ``init`` (= workspace init), ``submit`` (= job submit), ``run``, ``request``,
-``status`` and ``precheck``.
+The canonical tree is ``httk workflow workspace|job|runner|manager|launcher|workflows|transfer|remote|
+config …`` (``spec/02``), with ``httk workflow run``, ``httk workflow precheck`` and ``httk workflow
+collect``. ``httk workspace …`` and ``httk job …`` are the same groups at the top level (DECISIONS D6),
+and every command that takes a WORKSPACE argument also accepts ``--workspace WS``. ``httk-taskmanager``
+is an alias executable with ``init`` (= workspace init), ``submit`` (= job submit), ``run``,
+``request``, ``status`` and ``precheck``.
 
 Each group is a module with its own ``typer.Typer`` (``_workspace_cmd``, ``_job_cmd``, ``_runner_cmd``,
 ``_manager_cmd``, ``_launcher_cmd``, ``_workflows_cmd``, ``_transfer_cmd``, ``_remote_cmd``,
 ``_config_cmd``); this module only assembles them. Other packages add groups to ``httk workflow``
 through the entry point group ``httk.workflow.cli``, loaded only when used (``_addons``). Every command
-reports our errors as one ``error:`` line and a documented exit status (``_reporting``, whose table the epilog repeats).
+reports our errors as one ``error:`` line and a documented exit status (``_reporting``, whose table the
+epilog repeats).
 
 Loading this module (and so ``--help``) imports typer and the command modules only: the engine, the
 protocol rules, pydantic, jsonschema and rich tables are imported inside command bodies, and only

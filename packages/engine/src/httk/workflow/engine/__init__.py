@@ -163,8 +163,14 @@ if TYPE_CHECKING:
     from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
     from httk.workflow.engine.ops._why import WhyContext, diagnose
     from httk.workflow.engine.ops._why_report import Diagnosis
-    from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner
-    from httk.workflow.engine.publish._submit import SubmitResult, SubmitStatus, Submitter
+    from httk.workflow.engine.publish._runners import PublishedRunner, publish_runner, stored_digest
+    from httk.workflow.engine.publish._submit import (
+        JobSpec,
+        SubmitResult,
+        SubmitStatus,
+        Submitter,
+        submit_jobs,
+    )
     from httk.workflow.engine.requests._requests import PublishedRequest, publish_request
     from httk.workflow.engine.requests._signatures import (
         distrust_key,
@@ -184,8 +190,10 @@ _HOMES = {
     "config_home": "core._user_dirs",
     "Policy": "httk.workflow.protocol._policy",  # the type of Workspace.policy
     **dict.fromkeys(("ManagerView", "list_managers"), "core._liveness"),
-    **dict.fromkeys(("SubmitResult", "SubmitStatus", "Submitter"), "publish._submit"),
-    **dict.fromkeys(("PublishedRunner", "publish_runner"), "publish._runners"),
+    **dict.fromkeys(
+        ("JobSpec", "SubmitResult", "SubmitStatus", "Submitter", "submit_jobs"), "publish._submit"
+    ),
+    **dict.fromkeys(("PublishedRunner", "publish_runner", "stored_digest"), "publish._runners"),
     **dict.fromkeys(("PublishedRequest", "publish_request"), "requests._requests"),
     **dict.fromkeys(
         ("distrust_key", "require_signatures", "trust_key", "trust_list"), "requests._signatures"
@@ -327,6 +335,7 @@ __all__ = [
     "JobPage",
     "JobPlan",
     "JobQuery",
+    "JobSpec",
     "JobsPage",
     "KeySigner",
     "KindCount",
@@ -438,6 +447,8 @@ __all__ = [
     "show_job",
     "show_transfer",
     "stop_managers",
+    "stored_digest",
+    "submit_jobs",
     "submit_plan",
     "trust_key",
     "trust_list",

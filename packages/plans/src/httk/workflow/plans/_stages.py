@@ -108,7 +108,7 @@ def _workflow_stage(stage: Mapping[str, Any], base: Path, where: str, path: Path
 
 
 def _runner_stage(workspace: Any, stage: Mapping[str, Any], where: str, path: Path | None) -> StageTemplate:
-    from httk.workflow.engine.publish._runners import stored_digest
+    from httk.workflow.engine import stored_digest
     from httk.workflow.sdk import SdkError
 
     name = stage["runner"]

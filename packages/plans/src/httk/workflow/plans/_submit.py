@@ -66,7 +66,7 @@ def submit_stage_plan(workspace: Any, plan_path: Path, placement: str | None = N
     PlanError
         When the document or one of its stages is refused (nothing is written).
     """
-    from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
+    from httk.workflow.engine import JobSpec, submit_jobs
 
     plan = read_plan(plan_path)
     plan.setdefault("version", 1)
