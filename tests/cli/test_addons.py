@@ -164,3 +164,17 @@ def test_an_unknown_word_is_still_a_usage_error(site: Path) -> None:
     result = httk(site, "workflow", "nosuch")
     assert result.returncode == 2
     assert "No such command 'nosuch'" in result.stderr
+
+
+def test_every_installed_group_helps_as_plainly_as_the_engine_s_own() -> None:
+    """Shell completion belongs to ``httk`` itself, and help is plain text (rich's boxes cost start-up)."""
+    from importlib.metadata import entry_points
+
+    names = sorted(point.name for point in entry_points(group=GROUP))
+    assert {"plan", "v1", "vasp"} <= set(names)
+    for name in names:
+        helped = subprocess.run(
+            [HTTK, "workflow", name, "--help"], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert helped.returncode == 0, (name, helped.stderr)
+        assert "--install-completion" not in helped.stdout and "╭" not in helped.stdout, name

@@ -29,6 +29,9 @@ app = typer.Typer(
     name="plan",
     help="Stage plans: a declared DAG of stages run by one coordinator job.",
     no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 PlanArg = Annotated[

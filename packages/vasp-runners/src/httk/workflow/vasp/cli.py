@@ -22,7 +22,12 @@ import typer
 from httk.workflow.cli.shared import WorkspaceArg, bind
 
 app = typer.Typer(
-    name="vasp", help="Packaged VASP workflows: plots of their calculations.", no_args_is_help=True
+    name="vasp",
+    help="Packaged VASP workflows: plots of their calculations.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 
