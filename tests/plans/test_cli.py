@@ -85,8 +85,7 @@ def test_amend_refuses_by_name_then_queues_and_wakes_and_status_shows_the_new_ve
     queued = httk(*base, "--type", "parameter_change", "--stage", "first", "--set", "write=y")
     assert queued.returncode == 0, queued
     assert queued.stdout == (
-        "queued amendment 000001.parameter_change.json; "
-        "the coordinator was paused and is asked to continue\n"
+        "queued amendment 000001.parameter_change.json; the coordinator was paused and is asked to continue\n"
     )
     run_manager(ws)
     status = httk("plan", "status", str(ws.root), key)

@@ -19,7 +19,8 @@ applies each document after the book's ``amended`` count:
 
 The application is idempotent, so an attempt that died after writing some of it is retried safely: the
 entry's ``id`` is ``amend-<n>`` after the document's number, and a plan that already holds it is not
-amended again -- the book (saved only with the outcome) is then brought up to it from the entry.
+amended again -- the book (saved only with the outcome) is then brought up to it from the entry, and
+of its log lines (stamped with the entry's time, so the same again) only those the log lacks are said.
 
 Imports: the standard library only.
 """
@@ -78,14 +79,17 @@ def apply_pending(
             request = json.load(stream)
         ident = f"amend-{number}"
         entry = next((item for item in document.get("amendments", []) if item["id"] == ident), None)
-        if entry is None:
+        if entry is not None:  # applied by an attempt that died before its outcome: say only what it did not
+            said = _said(workdir / _progress.LOG_FILE)
+            lines += [line for line in _take_in(document, book, entry) if line not in said]
+        else:
             try:
                 document, entry = _amended(workdir, document, book, request, ident, durable=durable)
             except rules.AmendmentRefusedError as refusal:
                 lines.append(_plan_line(document, f"amendment {path.name} refused: {refusal}"))
                 book.amended = number
                 continue
-        lines += _take_in(document, book, entry)
+            lines += _take_in(document, book, entry)
         book.amended = number
     return document, lines
 
@@ -218,6 +222,13 @@ def _take_in(document: Mapping[str, Any], book: Book, entry: Mapping[str, Any]) 
         f"; invalidated: {affected}"
     )
     return [_plan_line(document, summary, when), *lines]
+
+
+def _said(path: Path) -> set[str]:
+    try:
+        return set(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    except FileNotFoundError:
+        return set()
 
 
 def _plan_line(document: Mapping[str, Any], message: str, when: str | None = None) -> str:
