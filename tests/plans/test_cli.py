@@ -64,3 +64,35 @@ def test_submit_status_list_and_log(ws: Workspace, tmp_path: Path) -> None:
     )
     not_a_plan = httk("plan", "status", str(ws.root), listed[0]["coordinator"] + ".stages")
     assert not_a_plan.returncode == 2
+
+
+def test_amend_refuses_by_name_then_queues_and_wakes_and_status_shows_the_new_version(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    path = write_plan(tmp_path, plan("amended", [stage("first", write="x"), stage("second", "first")]))
+    key = json.loads(httk("plan", "submit", str(ws.root), str(path), "--json").stdout)["job_key"]
+    run_manager(ws)
+    base = ["plan", "amend", str(ws.root), key, "--reason", "sharper", "--operator", "ann", "--wait", "0"]
+
+    unknown = httk(*base, "--type", "parameter_change", "--stage", "third", "--set", "write=y")
+    assert (unknown.returncode, unknown.stderr) == (
+        1,
+        "error: the plan has no stage 'third' (its stages: first, second)\n",
+    )
+    malformed = httk(*base, "--type", "parameter_change", "--stage", "first", "--set", "write")
+    assert (malformed.returncode, malformed.stderr) == (1, "error: --set 'write' is not KEY=VALUE\n")
+
+    queued = httk(*base, "--type", "parameter_change", "--stage", "first", "--set", "write=y")
+    assert queued.returncode == 0, queued
+    assert queued.stdout == (
+        "queued amendment 000001.parameter_change.json; the coordinator was paused and is asked to continue\n"
+    )
+    run_manager(ws)
+    status = httk("plan", "status", str(ws.root), key)
+    assert status.stdout.splitlines()[:3] == [
+        "plan amended version 2: coordinator paused",
+        "  plan complete",
+        "  2 completed",
+    ]
+    log = httk("plan", "log", str(ws.root), key).stdout
+    assert "plan amended: amendment amend-1 (parameter_change of stage first) makes version 2" in log

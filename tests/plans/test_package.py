@@ -16,6 +16,7 @@ PUBLIC = [
     "STATUSES",
     "StageRow",
     "SubmittedPlan",
+    "amend_plan",
     "check_plan",
     "close_plan",
     "critical_path_length",

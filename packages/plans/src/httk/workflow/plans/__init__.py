@@ -11,6 +11,7 @@ The public names, loaded on first use (a coordinator process imports only what i
 * :func:`read_plan`, :func:`check_plan`, :class:`PlanError` -- the document and its rules;
 * :func:`submit_stage_plan`, :class:`SubmittedPlan` -- ``plan submit``;
 * :func:`plan_status`, :class:`PlanStatus`, :class:`StageRow`, :func:`list_plans` -- the status view;
+* :func:`amend_plan` -- ``plan amend`` (spec/04's amendments);
 * :func:`retry_stage`, :func:`close_plan`, :func:`log_path`, :func:`read_lines` -- operator commands;
 * :data:`STATUSES` -- spec/04's nine stage statuses; :func:`find_cycle`, :func:`critical_path_length`.
 """
@@ -21,6 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._amend import amend_plan
     from ._control import PlanControlError, close_plan, log_path, read_lines, retry_stage
     from ._document import PlanError, check_plan, read_plan
     from ._graph import critical_path_length, find_cycle
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from ._submit import SubmittedPlan, submit_stage_plan
 
 _HOMES = {
+    "amend_plan": "_amend",
     **dict.fromkeys(("PlanControlError", "close_plan", "log_path", "read_lines", "retry_stage"), "_control"),
     **dict.fromkeys(("PlanError", "check_plan", "read_plan"), "_document"),
     **dict.fromkeys(("critical_path_length", "find_cycle"), "_graph"),
@@ -45,6 +48,7 @@ __all__ = [
     "STATUSES",
     "StageRow",
     "SubmittedPlan",
+    "amend_plan",
     "check_plan",
     "close_plan",
     "critical_path_length",

@@ -30,14 +30,19 @@ class Book:
             {name: dict(entry) for name, entry in stages.items()} if isinstance(stages, dict) else {}
         )
         self.inbox = int(document.get("inbox", 0))
+        self.amended = int(document.get("amended", 0))
 
     def document(self) -> dict[str, Any]:
         """What is saved as the job state."""
-        return {"stages": self.stages, "inbox": self.inbox}
+        return {"stages": self.stages, "inbox": self.inbox, "amended": self.amended}
 
     def entry(self, stage: str) -> dict[str, Any]:
         """The stage's entry, made empty on first use."""
         return self.stages.setdefault(stage, {"jobs": [], "retries": 0})
+
+    def invalidated(self, stage: str) -> bool:
+        """Whether an amendment moved the stage's job aside and it has not run again since."""
+        return self.current(stage) is None and "invalidated" in self.stages.get(stage, {})
 
     def current(self, stage: str) -> dict[str, Any] | None:
         """The stage's current job, or ``None`` when it never had one."""
@@ -63,6 +68,7 @@ class Book:
 
     def add_job(self, stage: str, reference: Mapping[str, Any], activation: str) -> None:
         entry = self.entry(stage)
+        entry.pop("invalidated", None)
         entry["jobs"].append({**reference, "spawned_in": activation, "kind": None})
 
     def confirm(self, workspace_dir: Path, activation: str) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from httk.workflow.protocol import WorkflowError
 
-from ._coordinator import INBOX_DIR
+from ._coordinator import INBOX_DIR, load_document
 from ._progress import LOG_FILE, now_iso
 from ._status import plan_payload, read_book
 from ._submit import WORKDIR
@@ -40,7 +40,7 @@ def retry_stage(workspace: Any, selector: str, stage: str, *, operator: str, rea
     """Queue a retry of the failed ``stage``; return what happened, for the operator."""
     marker, payload = plan_payload(workspace, selector)
     book = read_book(payload)
-    plan_stages = {item["id"] for item in json.loads((payload / "plan.json").read_bytes())["stages"]}
+    plan_stages = {item["id"] for item in load_document(payload)["stages"]}
     if stage not in plan_stages:
         raise PlanControlError(
             f"the plan has no stage {stage!r} (its stages: {', '.join(sorted(plan_stages))})"
@@ -58,7 +58,7 @@ def retry_stage(workspace: Any, selector: str, stage: str, *, operator: str, rea
         "reason": reason,
         "created_at": now_iso(),
     }
-    name = _enqueue(inbox, "retry", command, durable=workspace.durable)
+    name = enqueue(inbox, "retry", command, durable=workspace.durable)
     if marker.kind.value in WAKEABLE:
         _request(workspace, marker, "schedule", operator, reason or f"retry stage {stage}")
         return f"queued {name}; the coordinator was paused and is asked to continue"
@@ -78,20 +78,27 @@ def close_plan(workspace: Any, selector: str, *, operator: str, reason: str) -> 
 
 
 def _request(workspace: Any, marker: Any, step: str, operator: str, reason: str) -> None:
+    request_action(workspace, marker, "override_step", operator, reason, step=step)
+
+
+def request_action(
+    workspace: Any, marker: Any, action: str, operator: str, reason: str, *, step: str | None = None
+) -> None:
+    """Publish the operator request ``action`` for the coordinator at ``marker``."""
     from httk.workflow.engine import publish_request
 
     publish_request(
         workspace,
         marker.placement,
         marker.job_key,
-        "override_step",
+        action,
         operator=operator,
         reason=reason,
         step=step,
     )
 
 
-def _enqueue(inbox: Path, kind: str, command: dict[str, Any], *, durable: bool) -> str:
+def enqueue(inbox: Path, kind: str, command: dict[str, Any], *, durable: bool) -> str:
     inbox.mkdir(parents=True, exist_ok=True)
     temporary = inbox / f".{uuid.uuid4().hex}.tmp"
     data = (json.dumps(command, indent=2) + "\n").encode("utf-8")

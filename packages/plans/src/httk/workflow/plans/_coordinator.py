@@ -2,16 +2,20 @@
 
 Each activation of its ``schedule`` step
 
-1. reads the plan (``plan.json`` in its payload) and its book (:mod:`._book`, the job state), forgets
-   spawns that never registered, and takes in the observations of the join it follows;
-2. applies the operator's queued commands (``plan/inbox/``: a ``retry`` forgets a failed stage's job, so
-   the stage runs again as a new job);
+1. reads the plan (``plan/plan.json`` once amended, else ``plan.json`` in its payload) and its book
+   (:mod:`._book`, the job state), forgets spawns that never registered, and takes in the observations of
+   the join it follows;
+2. applies the pending amendments (``plan/amendments/``, :mod:`._amendments`: a new plan version, the
+   audit entry, the invalidation cascade), then the operator's queued commands (``plan/inbox/``: a
+   ``retry`` forgets a failed stage's job, so the stage runs again as a new job);
 3. appends to ``progress.log`` every status change of every stage job it has not logged yet, walking
    the job's own journal frames back to the last one logged, each line stamped with the time its frame
    was recorded (:mod:`._records`), so no change is missing even when it is noted late;
 4. spawns, as a child labelled with the stage id, every stage whose dependencies have all completed and
    that has no job yet -- so independent branches run in parallel and a stage starts one activation after
-   its last dependency completed -- and a failed stage blocks only the stages downstream of it;
+   its last dependency completed -- and a failed stage blocks only the stages downstream of it; a skipped
+   stage never runs and counts as satisfied for its dependants; a stage of an amended plan is tagged
+   ``<stage>-v<version>``;
 5. rewrites ``workflow-state.json`` (spec/04's task list), saves the book, and then either waits on every
    live stage job with ``at_least`` 1 and ``on_impossible`` back to ``schedule`` (it wakes when any stage
    succeeds, or when every running one has failed), or, when nothing can run any more, pauses with
@@ -26,13 +30,15 @@ Imports: the SDK and the standard library only (a runner pays for every import o
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from httk.workflow.sdk import Attempt, Registry
 
 from . import _progress
+from ._amend_rules import skipped
+from ._amendments import CURRENT_PLAN, apply_pending, pending, template_dir
 from ._book import Book
 from ._records import frames_since
 from ._spawn import spawn_template
@@ -42,6 +48,7 @@ PLAN_FILE = "plan.json"
 STAGES_DIR = "stages"
 TEMPLATE_FILE = "stage.json"
 INBOX_DIR = "inbox"
+WORKDIR = "plan"
 STAGE_PLACEMENT_SUFFIX = ".stages"
 FAILURE_CODE = "plans.stage_failed"
 
@@ -55,6 +62,9 @@ class Plan:
         self.document = document
         self.workflow_id: str = document["workflow_id"]
         self.stages: dict[str, Mapping[str, Any]] = {stage["id"]: stage for stage in document["stages"]}
+        self.version = int(document.get("version", 1))
+        self.amendments: list[Mapping[str, Any]] = list(document.get("amendments", []))
+        self.skipped = skipped(self.amendments)
 
     def needs(self, stage: str) -> list[str]:
         return list(self.stages[stage].get("depends_on", []))
@@ -65,10 +75,28 @@ class Plan:
     def checked(self, stage: str) -> bool:
         return bool((self.stages[stage].get("success_criteria") or {}).get("check"))
 
+    def satisfied(self, book: Book, stage: str) -> bool:
+        """Whether ``stage`` no longer holds its dependants back: it completed, or it is skipped."""
+        return stage in self.skipped or book.completed(stage)
+
+    def unfinished(self, book: Book) -> list[str]:
+        """The stages that neither completed nor were skipped."""
+        return [stage for stage in self.stages if not self.satisfied(book, stage)]
+
+
+def load_document(payload: Path) -> dict[str, Any]:
+    """The plan as it is now: as amended in the coordinator's workdir, else as submitted."""
+    for path in (payload / WORKDIR / CURRENT_PLAN, payload / PLAN_FILE):
+        try:
+            with open(path, "rb") as stream:
+                return json.load(stream)  # type: ignore[no-any-return]
+        except FileNotFoundError:
+            continue
+    raise FileNotFoundError(payload / PLAN_FILE)
+
 
 def _load_plan(a: Attempt) -> Plan:
-    with open(a.job_dir / PLAN_FILE, "rb") as stream:
-        return Plan(json.load(stream))
+    return Plan(load_document(a.job_dir))
 
 
 @steps.step
@@ -79,7 +107,9 @@ def schedule(a: Attempt) -> None:
     book.confirm(a.workspace_dir, a.activation_id)
     book.observe(a.children)
     said = _progress.logged(a.workdir / _progress.LOG_FILE)
-    lines = _apply_inbox(a, plan, book)
+    document, lines = apply_pending(a.workdir, dict(plan.document), book, durable=a.durable)
+    plan = Plan(document)
+    lines += _apply_inbox(a, plan, book)
     lines += _history_lines(a, plan, book, said)
     ready = [stage for stage in plan.stages if _can_start(plan, book, stage)]
     fresh = [stage for stage in ready if stage not in said or said[stage].status != "ready"]
@@ -115,8 +145,8 @@ def close(a: Attempt) -> None:
     """End the plan: succeed when every stage completed, else fail naming what failed and never ran."""
     plan = _load_plan(a)
     book = Book(a.state)
-    failed = [stage for stage in plan.stages if book.failed(stage)]
-    unfinished = [stage for stage in plan.stages if not book.completed(stage) and stage not in failed]
+    failed = [stage for stage in plan.unfinished(book) if book.failed(stage)]
+    unfinished = [stage for stage in plan.unfinished(book) if stage not in failed]
     if not failed and not unfinished:
         message = "plan closed: every stage completed"
     else:
@@ -135,11 +165,15 @@ def close(a: Attempt) -> None:
 
 
 def _can_start(plan: Plan, book: Book, stage: str) -> bool:
-    return book.current(stage) is None and all(book.completed(need) for need in plan.needs(stage))
+    return (
+        stage not in plan.skipped
+        and book.current(stage) is None
+        and all(plan.satisfied(book, need) for need in plan.needs(stage))
+    )
 
 
 def _spawn(a: Attempt, plan: Plan, book: Book, stage: str) -> None:
-    directory = a.job_dir / STAGES_DIR / stage
+    directory = template_dir(a.workdir, stage, plan.amendments) or a.job_dir / STAGES_DIR / stage
     with open(directory / TEMPLATE_FILE, "rb") as stream:
         template = json.load(stream)
     files = {
@@ -148,7 +182,8 @@ def _spawn(a: Attempt, plan: Plan, book: Book, stage: str) -> None:
         if path.is_file() and path.name != TEMPLATE_FILE
     }
     placement = f"{a.placement}/{a.job_key}{STAGE_PLACEMENT_SUFFIX}"
-    child = spawn_template(a, template, files, label=stage, tag=stage, placement=placement)
+    tag = stage if plan.version == 1 else f"{stage}-v{plan.version}"
+    child = spawn_template(a, template, files, label=stage, tag=tag, placement=placement)
     reference = {
         "workspace_id": child.workspace_id,
         "job_id": child.job_id,
@@ -208,17 +243,9 @@ def _ready_lines(plan: Plan, book: Book, ready: list[str]) -> list[str]:
 
 def _apply_inbox(a: Attempt, plan: Plan, book: Book) -> list[str]:
     """Apply the operator's queued commands in order (``<n>.<command>.json``); return their log lines."""
-    inbox = a.workdir / INBOX_DIR
-    try:
-        names = sorted(name for name in os.listdir(inbox) if name.endswith(".json") and name[:1].isdigit())
-    except FileNotFoundError:
-        return []
     lines = []
-    for name in names:
-        number = int(name.split(".", 1)[0])
-        if number <= book.inbox:
-            continue
-        with open(inbox / name, "rb") as stream:
+    for number, path in pending(a.workdir / INBOX_DIR, book.inbox):
+        with open(path, "rb") as stream:
             command = json.load(stream)
         stage = command.get("stage_id")
         if command.get("type") == "retry" and stage in plan.stages and book.failed(stage):
@@ -238,10 +265,10 @@ def _apply_inbox(a: Attempt, plan: Plan, book: Book) -> list[str]:
 
 
 def _verdict(plan: Plan, book: Book) -> str:
-    failed = [stage for stage in plan.stages if book.failed(stage)]
+    failed = [stage for stage in plan.unfinished(book) if book.failed(stage)]
     if not failed:
         return "plan complete"
-    blocked = [stage for stage in plan.stages if book.current(stage) is None]
+    blocked = [stage for stage in plan.unfinished(book) if book.current(stage) is None]
     described = ", ".join(f"stage {stage} failed" for stage in failed)
     return f"plan blocked: {described}" + (f" (not started: {', '.join(blocked)})" if blocked else "")
 
@@ -250,12 +277,16 @@ def stage_view(plan: Plan, book: Book, stage: str) -> dict[str, Any]:
     """One stage of ``workflow-state.json``: spec/04's members, read from the plan and the book."""
     definition = plan.stages[stage]
     job = book.current(stage) or {}
-    if job:
+    if stage in plan.skipped:
+        status = "skipped"
+    elif job:
         status = (
             "preparing" if job.get("kind") is None else status_of(job["kind"], checked=plan.checked(stage))
         )
+    elif book.invalidated(stage):
+        status = "invalidated"
     else:
-        status = "ready" if all(book.completed(need) for need in plan.needs(stage)) else "pending"
+        status = "ready" if all(plan.satisfied(book, need) for need in plan.needs(stage)) else "pending"
     failure = job.get("failure") or {}
     return {
         "id": stage,
@@ -279,7 +310,7 @@ def stage_view(plan: Plan, book: Book, stage: str) -> dict[str, Any]:
 def _write_task_list(a: Attempt, plan: Plan, book: Book) -> None:
     document = {
         "workflow_id": plan.workflow_id,
-        "version": plan.document.get("version", 1),
+        "version": plan.version,
         "updated": _progress.now_iso(),
         "coordinator": f"{a.placement}/{a.job_key}",
         "amendments": plan.document.get("amendments", []),

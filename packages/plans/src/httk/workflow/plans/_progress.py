@@ -107,13 +107,18 @@ def append(path: Path, lines: Iterable[str], *, durable: bool) -> None:
     finally:
         os.close(fd)
     if created and durable:
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
 def write_state(path: Path, document: Mapping[str, Any], *, durable: bool) -> None:
     """Replace ``path`` with ``document`` atomically (see the module docstring)."""
-    temporary = path.with_name(f".{path.name}.tmp.{os.getpid()}")
     data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    write_bytes(path, data, durable=durable)
+
+
+def write_bytes(path: Path, data: bytes, *, durable: bool) -> None:
+    """Replace ``path`` with ``data`` atomically: a temporary file beside it, synchronized, renamed."""
+    temporary = path.with_name(f".{path.name}.tmp.{os.getpid()}")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
@@ -125,10 +130,11 @@ def write_state(path: Path, document: Mapping[str, Any], *, durable: bool) -> No
         os.close(fd)
     os.replace(temporary, path)
     if durable:
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Synchronize a directory's entries (a file created or renamed in it)."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)

@@ -22,8 +22,9 @@ from typing import Any
 
 from httk.workflow.protocol import InvalidNameError, WorkflowError
 
+from ._amend_rules import replay, unamended
 from ._book import Book
-from ._coordinator import PLAN_FILE, Plan
+from ._coordinator import PLAN_FILE, Plan, load_document
 from ._progress import iso_of
 from ._stages import COORDINATOR_RUNNER
 from ._statuses import status_of
@@ -68,6 +69,8 @@ class PlanStatus:
     coordinator_kind: str
     message: str | None
     stages: list[StageRow]
+    unamended: list[str]
+    """Stages whose definition differs from what the plan as submitted and its amendments make of it."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,7 @@ class PlanStatus:
             "coordinator": self.coordinator,
             "coordinator_kind": self.coordinator_kind,
             "message": self.message,
+            "unamended": self.unamended,
             "counts": self.counts(),
             "stages": [row.as_json() for row in self.stages],
         }
@@ -125,7 +129,9 @@ def read_book(payload: Path) -> Book:
 def plan_status(workspace: Any, selector: str) -> PlanStatus:
     """Every stage of the plan ``selector`` names, in its current state."""
     marker, payload = plan_payload(workspace, selector)
-    plan = Plan(json.loads((payload / PLAN_FILE).read_bytes()))
+    plan = Plan(load_document(payload))
+    submitted = json.loads((payload / PLAN_FILE).read_bytes())
+    drift = unamended(plan.document["stages"], replay(submitted["stages"], plan.amendments))
     book = read_book(payload)
     frame = workspace.reader.read(marker.name.ref_text) if marker.name.ref is not None else {}
     rows = [_row(workspace, plan, book, stage) for stage in plan.stages]
@@ -139,6 +145,7 @@ def plan_status(workspace: Any, selector: str) -> PlanStatus:
         marker.kind.value,
         message,
         rows,
+        drift,
     )
 
 
@@ -147,10 +154,17 @@ def _row(workspace: Any, plan: Plan, book: Book, stage: str) -> StageRow:
     job = book.current(stage)
     retries = int(entry.get("retries", 0))
     history = None if job is None else _history(workspace, job)
-    if job is None or history is None:  # no job, or one the coordinator's running attempt spawned
-        done = job is not None or all(_completed(workspace, book, need) for need in plan.needs(stage))
+    if stage in plan.skipped or job is None or history is None:
+        # skipped, no job, or one the coordinator's running attempt spawned
+        if stage in plan.skipped or book.invalidated(stage):
+            status = "skipped" if stage in plan.skipped else "invalidated"
+        else:
+            done = job is not None or all(
+                need in plan.skipped or _completed(workspace, book, need) for need in plan.needs(stage)
+            )
+            status = "ready" if done else "pending"
         return StageRow(
-            stage, plan.name(stage), "ready" if done else "pending", plan.needs(stage),
+            stage, plan.name(stage), status, plan.needs(stage),
             None, None, None, None, retries, _previous_error(entry),
         )  # fmt: skip
     entries, frame = history
@@ -226,7 +240,7 @@ def list_plans(workspace: Any, placement: str | None = None) -> list[dict[str, A
         payload = workspace.payload_path(marker.placement, marker.job_key)
         if is_coordinator(payload):
             try:
-                plan = json.loads((payload / PLAN_FILE).read_bytes())
+                plan = load_document(payload)
             except (OSError, ValueError):
                 continue
             found.append(

@@ -12,6 +12,8 @@ WORKSPACE that is not one). Heavy imports happen inside the command bodies, so `
 ``plan log WORKSPACE PLAN [--follow]``               the plan's progress.log (``tail -f`` with --follow)
 ``plan retry WORKSPACE PLAN STAGE``                  run a failed stage again, as a new job
 ``plan close WORKSPACE PLAN``                        end a paused plan: succeed, or fail naming why
+``plan amend WORKSPACE PLAN --type T --stage ID``    an audited amendment (spec/04), applied by the
+                                                     coordinator at its next activation
 =================================================  ===========================================
 
 PLAN is any selector of the coordinator job (key, UUID, unique prefix, payload path).
@@ -120,6 +122,11 @@ def status(
     if report.message:
         typer.echo(f"  {report.message}")
     typer.echo(f"  {counts}")
+    if report.unamended:
+        typer.echo(
+            f"  warning: the plan document's stages {', '.join(report.unamended)} differ from what its "
+            "amendments made of the plan as submitted (changed without an amendment)"
+        )
     rows = [
         [row.id, row.status, row.job or "-", row.started_at or "-", row.completed_at or "-", str(row.retries),
          row.last_error or "-"]
@@ -238,6 +245,69 @@ def close(
         typer.echo(close_plan(attached, chosen, operator=operator or _login(), reason=reason))
     finally:
         attached.close()
+
+
+@app.command()
+def amend(
+    workspace: WorkspaceArg = None,
+    selector: PlanArg = None,
+    *,
+    workspace_option: WorkspaceOpt = None,
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--type",
+            metavar="TYPE",
+            help="parameter_change, criteria_change, stage_insert, stage_skip or stage_rerun.",
+        ),
+    ],
+    stage: Annotated[str, typer.Option("--stage", metavar="ID", help="The stage it is about.")],
+    values: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", metavar="KEY=VALUE", show_default=False, help="A parameter or criterion (JSON or text)."
+        ),
+    ] = None,
+    stage_file: Annotated[
+        str | None,
+        typer.Option("--stage-file", metavar="NEW.json", show_default=False, help="The stage to insert."),
+    ] = None,
+    before: Annotated[
+        list[str] | None,
+        typer.Option("--before", metavar="ID", show_default=False, help="A stage that then needs it."),
+    ] = None,
+    reason: Annotated[str, typer.Option("--reason", metavar="R", help="Why, for the audit trail.")],
+    operator: OperatorOpt = None,
+    wait: Annotated[
+        float, typer.Option("--wait", metavar="S", help="Seconds to wait for the coordinator to wake.")
+    ] = 10.0,
+) -> None:
+    """Amend a plan (spec/04): checked now, applied by its coordinator with the invalidation cascade."""
+    root, chosen = bind([workspace, selector], [("WORKSPACE", workspace_option), ("PLAN", None)], writes=True)
+    from pathlib import Path
+
+    from httk.workflow.engine import attach
+
+    from ._amend import amend_plan, parse_set
+
+    parsed = parse_set(values or [])
+    attached = attach(root)
+    try:
+        message = amend_plan(
+            attached,
+            chosen,
+            kind,
+            stage,
+            values=parsed,
+            stage_file=None if stage_file is None else Path(stage_file),
+            before=before or [],
+            operator=operator or _login(),
+            reason=reason,
+            wait=wait,
+        )
+    finally:
+        attached.close()
+    typer.echo(message)
 
 
 def _login() -> str:
