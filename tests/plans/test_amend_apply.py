@@ -49,3 +49,14 @@ def test_an_amendment_applied_by_a_dead_attempt_is_applied_once(tmp_path: Path, 
     assert retold == ([] if logged else lines)
     assert retried_book.document() == first_book.document()
     assert (retried_book.current("a"), retried_book.invalidated("a"), retried_book.amended) == (None, True, 1)
+
+
+@pytest.mark.parametrize("stage", ["a", "relax-si", "x" * 45, "y" * 47 + "-", "z" * 48, "q" * 43 + "-ab"])
+@pytest.mark.parametrize("version", [2, 10, 999])
+def test_an_amended_stage_s_tag_is_a_valid_tag_however_long_its_id(stage: str, version: int) -> None:
+    from httk.workflow.plans._coordinator import versioned_tag
+    from httk.workflow.protocol import validate_tag
+
+    tag = versioned_tag(stage, version)
+    assert validate_tag(tag) == tag and tag.endswith(f"-v{version}")
+    assert versioned_tag(stage, 1) == stage

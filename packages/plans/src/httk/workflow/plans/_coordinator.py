@@ -172,6 +172,21 @@ def _can_start(plan: Plan, book: Book, stage: str) -> bool:
     )
 
 
+TAG_BYTES = 48
+"""A tag's longest (spec/01 tag syntax, ``common.schema.json`` label); the runner never loads protocol."""
+
+
+def versioned_tag(stage: str, version: int) -> str:
+    """The tag of ``stage``'s job in plan ``version``: the id, then ``-v<version>`` once amended.
+
+    A long id is shortened to make room, and a trailing ``-`` dropped, since a tag never holds ``--``.
+    """
+    if version == 1:
+        return stage
+    suffix = f"-v{version}"
+    return stage[: TAG_BYTES - len(suffix)].rstrip("-") + suffix
+
+
 def _spawn(a: Attempt, plan: Plan, book: Book, stage: str) -> None:
     directory = template_dir(a.workdir, stage, plan.amendments) or a.job_dir / STAGES_DIR / stage
     with open(directory / TEMPLATE_FILE, "rb") as stream:
@@ -182,7 +197,7 @@ def _spawn(a: Attempt, plan: Plan, book: Book, stage: str) -> None:
         if path.is_file() and path.name != TEMPLATE_FILE
     }
     placement = f"{a.placement}/{a.job_key}{STAGE_PLACEMENT_SUFFIX}"
-    tag = stage if plan.version == 1 else f"{stage}-v{plan.version}"
+    tag = versioned_tag(stage, plan.version)
     child = spawn_template(a, template, files, label=stage, tag=tag, placement=placement)
     reference = {
         "workspace_id": child.workspace_id,
