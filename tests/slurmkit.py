@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.aptkit import apt_install
+from tests.watchdogkit import spawn_watchdog, wait_for_owner
 
 PACKAGES = ("slurm-wlm", "munge")
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "scancel", "sinfo")
@@ -392,15 +393,7 @@ def _record(cluster: SlurmCluster) -> None:
 
 
 def _start_watchdog(cluster: SlurmCluster, owner: int) -> None:
-    with (cluster.root / "log" / "watchdog.out").open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.slurmkit", "watch", str(owner), str(cluster.root)],
-            cwd=Path(__file__).resolve().parents[1],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    process = spawn_watchdog("tests.slurmkit", owner, cluster.root, cluster.root / "log" / "watchdog.out")
     cluster.pids[WATCHDOG] = process.pid
     _CHILDREN[process.pid] = process
     _record(cluster)
@@ -408,14 +401,7 @@ def _start_watchdog(cluster: SlurmCluster, owner: int) -> None:
 
 def watch(owner: int, root: Path) -> None:
     """Wait for ``owner`` to exit, then stop the cluster recorded in ``root`` and remove ``root``."""
-    import select
-
-    try:
-        handle = os.pidfd_open(owner)
-    except ProcessLookupError:
-        pass  # already gone
-    else:
-        select.select([handle], [], [])
+    wait_for_owner(owner)
     record = root / RECORD
     if record.exists():
         cluster = SlurmCluster.from_json(record.read_text())

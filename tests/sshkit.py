@@ -37,6 +37,7 @@ from pathlib import Path
 
 from tests.aptkit import apt_install
 from tests.slurmkit import free_ports, wait_for
+from tests.watchdogkit import spawn_watchdog, wait_for_owner
 
 PACKAGES = ("openssh-server", "openssh-client", "rsync")
 PROGRAMS = ("sshd", "ssh", "ssh-keygen", "rsync")
@@ -286,15 +287,7 @@ def _start_daemon(server: SshServer) -> None:
 
 
 def _start_watchdog(server: SshServer, owner: int) -> None:
-    with (server.root / "watchdog.log").open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.sshkit", "watch", str(owner), str(server.root)],
-            cwd=Path(__file__).resolve().parents[1],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    process = spawn_watchdog("tests.sshkit", owner, server.root, server.root / "watchdog.log")
     server.pids[WATCHDOG] = process.pid
     _CHILDREN[process.pid] = process
     _record(server)
@@ -302,14 +295,7 @@ def _start_watchdog(server: SshServer, owner: int) -> None:
 
 def watch(owner: int, root: Path) -> None:
     """Wait for ``owner`` to exit, then stop the server recorded in ``root`` and remove ``root``."""
-    import select
-
-    try:
-        handle = os.pidfd_open(owner)
-    except ProcessLookupError:
-        pass  # already gone
-    else:
-        select.select([handle], [], [])
+    wait_for_owner(owner)
     record = root / RECORD
     if record.exists():
         server = SshServer.from_json(record.read_text())
