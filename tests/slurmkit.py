@@ -38,18 +38,16 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.aptkit import apt_install
-from tests.watchdogkit import spawn_watchdog, wait_for_owner
+from tests.daemonkit import CHILDREN, end, running, spawn_watchdog, wait_for, wait_for_owner
 
 PACKAGES = ("slurm-wlm", "munge")
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "scancel", "sinfo")
@@ -84,15 +82,6 @@ def install() -> None:
             apt_install(PACKAGES, SlurmUnavailableError)
         except SlurmUnavailableError as exc:
             raise SlurmUnavailableError(f"missing {', '.join(missing)}: {exc}") from None
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float, interval: float = 0.1) -> None:
-    """Poll ``condition`` until it holds; raise naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"gave up after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 @dataclass
@@ -209,14 +198,14 @@ class SlurmCluster:
         """Cancel the jobs, then end slurmd, slurmctld and munged, each by the pid this kit recorded."""
         watchdog = self.pids.pop(WATCHDOG, None)
         if watchdog is not None:
-            _end(watchdog)
-        if _running(self.pids.get("slurmctld")):
+            end(watchdog, STOP_SECONDS)
+        if running(self.pids.get("slurmctld")):
             with contextlib.suppress(Exception):
                 self.cancel_all()
         for name in ("slurmd", "slurmctld", "munged"):
             pid = self.pids.pop(name, None)
             if pid is not None:
-                _end(pid)
+                end(pid, STOP_SECONDS)
         _remove_cgroups(self.node)
 
     def log_tail(self, lines: int = 20) -> str:
@@ -245,36 +234,6 @@ def _user() -> str:
     import pwd
 
     return pwd.getpwuid(os.geteuid()).pw_name
-
-
-def _running(pid: int | None) -> bool:
-    """Whether ``pid`` is a process that has not exited (a zombie has)."""
-    if pid is None:
-        return False
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return text[text.rindex(")") + 2 :].split()[0] not in ("Z", "X")
-
-
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-"""The daemons this process started, by pid: it reaps them when they end (whoever asked them to)."""
-
-
-def _end(pid: int) -> None:
-    """SIGTERM, then SIGKILL after STOP_SECONDS; reaped when it is our child."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-        try:
-            wait_for(lambda: not _running(pid), f"pid {pid} to exit", STOP_SECONDS, 0.05)
-            break
-        except TimeoutError:
-            continue
-    process = _CHILDREN.pop(pid, None)
-    if process is not None:
-        process.wait(STOP_SECONDS)
 
 
 def free_ports(count: int) -> list[int]:
@@ -381,7 +340,7 @@ def _spawn(cluster: SlurmCluster, name: str, argv: list[str]) -> None:
             start_new_session=True,
         )
         cluster.pids[name] = process.pid
-        _CHILDREN[process.pid] = process
+        CHILDREN[process.pid] = process
     _record(cluster)
 
 
@@ -395,7 +354,7 @@ def _record(cluster: SlurmCluster) -> None:
 def _start_watchdog(cluster: SlurmCluster, owner: int) -> None:
     process = spawn_watchdog("tests.slurmkit", owner, cluster.root, cluster.root / "log" / "watchdog.out")
     cluster.pids[WATCHDOG] = process.pid
-    _CHILDREN[process.pid] = process
+    CHILDREN[process.pid] = process
     _record(cluster)
 
 
@@ -443,7 +402,7 @@ def _program(name: str) -> str:
 
 
 def _wait_alive(cluster: SlurmCluster, name: str, condition: Callable[[], bool], what: str) -> None:
-    process = _CHILDREN[cluster.pids[name]]
+    process = CHILDREN[cluster.pids[name]]
 
     def ready() -> bool:
         if process.poll() is not None:
@@ -548,7 +507,7 @@ def shared_cluster(directory: Path) -> SlurmCluster:
     with _locked(directory):
         if record.exists():
             cluster = SlurmCluster.from_json(record.read_text())
-            if all(_running(pid) for pid in cluster.pids.values()):
+            if all(running(pid) for pid in cluster.pids.values()):
                 return cluster
             cluster.stop()  # a daemon died: start afresh rather than share a broken cluster
             shutil.rmtree(cluster.root, ignore_errors=True)

@@ -26,7 +26,6 @@ import json
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -36,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.aptkit import apt_install
-from tests.slurmkit import free_ports, wait_for
-from tests.watchdogkit import spawn_watchdog, wait_for_owner
+from tests.daemonkit import CHILDREN, end, spawn_watchdog, wait_for, wait_for_owner
+from tests.slurmkit import free_ports
 
 PACKAGES = ("openssh-server", "openssh-client", "rsync")
 PROGRAMS = ("sshd", "ssh", "ssh-keygen", "rsync")
@@ -149,15 +148,15 @@ class SshServer:
         """End the watchdog, every connection, then the daemon."""
         watchdog = self.pids.pop(WATCHDOG, None)
         if watchdog is not None:
-            _end(watchdog)
+            end(watchdog, STOP_SECONDS)
         self._stop_daemon()
 
     def _stop_daemon(self) -> None:
         for pid in reversed(self.connections()):
-            _end(pid)
+            end(pid, STOP_SECONDS)
         daemon = self.pids.pop("sshd", None)
         if daemon is not None:
-            _end(daemon)
+            end(daemon, STOP_SECONDS)
         _record(self)
 
     def log_tail(self, lines: int = 30) -> str:
@@ -189,34 +188,6 @@ def _descendants(root: int | None) -> list[int]:
             found.append(child)
             frontier.append(child)
     return found
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not exited (a zombie has)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return text[text.rindex(")") + 2 :].split()[0] not in ("Z", "X")
-
-
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-"""The processes this process started, by pid, reaped when they end."""
-
-
-def _end(pid: int) -> None:
-    """SIGTERM, then SIGKILL when it outlives STOP_SECONDS; reaped when it is our child."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-        try:
-            wait_for(lambda: not _running(pid), f"pid {pid} to exit", STOP_SECONDS, 0.02)
-            break
-        except TimeoutError:
-            continue
-    process = _CHILDREN.pop(pid, None)
-    if process is not None:
-        process.wait(STOP_SECONDS)
 
 
 def _keygen(path: Path) -> None:
@@ -269,7 +240,7 @@ def _start_daemon(server: SshServer) -> None:
         start_new_session=True,
     )
     server.pids["sshd"] = process.pid
-    _CHILDREN[process.pid] = process
+    CHILDREN[process.pid] = process
     _record(server)
 
     def accepting() -> bool:
@@ -289,7 +260,7 @@ def _start_daemon(server: SshServer) -> None:
 def _start_watchdog(server: SshServer, owner: int) -> None:
     process = spawn_watchdog("tests.sshkit", owner, server.root, server.root / "watchdog.log")
     server.pids[WATCHDOG] = process.pid
-    _CHILDREN[process.pid] = process
+    CHILDREN[process.pid] = process
     _record(server)
 
 

@@ -6,14 +6,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tests.daemonkit import running, wait_for
 from tests.slurmkit import (
     STOP_SECONDS,
     WATCHDOG,
     SlurmCluster,
-    _running,
     running_cluster,
     start_cluster,
-    wait_for,
 )
 
 
@@ -38,13 +37,13 @@ def test_a_cluster_whose_owner_is_killed_is_stopped_and_removed_by_its_watchdog(
     try:
         daemons = {name: pid for name, pid in cluster.pids.items() if name != WATCHDOG}
         assert set(daemons) == {"munged", "slurmctld", "slurmd"}
-        assert all(_running(pid) for pid in cluster.pids.values())
+        assert all(running(pid) for pid in cluster.pids.values())
 
         owner.kill()
         owner.wait()
 
         wait_for(
-            lambda: not any(_running(pid) for pid in cluster.pids.values()) and not cluster.root.exists(),
+            lambda: not any(running(pid) for pid in cluster.pids.values()) and not cluster.root.exists(),
             "the watchdog to stop every daemon and remove the cluster's directory",
             STOP_SECONDS * 4,
         )
@@ -57,5 +56,5 @@ def test_a_cluster_whose_owner_is_killed_is_stopped_and_removed_by_its_watchdog(
 def test_a_cluster_stopped_by_its_owner_ends_its_watchdog() -> None:
     with running_cluster() as cluster:
         watchdog = cluster.pids[WATCHDOG]
-        assert _running(watchdog)
-    assert not _running(watchdog) and not cluster.root.exists()
+        assert running(watchdog)
+    assert not running(watchdog) and not cluster.root.exists()

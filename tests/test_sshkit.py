@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from tests.slurmkit import wait_for
-from tests.sshkit import STOP_SECONDS, WATCHDOG, SshServer, _running, running_server, start_server
+from tests.daemonkit import running, wait_for
+from tests.sshkit import STOP_SECONDS, WATCHDOG, SshServer, running_server, start_server
 
 
 def test_a_command_runs_on_the_server_for_the_generated_key(sshd: SshServer) -> None:
@@ -54,7 +54,7 @@ def test_stopping_the_server_ends_its_open_connections() -> None:
         wait_for(lambda: len(server.connections()) >= 2, "the session's processes", 30)
         forked = server.connections()
         server.stop()
-        assert not any(_running(pid) for pid in forked)
+        assert not any(running(pid) for pid in forked)
         assert session.wait(STOP_SECONDS) == 255
 
 
@@ -63,13 +63,13 @@ def test_a_server_whose_owner_is_killed_is_stopped_and_removed_by_its_watchdog()
     server = start_server(owner=owner.pid)
     try:
         daemon, watchdog = server.pids["sshd"], server.pids[WATCHDOG]
-        assert _running(daemon) and _running(watchdog)
+        assert running(daemon) and running(watchdog)
 
         owner.kill()
         owner.wait()
 
         wait_for(
-            lambda: not _running(daemon) and not _running(watchdog) and not server.root.exists(),
+            lambda: not running(daemon) and not running(watchdog) and not server.root.exists(),
             "the watchdog to stop sshd and remove the server's directory",
             STOP_SECONDS * 4,
         )
