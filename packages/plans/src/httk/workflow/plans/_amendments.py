@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from httk.workflow.sdk._files import replace_atomically
+
 from . import _amend_rules as rules
 from . import _progress
 from ._book import Book
@@ -245,9 +247,9 @@ def _write_template(target: Path, template: Mapping[str, Any], *, durable: bool)
     files: Mapping[str, str] = template.get("files") or {}
     for relative, data in files.items():
         (temporary / relative).parent.mkdir(parents=True, exist_ok=True)
-        _progress.write_bytes(temporary / relative, base64.b64decode(data), durable=durable)
+        replace_atomically(temporary / relative, base64.b64decode(data), durable=durable)
     job = (json.dumps(template["job"], indent=2) + "\n").encode()
-    _progress.write_bytes(temporary / "stage.json", job, durable=durable)
+    replace_atomically(temporary / "stage.json", job, durable=durable)
     shutil.rmtree(target, ignore_errors=True)
     os.rename(temporary, target)
     if durable:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from httk.workflow.sdk._files import replace_atomically
+
 LOG_FILE = "progress.log"
 STATE_FILE = "workflow-state.json"
 
@@ -113,24 +115,7 @@ def append(path: Path, lines: Iterable[str], *, durable: bool) -> None:
 def write_state(path: Path, document: Mapping[str, Any], *, durable: bool) -> None:
     """Replace ``path`` with ``document`` atomically (see the module docstring)."""
     data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    write_bytes(path, data, durable=durable)
-
-
-def write_bytes(path: Path, data: bytes, *, durable: bool) -> None:
-    """Replace ``path`` with ``data`` atomically: a temporary file beside it, synchronized, renamed."""
-    temporary = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
-    if durable:
-        fsync_dir(path.parent)
+    replace_atomically(path, data, durable=durable)
 
 
 def fsync_dir(directory: Path) -> None:
