@@ -174,3 +174,37 @@ def test_a_changed_host_key_refuses_the_send_and_changes_nothing(
     assert "the host key is not the one recorded in" in result.stderr
     assert kinds(desk) == {"succeeded": keys}
     assert json.loads(ok("workflow", "transfer", "list", "--json", desk)) == []
+
+
+def test_excluded_workdir_files_stay_at_the_source_of_a_send(kappa: Far, tmp_path: Path) -> None:
+    far = far_workspace(tmp_path)
+    desk, keys = desk_jobs(tmp_path, 2)
+    wavecar = os.urandom(1 << 16)
+    for key in keys:
+        (desk / "p" / key / "run" / "WAVECAR").write_bytes(wavecar)
+
+    report = json.loads(
+        ok(
+            "workflow",
+            "transfer",
+            "send",
+            desk,
+            "p",
+            "--to",
+            "kappa:runs",
+            "--exclude",
+            "run/WAVECAR",
+            "--json",
+        )
+    )
+
+    assert len(report["acknowledged"]) == 2 and kinds(far) == {"succeeded": keys}
+    for key in keys:
+        assert (far / "p" / key / "run" / "result.txt").read_text() == "computed on kappa"
+        assert not (far / "p" / key / "run" / "WAVECAR").exists()
+        shown = ok("job", "show", "kappa:runs", key)
+        assert "left behind  run/WAVECAR at workspace" in shown
+    for row in json.loads(ok("workflow", "transfer", "list", "--json", desk)):
+        ledger = json.loads(ok("workflow", "transfer", "show", desk, row["transfer_id"]))["retired"]
+        kept = Path(ledger["left_behind"]["kept_in"])
+        assert (kept / "run" / "WAVECAR").read_bytes() == wavecar and kept.name == row["job_key"]

@@ -157,6 +157,7 @@ def show_lines(report: Mapping[str, Any]) -> list[str]:
     lines.append(("workdir", report.get("workdir_path") or "-"))
     if report.get("data_path"):
         lines.append(("data", report["data_path"]))
+    lines.extend(_left_behind_lines(report))
     lines.append(("marker", report["marker"]))
     lines.append(("record", report["record_ref"]))
     events: list[str] = []
@@ -168,6 +169,14 @@ def show_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(("events", heading))
     width = max(len(key) for key, _ in lines)
     return [f"{key.ljust(width)}  {value}" for key, value in lines] + events
+
+
+def _left_behind_lines(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    left = report.get("left_behind")
+    if left is None:
+        return []
+    where = f"at workspace {left['source_workspace_id']} (transfer {left['transfer_id']})"
+    return [("left behind", f"{', '.join(left['paths'])} {where}")]
 
 
 def _step_lines(report: Mapping[str, Any], state: Mapping[str, Any]) -> list[tuple[str, str]]:

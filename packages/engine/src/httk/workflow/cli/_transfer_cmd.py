@@ -37,6 +37,15 @@ WordsArg = Annotated[
 ]
 ToOpt = Annotated[Path, typer.Option("--to", help="The directory the bundles are copied to (it must exist).")]
 PlacementOpt = Annotated[str, typer.Option("--placement", help="The placement the jobs are imported at.")]
+ExcludeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude",
+        metavar="GLOB",
+        help="Leave what this glob (relative to each payload, e.g. run/WAVECAR) matches at the source; "
+        "repeatable. job.json, data/, .httk-job/ and .httk-transfer/ always travel.",
+    ),
+]
 
 
 @app.command("detach")
@@ -44,6 +53,7 @@ def detach(
     *,
     words: WordsArg = None,
     to: ToOpt,
+    exclude: ExcludeOpt = None,
     workspace_option: WorkspaceOpt = None,
     durable: DurableOpt = None,
     json_output: JsonOpt = False,
@@ -54,7 +64,7 @@ def detach(
 
     workspace = attach(root, durable=durable)
     try:
-        results = detach_jobs(workspace, selectors, to)
+        results = detach_jobs(workspace, selectors, to, exclude or [])
     finally:
         workspace.close()
     if json_output:
@@ -62,7 +72,8 @@ def detach(
         return
     for result in results:
         again = " (finished an interrupted detach)" if result.resumed else ""
-        typer.echo(f"detached {result.job_key} ({result.prior_kind}) as {result.bundle}{again}")
+        left = f"; left behind {', '.join(result.left_behind)}" if result.left_behind else ""
+        typer.echo(f"detached {result.job_key} ({result.prior_kind}) as {result.bundle}{left}{again}")
 
 
 @app.command("import")
@@ -168,6 +179,7 @@ def send(
         str | None,
         typer.Option("--placement", help="Import at this placement [default: the one each job left]."),
     ] = None,
+    exclude: ExcludeOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Move jobs to another workspace, here or on a remote (SOURCE or --to may be REMOTE:WORKSPACE).
@@ -183,7 +195,7 @@ def send(
 
     source, destination = _end(words[0]), _end(to)
     try:
-        report = send_jobs(source, words[1:], destination, placement)
+        report = send_jobs(source, words[1:], destination, placement, exclude or [])
     except WorkflowError as exc:
         exc.add_note("run the same command again to finish the transfer: nothing is lost or duplicated")
         raise
@@ -215,14 +227,16 @@ ForOpt = Annotated[str, typer.Option("--for", metavar="WORKSPACE_ID", help="The 
 
 
 @app.command("outbox", hidden=True)
-def outbox(*, words: WordsArg = None, for_: ForOpt, workspace_option: WorkspaceOpt = None) -> None:
+def outbox(
+    *, words: WordsArg = None, for_: ForOpt, exclude: ExcludeOpt = None, workspace_option: WorkspaceOpt = None
+) -> None:
     """Plumbing of send, at the source: detach into the outbox for a destination; its bundles, as JSON."""
     root, selectors = bind_many(words or [], workspace_option, what="JOB", writes=False)
     from httk.workflow.engine import attach, fill_outbox
 
     workspace = attach(root)
     try:
-        print_json(fill_outbox(workspace, selectors, for_))
+        print_json(fill_outbox(workspace, selectors, for_, exclude or []))
     finally:
         workspace.close()
 

@@ -737,6 +737,27 @@ class Entry(BaseModel):
     """
 
 
+Path = TypeAliasType("Path", Annotated[StrictStr, Field(min_length=1)])
+
+
+class LeftBehind(BaseModel):
+    """
+    Present when the imported transfer left files behind (transfer detach/send --exclude): they were moved out of the retired bundle before it can be collected, and gc never removes them.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    kept_in: Annotated[StrictStr, Field(min_length=1)]
+    """
+    The directory holding them: .httk-workflow/transfers/left-behind/<transfer-id>/<job-key>/ of the source workspace, the same relative paths below it.
+    """
+    paths: list[Path]
+    """
+    The payload-relative paths left behind (the manifest's left_behind.paths).
+    """
+
+
 class History(BaseModel):
     """
     The job's frame history, carried in .httk-transfer/history.json.
@@ -754,6 +775,34 @@ class History(BaseModel):
     frames: Annotated[StrictInt, Field(ge=0)]
     """
     How many entries it holds.
+    """
+
+
+Path1 = TypeAliasType("Path1", Annotated[StrictStr, Field(min_length=1, pattern="^[^/\\x00][^\\x00]*$")])
+
+
+Pattern = TypeAliasType("Pattern", Annotated[StrictStr, Field(min_length=1)])
+
+
+class LeftBehind1(BaseModel):
+    """
+    What detach --exclude left behind at the source: the bundle travels without these paths, and the payload digest and import's validation leave out exactly them. Absent when nothing was left behind. The source keeps them (below .httk-workflow/transfers/left-behind/<transfer-id>/<job-key>/ once the transfer is acknowledged); gc never collects them.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    bytes: Annotated[StrictInt, Field(ge=0)]
+    """
+    The size of the files left behind.
+    """
+    paths: list[Path1]
+    """
+    The payload-relative paths (/-separated, sorted; a directory stands for everything below it) the patterns matched in this job, each left out with everything below it.
+    """
+    patterns: list[Pattern]
+    """
+    The --exclude glob patterns as given, relative to the payload.
     """
 
 
@@ -3021,6 +3070,10 @@ class TransferAcknowledgement(BaseModel):
     """
     The job key.
     """
+    left_behind: dict[str, Any] | None = None
+    """
+    The manifest's left_behind, when the bundle travelled without some paths (transfer detach/send --exclude): the imported payload lacks them; the source keeps them.
+    """
     source_workspace_id: Annotated[
         StrictStr,
         Field(
@@ -3136,6 +3189,10 @@ class TransferLedgerEntry(BaseModel):
     ]
     """
     The job key.
+    """
+    left_behind: LeftBehind | None = None
+    """
+    Present when the imported transfer left files behind (transfer detach/send --exclude): they were moved out of the retired bundle before it can be collected, and gc never removes them.
     """
     outcome: Literal["imported", "aborted"]
     """
@@ -3293,6 +3350,10 @@ class TransferManifest(BaseModel):
     job: Job
     """
     The job the bundle holds.
+    """
+    left_behind: LeftBehind1 | None = None
+    """
+    What detach --exclude left behind at the source: the bundle travels without these paths, and the payload digest and import's validation leave out exactly them. Absent when nothing was left behind. The source keeps them (below .httk-workflow/transfers/left-behind/<transfer-id>/<job-key>/ once the transfer is acknowledged); gc never collects them.
     """
     marker: Marker
     """

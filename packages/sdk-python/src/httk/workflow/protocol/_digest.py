@@ -35,7 +35,7 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -103,7 +103,9 @@ def sha256_file(path: Path | str) -> str:
     return hasher.hexdigest()
 
 
-def tree_digest(root: Path | str, *, exclude_payload_private: bool = False) -> str:
+def tree_digest(
+    root: Path | str, *, exclude_payload_private: bool = False, skip: Collection[str] = ()
+) -> str:
     """Hex canonical tree digest (D11) of the directory ``root``.
 
     Parameters
@@ -113,6 +115,9 @@ def tree_digest(root: Path | str, *, exclude_payload_private: bool = False) -> s
     exclude_payload_private
         Leave out the top-level ``.httk-job``, ``.httk-transfer`` and ``.httk-attempt.*`` (the payload
         digest).
+    skip
+        Relative paths (``/``-separated, below ``root``) left out with everything below them: what a
+        detached transfer left behind.
 
     Raises
     ------
@@ -130,10 +135,11 @@ def tree_digest(root: Path | str, *, exclude_payload_private: bool = False) -> s
     hasher = hashlib.sha256()
     buffer = bytearray(CHUNK_BYTES)
     root_text = os.fspath(root)
+    skipped = frozenset(os.fsencode(path) for path in skip)
     stack: list[tuple[int, Iterator[tuple[bytes, int, str]]]] = []
     root_fd = _open_dir(root, None, root_text, "")
     try:
-        stack.append((root_fd, _events(root_fd, b"", root_text, exclude_payload_private)))
+        stack.append((root_fd, _events(root_fd, b"", root_text, exclude_payload_private, skipped)))
         while stack:
             dir_fd, events = stack[-1]
             event = next(events, None)
@@ -154,14 +160,16 @@ def tree_digest(root: Path | str, *, exclude_payload_private: bool = False) -> s
             else:
                 rel = key[:-1]
                 child = _open_dir(name, dir_fd, _join(root_text, rel), _display(rel))
-                stack.append((child, _events(child, key, root_text, False)))
+                stack.append((child, _events(child, key, root_text, False, skipped)))
     finally:
         for dir_fd, _ in stack:
             os.close(dir_fd)
     return hasher.hexdigest()
 
 
-def _events(dir_fd: int, prefix: bytes, root_text: str, exclude: bool) -> Iterator[tuple[bytes, int, str]]:
+def _events(
+    dir_fd: int, prefix: bytes, root_text: str, exclude: bool, skipped: frozenset[bytes]
+) -> Iterator[tuple[bytes, int, str]]:
     """The sorted events of one directory: (relative-path key, kind, name to open)."""
     events: list[tuple[bytes, int, str]] = []
     with os.scandir(dir_fd) as entries:
@@ -170,6 +178,8 @@ def _events(dir_fd: int, prefix: bytes, root_text: str, exclude: bool) -> Iterat
             if exclude and (name in _PRIVATE_NAMES or name.startswith(ATTEMPT_DIR_PREFIX)):
                 continue
             rel = prefix + os.fsencode(name)
+            if rel in skipped:
+                continue
             if entry.is_dir(follow_symlinks=False):
                 events.append((rel, _DIR_ENTRY, name))
                 events.append((rel + b"/", _DIR_CONTENTS, name))

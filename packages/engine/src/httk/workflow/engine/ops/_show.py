@@ -141,6 +141,9 @@ def show_job(
     report["workdir_path"] = _workdir(payload, job, frame)
     report["data_path"] = str(payload / "data") if _data_mode(job) == "transactional" else None
     report["declarations"] = declarations(payload, job)
+    left_behind = _left_behind(payload)
+    if left_behind is not None:
+        report["left_behind"] = left_behind
     for member in DETAILS:
         if member in frame:
             report[member] = frame[member]
@@ -150,6 +153,28 @@ def show_job(
         report["join_children"] = _join_children(workspace, frame["join"])
     report["events"] = job_events(workspace, marker, events).as_dict()
     return report
+
+
+def _left_behind(payload: Path) -> dict[str, Any] | None:
+    """What the transfer that brought the job here left at its source (``transfer send --exclude``) and
+    this payload lacks, from the manifest the import keeps as provenance; ``None`` when nothing is."""
+    try:
+        manifest = read_json_object(
+            payload / ".httk-transfer" / "manifest.json", document="transfer manifest", max_bytes=64 << 20
+        )
+    except (InvalidDocumentError, OSError):
+        return None
+    member = manifest.get("left_behind")
+    paths = member.get("paths") if isinstance(member, Mapping) else None
+    missing = [str(path) for path in paths or () if not os.path.lexists(payload / str(path))]
+    if not missing:
+        return None
+    source = manifest.get("source")
+    return {
+        "transfer_id": manifest.get("transfer_id"),
+        "source_workspace_id": source.get("workspace_id") if isinstance(source, Mapping) else None,
+        "paths": missing,
+    }
 
 
 def _join_children(workspace: Workspace, join: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,11 @@ def receipt_path(workspace: Workspace, where: str, transfer_id: str) -> Path:
 
 def retired_dir(workspace: Workspace, transfer_id: str) -> Path:
     return transfers_dir(workspace) / "retired" / transfer_id
+
+
+def left_behind_dir(workspace: Workspace, transfer_id: str) -> Path:
+    """Where a retired transfer's left-behind files are kept (gc never collects them)."""
+    return transfers_dir(workspace) / "left-behind" / transfer_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +175,21 @@ def check_manifest(manifest: Mapping[str, Any], path: Path) -> None:
         )
         sha_at(runner.get("digest"), f"runners[{index}].digest")
     sha_at(history.get("digest"), "history.digest")
+    left = manifest.get("left_behind")
+    if left is not None:
+        need(isinstance(left, Mapping), "left_behind", "must be an object")
+        paths = left.get("paths")
+        need(isinstance(paths, list), "left_behind.paths", "must be an array")
+        for index, relative in enumerate(paths):
+            need(
+                isinstance(relative, str)
+                and relative != ""
+                and not relative.startswith("/")
+                and not {".", "..", ""} & set(relative.split("/"))
+                and relative.split("/", 1)[0] not in _KEPT,
+                f"left_behind.paths[{index}]",
+                "must be a relative path below the payload other than the parts a job needs",
+            )
 
 
 _TRANSFERABLE = frozenset(kind.value for kind in TRANSFERABLE_KINDS)
@@ -183,9 +203,65 @@ def store_runners(job: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def payload_digest(payload: Path) -> str:
-    """The payload's tree digest: everything but ``.httk-job``, attempt directories and ``.httk-transfer``."""
-    return tree_digest(payload, exclude_payload_private=True)
+def payload_digest(payload: Path, left_behind: Sequence[str] = ()) -> str:
+    """The payload's tree digest: everything but ``.httk-job``, attempt directories, ``.httk-transfer``
+    and the paths ``left_behind``."""
+    return tree_digest(payload, exclude_payload_private=True, skip=left_behind)
+
+
+# -- what --exclude leaves behind ---------------------------------------------------------------------
+# job.json and the marker (sealed in .httk-transfer/) are the job; .httk-job/ is its runner's state and
+# data/ its committed transactional data: a job imported without them would be another job.
+_KEPT = ("job.json", SEALED_DIR, ".httk-job", "data")
+
+
+def check_patterns(patterns: Sequence[str]) -> list[str]:
+    """The ``--exclude`` patterns, refused when one is not a glob relative to the payload."""
+    for pattern in patterns:
+        parts = pattern.split("/")
+        if not pattern or pattern.startswith("/") or any(part in ("", ".", "..") for part in parts):
+            raise TransferError(
+                f"--exclude {pattern!r}: a pattern is a glob relative to the payload, such as WAVECAR, "
+                "run/WAVECAR or **/WAVECAR (no leading /, no '.' or '..' component)"
+            )
+    return list(patterns)
+
+
+def left_behind_paths(payload: Path, patterns: Sequence[str]) -> list[str]:
+    """The payload-relative paths ``patterns`` match (a matched directory stands for its whole tree),
+    outermost only, sorted; :class:`TransferError` when one would leave the job without a part it needs."""
+    matched: set[str] = set()
+    for pattern in patterns:
+        for path in payload.glob(pattern):
+            relative = path.relative_to(payload).as_posix()
+            top = relative.split("/", 1)[0]
+            if top in _KEPT or relative in ("", "."):
+                raise TransferError(
+                    f"--exclude {pattern!r} matches {relative} in {payload}: job.json, "
+                    f"{SEALED_DIR}/ (the marker), .httk-job/ (the runner's job state) and data/ "
+                    "(committed transactional data) always travel with the job"
+                )
+            matched.add(relative)
+    return sorted(path for path in matched if not any(path.startswith(other + "/") for other in matched))
+
+
+def tree_bytes(payload: Path, paths: Iterable[str]) -> int:
+    """The size of the files at and below ``paths`` in ``payload``."""
+    total = 0
+    for relative in paths:
+        path = payload / relative
+        if path.is_file() and not path.is_symlink():
+            total += path.stat().st_size
+            continue
+        for directory, _dirs, files in os.walk(path):
+            total += sum(os.lstat(os.path.join(directory, name)).st_size for name in files)
+    return total
+
+
+def manifest_left_behind(manifest: Mapping[str, Any]) -> list[str]:
+    """The paths the manifest says were left behind (none when it has no ``left_behind``)."""
+    member = manifest.get("left_behind")
+    return [str(path) for path in member["paths"]] if isinstance(member, Mapping) else []
 
 
 def require_extension(workspace: Workspace) -> None:
@@ -309,8 +385,15 @@ def _sealed_marker(bundle: Path, sealed: Mapping[str, Any], key: str) -> MarkerN
 
 
 def _check_digests(bundle: Path, manifest: Mapping[str, Any], job: Mapping[str, Any]) -> None:
+    left_behind = manifest_left_behind(manifest)
+    for relative in left_behind:
+        if os.path.lexists(bundle / relative):
+            raise TransferError(
+                f"{bundle}: it holds {relative}, which its manifest says was left behind at the source "
+                "(the digest does not cover it); remove it from the bundle or detach again without it"
+            )
     try:
-        actual = payload_digest(bundle)
+        actual = payload_digest(bundle, left_behind)
     except InvalidDocumentError as exc:
         raise TransferError(f"{bundle}: {exc}") from None
     if actual != manifest["job"]["payload_digest"]:

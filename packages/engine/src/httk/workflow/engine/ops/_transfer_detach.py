@@ -45,12 +45,16 @@ from ._transfer_bundle import (
     MANIFEST,
     RUNNERS,
     chain_entries,
+    check_patterns,
+    left_behind_paths,
+    manifest_left_behind,
     outgoing_bundles,
     outgoing_dir,
     payload_digest,
     read_manifest,
     require_extension,
     store_runners,
+    tree_bytes,
     write_document,
 )
 
@@ -67,6 +71,8 @@ class Detached:
     bundle: Path
     source_bundle: Path
     resumed: bool
+    left_behind: list[str]
+    """The payload-relative paths the bundle travels without (they stay at the source)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "bundle": str(self.bundle), "source_bundle": str(self.source_bundle)}
@@ -81,16 +87,23 @@ class _Plan:
     sealed: Path | None = None
 
 
-def detach_jobs(workspace: Workspace, selectors: Sequence[str], to: Path | str) -> list[Detached]:
-    """Detach every job ``selectors`` name into bundles below ``to``; all of them, or none when refused."""
+def detach_jobs(
+    workspace: Workspace, selectors: Sequence[str], to: Path | str, exclude: Sequence[str] = ()
+) -> list[Detached]:
+    """Detach every job ``selectors`` name into bundles below ``to``; all of them, or none when refused.
+
+    ``exclude`` (glob patterns relative to each payload) names what stays behind at the source; a job
+    resumed part way keeps the patterns its own detach began with.
+    """
     require_extension(workspace)
+    patterns = check_patterns(exclude)
     destination = _destination(workspace, Path(to))
     plans = _plans(workspace, selectors)
     refusals = [
         refusal
         for plan in plans
         if plan.marker is not None and plan.marker.kind is not Kind.TRANSFERRING
-        for refusal in [_refusal(workspace, plan.marker, destination)]
+        for refusal in [_refusal(workspace, plan.marker, destination, patterns)]
         if refusal is not None
     ]
     named = _joined_jobs(workspace)
@@ -103,7 +116,7 @@ def detach_jobs(workspace: Workspace, selectors: Sequence[str], to: Path | str) 
     ]
     if refusals:
         raise TransferError(f"nothing was detached: {'; '.join(refusals)}")
-    return [_detach(workspace, plan, destination) for plan in plans]
+    return [_detach(workspace, plan, destination, patterns) for plan in plans]
 
 
 def _destination(workspace: Workspace, to: Path) -> Path:
@@ -150,7 +163,9 @@ def _in_flight(workspace: Workspace) -> dict[str, _Plan]:
     return found
 
 
-def _refusal(workspace: Workspace, marker: MarkerLocation, destination: Path) -> str | None:
+def _refusal(
+    workspace: Workspace, marker: MarkerLocation, destination: Path, patterns: Sequence[str]
+) -> str | None:
     """Why ``marker``'s job may not be detached now, or ``None``."""
     kind = marker.kind
     if kind is Kind.WAITING:
@@ -172,6 +187,10 @@ def _refusal(workspace: Workspace, marker: MarkerLocation, destination: Path) ->
         pinned = job.document["runner"].get("sha256")
         if stored_digest(workspace, name) != pinned:
             return f"{marker.job_key}: its runner {name!r} is not in the store with the digest job.json pins"
+    try:
+        left_behind_paths(workspace.payload_path(marker.placement, marker.job_key), patterns)
+    except TransferError as exc:
+        return str(exc)
     return None
 
 
@@ -191,13 +210,13 @@ def _joined_jobs(workspace: Workspace) -> set[str]:
 
 
 # -- the steps ----------------------------------------------------------------------------------------
-def _detach(workspace: Workspace, plan: _Plan, destination: Path) -> Detached:
+def _detach(workspace: Workspace, plan: _Plan, destination: Path, patterns: Sequence[str]) -> Detached:
     resumed = plan.marker is None or plan.marker.kind is Kind.TRANSFERRING
     if plan.sealed is not None:
         bundle = plan.sealed
     else:
         assert plan.marker is not None
-        marker = plan.marker if resumed else _to_transferring(workspace, plan.marker, destination)
+        marker = plan.marker if resumed else _to_transferring(workspace, plan.marker, destination, patterns)
         bundle = _seal(workspace, marker)
     manifest = read_manifest(bundle)
     copy = _copy_out(workspace, bundle, manifest, destination)
@@ -210,19 +229,26 @@ def _detach(workspace: Workspace, plan: _Plan, destination: Path) -> Detached:
         copy,
         bundle,
         resumed,
+        manifest_left_behind(manifest),
     )
 
 
-def _to_transferring(workspace: Workspace, marker: MarkerLocation, destination: Path) -> MarkerLocation:
-    """Step 1: the verified move into ``transferring``; a lost race refuses this job (changing nothing)."""
+def _to_transferring(
+    workspace: Workspace, marker: MarkerLocation, destination: Path, patterns: Sequence[str]
+) -> MarkerLocation:
+    """Step 1: the verified move into ``transferring``; a lost race refuses this job (changing nothing).
+
+    The frame keeps the ``--exclude`` patterns, so a rerun seals what this detach began to."""
     previous = read_frame(workspace, marker)
-    transfer = {
+    transfer: dict[str, Any] = {
         "transfer_id": str(uuid.uuid4()),
         "prior_kind": marker.kind.value,
         "source_workspace_id": workspace.workspace_id,
         "source_placement": marker.placement,
         "destination": str(destination),
     }
+    if patterns:
+        transfer["exclude"] = list(patterns)
     frame = kept(Kind.TRANSFERRING, previous, reason=DETACH_REASON, transfer=transfer)
     result = move_marker(workspace, marker, frame, Trigger.TRANSFER_DETACH)
     if not result.won or result.current is None:
@@ -258,6 +284,8 @@ def _prepare(workspace: Workspace, marker: MarkerLocation, frame: Mapping[str, A
     _fsops.make_dirs(sealed / RUNNERS, durable=durable)
     job = load_job(workspace, marker.placement, marker.job_key)
     runners = [_carry_runner(workspace, name, sealed / RUNNERS) for name in store_runners(job.document)]
+    patterns = [str(pattern) for pattern in transfer.get("exclude") or ()]
+    left_behind = left_behind_paths(payload, patterns)
     entries = list(chain_entries(workspace, marker))
     entries.reverse()
     history = write_document(
@@ -271,7 +299,7 @@ def _prepare(workspace: Workspace, marker: MarkerLocation, frame: Mapping[str, A
         },
         durable=durable,
     )
-    manifest = {
+    manifest: dict[str, Any] = {
         "format": "httk-workflow-transfer-manifest",
         "format_version": 1,
         "transfer_id": transfer["transfer_id"],
@@ -285,7 +313,7 @@ def _prepare(workspace: Workspace, marker: MarkerLocation, frame: Mapping[str, A
             "job_id": marker.job_id,
             "job_key": marker.job_key,
             "job_digest": job.digest,
-            "payload_digest": payload_digest(payload),
+            "payload_digest": payload_digest(payload, left_behind),
         },
         "marker": {
             "name": str(marker.name),
@@ -296,6 +324,12 @@ def _prepare(workspace: Workspace, marker: MarkerLocation, frame: Mapping[str, A
         "runners": runners,
         "history": {"frames": len(entries), "digest": sha256_bytes(history)},
     }
+    if patterns:
+        manifest["left_behind"] = {
+            "patterns": patterns,
+            "paths": left_behind,
+            "bytes": tree_bytes(payload, left_behind),
+        }
     write_document(sealed / MANIFEST, manifest, durable=durable)
 
 
@@ -326,7 +360,8 @@ def _copy_out(workspace: Workspace, bundle: Path, manifest: Mapping[str, Any], d
     if os.path.lexists(partial):
         _remove(partial)
     _fsops.make_dir(partial, durable=False)
-    copy_checked_tree(bundle, partial, durable=workspace.durable)
+    skip = frozenset(manifest_left_behind(manifest))
+    copy_checked_tree(bundle, partial, durable=workspace.durable, skip=skip)
     _fsops.rename(partial, target, durable=workspace.durable)
     return target
 

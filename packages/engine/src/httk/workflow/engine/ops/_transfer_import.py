@@ -54,6 +54,7 @@ from ._transfer_bundle import (
     IMPORT_REASON,
     RUNNERS,
     Bundle,
+    manifest_left_behind,
     read_bundle,
     read_document,
     read_manifest,
@@ -269,6 +270,8 @@ def _publish(workspace: Workspace, bundle: Bundle, placement: str) -> None:
         "source_workspace_id": manifest["source"]["workspace_id"],
         "source_placement": manifest["source"]["placement"],
     }
+    if "left_behind" in manifest:
+        transfer["left_behind"] = manifest_left_behind(manifest)
     frame = kept(Kind(bundle.prior_kind), last, reason=IMPORT_REASON, transfer=transfer)
     result = unseal_marker(workspace, bundle.sealed_path, placement, frame, Trigger.TRANSFER_IMPORT)
     if not result.won:
@@ -282,7 +285,7 @@ def _record(workspace: Workspace, placed: Path, placement: str) -> dict[str, Any
     marker = _imported_marker(workspace, placement, key, transfer_id)
     if marker is None:
         raise TransferError(f"{placed}: the marker of this import is not current any more")
-    ack = {
+    ack: dict[str, Any] = {
         "format": "httk-workflow-transfer-ack",
         "format_version": 1,
         "transfer_id": transfer_id,
@@ -298,5 +301,7 @@ def _record(workspace: Workspace, placed: Path, placement: str) -> dict[str, Any
         },
         "imported_at": utc_timestamp(workspace.clock.now()),
     }
+    if "left_behind" in manifest:
+        ack["left_behind"] = manifest["left_behind"]
     write_document(receipt_path(workspace, "imported", transfer_id), ack, durable=workspace.durable)
     return ack

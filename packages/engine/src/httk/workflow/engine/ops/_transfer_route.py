@@ -55,15 +55,19 @@ class End:
 
 
 def send_jobs(
-    source: End, selectors: Sequence[str], destination: End, placement: str | None
+    source: End,
+    selectors: Sequence[str],
+    destination: End,
+    placement: str | None,
+    exclude: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Move the jobs ``selectors`` name (and what an interrupted send left) from ``source`` to
-    ``destination``; what was imported and acknowledged."""
+    ``destination``, leaving what ``exclude`` matches at the source; what was imported and acknowledged."""
     for end in (source, destination):
         if end.remote is not None:
             connect(end.remote)
     destination_id = _workspace_id(destination)
-    outbox = _fill(source, selectors, destination_id)
+    outbox = _fill(source, selectors, destination_id, exclude)
     if outbox["workspace_id"] == destination_id:
         raise TransferError(f"{source} and {destination} are the same workspace")
     inbox = _stream(source, outbox, destination, placement)
@@ -93,10 +97,13 @@ def _here(end: End, action: Callable[[Workspace], T]) -> T:
         workspace.close()
 
 
-def _fill(source: End, selectors: Sequence[str], destination_id: str) -> dict[str, Any]:
+def _fill(
+    source: End, selectors: Sequence[str], destination_id: str, exclude: Sequence[str]
+) -> dict[str, Any]:
     if source.remote is None:
-        return _here(source, lambda workspace: fill_outbox(workspace, selectors, destination_id))
+        return _here(source, lambda workspace: fill_outbox(workspace, selectors, destination_id, exclude))
     words = ["workflow", "transfer", "outbox", source.workspace, *selectors, "--for", destination_id]
+    words += [word for pattern in exclude for word in ("--exclude", pattern)]
     filled: dict[str, Any] = _remote_json(source.remote, words)
     return filled
 

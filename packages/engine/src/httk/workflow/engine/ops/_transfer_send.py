@@ -70,8 +70,11 @@ def _transfer_of(path: Path) -> str | None:
 
 
 # -- the source ---------------------------------------------------------------------------------------
-def fill_outbox(workspace: Workspace, selectors: Sequence[str], destination_id: str) -> dict[str, Any]:
-    """Detach what ``selectors`` name into the outbox for ``destination_id``; every bundle it holds.
+def fill_outbox(
+    workspace: Workspace, selectors: Sequence[str], destination_id: str, exclude: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Detach what ``selectors`` name into the outbox for ``destination_id`` (leaving what ``exclude``
+    matches behind); every bundle it holds.
 
     A selector that names nothing now is skipped when the outbox holds bundles of an earlier send (its
     jobs were detached then); otherwise it is refused as ``transfer detach`` refuses it.
@@ -82,7 +85,7 @@ def fill_outbox(workspace: Workspace, selectors: Sequence[str], destination_id: 
     pending = _pending(workspace, stage)
     wanted = [selector for selector in selectors if not pending or _names_a_job(workspace, selector, pending)]
     if wanted:
-        detach_jobs(workspace, wanted, stage)
+        detach_jobs(workspace, wanted, stage, exclude)
     return {
         "workspace_id": workspace.workspace_id,
         "root": str(workspace.root),

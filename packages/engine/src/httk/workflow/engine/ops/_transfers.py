@@ -38,6 +38,8 @@ from httk.workflow.protocol import TransferError, WorkflowError
 from ._history import carried_history
 from ._transfer_bundle import (
     ABORT_REASON,
+    left_behind_dir,
+    manifest_left_behind,
     outgoing_bundles,
     outgoing_dir,
     read_document,
@@ -117,9 +119,11 @@ def retire(source: Workspace, ack: Mapping[str, Any], placement: str | None = No
         _fsops.make_dirs(retired.parent, durable=durable)
         _fsops.rename(outgoing, retired, durable=durable)
     bundles = _entries(retired)
+    kept: dict[str, Any] = {}
     for name in bundles:  # the job lives where it was imported: its old marker must not be importable
         for marker in sealed_markers(retired / name):
             _fsops.unlink(retired / name / SEALED_DIR / str(marker), durable=durable, missing_ok=True)
+        kept = _keep_left_behind(source, transfer_id, retired / name) or kept
     write_document(
         ledger,
         _ledger(
@@ -130,9 +134,27 @@ def retire(source: Workspace, ack: Mapping[str, Any], placement: str | None = No
             or (_placement_of(retired / bundles[0]) if bundles else str(ack["destination"]["placement"])),
             "imported",
             acknowledgement=dict(ack),
+            **kept,
         ),
         durable=durable,
     )
+
+
+def _keep_left_behind(source: Workspace, transfer_id: str, bundle: Path) -> dict[str, Any]:
+    """Move what the transfer left behind out of the retired bundle gc will collect, into
+    ``transfers/left-behind/<transfer-id>/<job-key>/``; the ledger's ``left_behind`` member."""
+    try:
+        paths = manifest_left_behind(read_manifest(bundle))
+    except TransferError:
+        return {}
+    if not paths:
+        return {}
+    kept = left_behind_dir(source, transfer_id) / bundle.name
+    for relative in paths:  # each rename is skipped once done, so a rerun finishes the move
+        if os.path.lexists(bundle / relative):
+            _fsops.make_dirs((kept / relative).parent, durable=source.durable)
+            _fsops.rename(bundle / relative, kept / relative, durable=source.durable)
+    return {"left_behind": {"paths": paths, "kept_in": str(kept)}}
 
 
 def _ledger(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -333,13 +333,25 @@ def refuse_unsafe_tree(root: Path) -> None:
                 )
 
 
-def copy_checked_tree(source: Path, target: Path, *, durable: bool, skip_top: str | None = None) -> None:
-    """Copy a checked payload tree into the existing directory ``target``, preserving file modes."""
+def copy_checked_tree(
+    source: Path,
+    target: Path,
+    *,
+    durable: bool,
+    skip_top: str | None = None,
+    skip: Collection[str] = (),
+) -> None:
+    """Copy a checked payload tree into the existing directory ``target``, preserving file modes;
+    ``skip`` names ``/``-separated relative paths left out with everything below them."""
     for directory, dirnames, filenames in walk_tree(source):
         relative = Path(directory).relative_to(source)
+        if skip:
+            dirnames[:] = [name for name in dirnames if (relative / name).as_posix() not in skip]
         for name in dirnames:
             _fsops.make_dir(target / relative / name, durable=False)
         for name in filenames:
+            if skip and (relative / name).as_posix() in skip:
+                continue
             if skip_top is not None and name == skip_top and directory == str(source):
                 continue
             src = Path(directory) / name
