@@ -12,6 +12,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from httk.workflow.engine.core._workspace import attach
 from httk.workflow.engine.publish._submit import Submitter
 
@@ -77,13 +78,17 @@ def test_jobs_go_to_the_remote_and_come_back_with_their_data(kappa: Far, tmp_pat
 
     report = json.loads(ok("workflow", "transfer", "send", desk, "p", "--to", "kappa:runs", "--json"))
 
+    assert report["via"] == "rsync"  # both ends have it
     assert sorted(report["sent"]) == keys and len(report["acknowledged"]) == 3
     assert kinds(far) == {"succeeded": keys}
     assert kinds(desk) == {}
     assert all((far / "p" / key / "data" / "input.bin").read_bytes() == inputs[key] for key in keys)
 
-    back = json.loads(ok("workflow", "transfer", "send", "kappa:runs", *keys, "--to", desk, "--json"))
+    back = json.loads(
+        ok("workflow", "transfer", "send", "kappa:runs", *keys, "--to", desk, "--via", "tar", "--json")
+    )
 
+    assert back["via"] == "tar"
     assert sorted(back["sent"]) == keys and len(back["acknowledged"]) == 3
     assert kinds(desk) == {"succeeded": keys} and kinds(far) == {}
     assert all((desk / "p" / key / "data" / "input.bin").read_bytes() == inputs[key] for key in keys)
@@ -118,32 +123,33 @@ def test_fifty_jobs_run_on_the_remote_and_come_back_finished_with_their_data(
     assert sorted(row["state"] for row in rows).count("retired") == 50
 
 
+@pytest.mark.parametrize("via", ["tar", "rsync"])
 def test_a_connection_killed_mid_transfer_is_resumed_without_loss_or_duplication(
-    kappa: Far, sshd: SshServer, tmp_path: Path
+    kappa: Far, sshd: SshServer, tmp_path: Path, via: str
 ) -> None:
     far = far_workspace(tmp_path)
     desk, keys = desk_jobs(tmp_path, 50, size=1 << 20)
     desk_id = attach(desk, writable=False).workspace_id
     incoming = kappa.data / "transfers" / "inbox" / desk_id
+    send = [HTTK, "workflow", "transfer", "send", str(desk), "p", "--to", "kappa:runs", "--via", via]
     sending = subprocess.Popen(
-        [HTTK, "workflow", "transfer", "send", str(desk), "p", "--to", "kappa:runs"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        send, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
+    arriving = ".incoming.*" if via == "tar" else ".rsync"
 
     def streaming() -> bool:
         return incoming.is_dir() and any(
-            path.is_file() for part in incoming.glob(".incoming.*") for path in part.rglob("*")
+            path.is_file() for part in incoming.glob(arriving) for path in part.rglob("*")
         )
 
     wait_until(streaming, "the bundles to be arriving at the remote", timeout=120)
-    # The sender stops writing first: what is still buffered between the ends (a few MB at most) cannot
-    # complete a 50 MB archive, so the connection is cut mid-stream whatever the machine's speed.
-    os.kill(sending.pid, signal.SIGSTOP)
+    # The sender stops writing first (httk, and the rsync or ssh it runs: its whole session): what is
+    # still buffered between the ends (a few MB at most) cannot complete 50 MB of bundles, so the
+    # connection is cut mid-stream whatever the machine's speed.
+    os.killpg(sending.pid, signal.SIGSTOP)
     for pid in sshd.connections():  # the connection, and the remote receiver with it
         os.kill(pid, signal.SIGKILL)
-    os.kill(sending.pid, signal.SIGCONT)
+    os.killpg(sending.pid, signal.SIGCONT)
     _out, err = sending.communicate(timeout=120)
 
     assert sending.returncode == 1, err
@@ -151,8 +157,11 @@ def test_a_connection_killed_mid_transfer_is_resumed_without_loss_or_duplication
     assert kinds(far) == {}  # nothing was imported from the cut stream
     assert sum(len(v) for v in kinds(desk).values()) == 0  # every job is sealed at the source
 
-    ok("workflow", "transfer", "send", desk, "p", "--to", "kappa:runs")
+    if via == "rsync":  # what the cut copy left is kept for the next one to continue from
+        assert any(path.is_file() for path in (incoming / ".rsync").rglob("*"))
+    again = json.loads(ok(*send[1:], "--json"))
 
+    assert again["via"] == via and sorted(again["sent"]) == keys
     assert kinds(far) == {"succeeded": keys} and kinds(desk) == {}
     assert sorted(os.listdir(incoming)) == []
     states = [row["state"] for row in json.loads(ok("workflow", "transfer", "list", "--json", desk))]

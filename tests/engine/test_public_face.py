@@ -112,6 +112,7 @@ EXPECTED = [
     "fsck",
     "global_directory",
     "import_bundles",
+    "inbox_staging",
     "init",
     "job_detail",
     "job_history",

@@ -180,12 +180,21 @@ def send(
         typer.Option("--placement", help="Import at this placement [default: the one each job left]."),
     ] = None,
     exclude: ExcludeOpt = None,
+    via: Annotated[
+        str,
+        typer.Option(
+            "--via",
+            metavar="auto|tar|rsync",
+            help="How the bundles travel: rsync (between here and one remote, both ends having it), "
+            "tar over ssh, or auto: rsync when it can be used, tar otherwise.",
+        ),
+    ] = "auto",
     json_output: JsonOpt = False,
 ) -> None:
     """Move jobs to another workspace, here or on a remote (SOURCE or --to may be REMOTE:WORKSPACE).
 
-    Detaches them at the source, streams the bundles over one ssh connection, imports them at the
-    destination and retires the source's originals only once the import is recorded. Run it again
+    Detaches them at the source, copies the bundles over one ssh connection (rsync or tar), imports
+    them at the destination and retires the source's originals only once the import is recorded. Run it again
     after an interruption: it finishes what was begun, losing and duplicating nothing.
     """
     if not words or len(words) < 2:
@@ -195,7 +204,7 @@ def send(
 
     source, destination = _end(words[0]), _end(to)
     try:
-        report = send_jobs(source, words[1:], destination, placement, exclude or [])
+        report = send_jobs(source, words[1:], destination, placement, exclude=exclude or [], via=via)
     except WorkflowError as exc:
         exc.add_note("run the same command again to finish the transfer: nothing is lost or duplicated")
         raise
@@ -207,7 +216,7 @@ def send(
             f"{row['status'].replace('_', ' ')} {row['job_key']} ({row['kind']} at {row['placement']})"
         )
     typer.echo(
-        f"sent {len(report['sent'])}, imported {len(report['imported'])}, "
+        f"sent {len(report['sent'])} (via {report['via']}), imported {len(report['imported'])}, "
         f"acknowledged {len(report['acknowledged'])}"
     )
 
@@ -249,19 +258,27 @@ def inbox(
     placement: Annotated[str | None, typer.Option("--placement")] = None,
     transfers: Annotated[list[str] | None, typer.Option("--transfer", metavar="ID")] = None,
     stream: Annotated[bool, typer.Option("--stream", help="Read a tar archive of bundles on stdin.")] = False,
+    staged: Annotated[
+        bool, typer.Option("--staged", help="Take in the --transfer bundles rsync staged.")
+    ] = False,
+    staging: Annotated[bool, typer.Option("--staging", help="Print where rsync stages bundles.")] = False,
     workspace_option: WorkspaceOpt = None,
 ) -> None:
     """Plumbing of send, at the destination: receive, import, and print the import records as JSON."""
     import sys
 
     (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
-    from httk.workflow.engine import attach, receive_and_import
+    from httk.workflow.engine import attach, inbox_staging, receive_and_import
 
     attached = attach(root)
     try:
-        report = receive_and_import(
-            attached, sys.stdin.buffer if stream else None, source, placement, list(transfers or [])
-        )
+        if staging:
+            report = inbox_staging(attached, source)
+        else:
+            stdin = sys.stdin.buffer if stream else None
+            report = receive_and_import(
+                attached, stdin, source, placement, list(transfers or []), staged=staged
+            )
     finally:
         attached.close()
     print_json(report)

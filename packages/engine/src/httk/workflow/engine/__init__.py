@@ -30,7 +30,7 @@ engine's floor plan") and may change without notice. The names, by what they are
   :func:`list_transfers`, :func:`show_transfer`, and their results (:class:`Detached`,
   :class:`Imported`, :class:`Aborted`); between machines, :func:`send_jobs` (each end an
   :class:`End`) and the plumbing at each end (:func:`fill_outbox`, :func:`receive_and_import`,
-  :func:`acknowledge_records`);
+  :func:`inbox_staging`, :func:`acknowledge_records`);
 * remotes: :class:`Remote` and :func:`add_remote`, :func:`configure_remote`, :func:`find_remote`,
   :func:`lookup_remote`, :func:`list_remotes`, :func:`remove_remote`; over ssh, :func:`run_httk`,
   :func:`passthrough` and :func:`check_remote`;
@@ -159,7 +159,12 @@ if TYPE_CHECKING:
     from httk.workflow.engine.ops._transfer_detach import Detached, detach_jobs
     from httk.workflow.engine.ops._transfer_import import Imported, import_bundles
     from httk.workflow.engine.ops._transfer_route import End, send_jobs
-    from httk.workflow.engine.ops._transfer_send import acknowledge_records, fill_outbox, receive_and_import
+    from httk.workflow.engine.ops._transfer_send import (
+        acknowledge_records,
+        fill_outbox,
+        inbox_staging,
+        receive_and_import,
+    )
     from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
     from httk.workflow.engine.ops._why import WhyContext, diagnose
     from httk.workflow.engine.ops._why_report import Diagnosis
@@ -280,7 +285,9 @@ _HOMES = {
     ),
     **dict.fromkeys(("check_remote", "passthrough", "run_httk"), "ops._ssh"),
     **dict.fromkeys(("End", "send_jobs"), "ops._transfer_route"),
-    **dict.fromkeys(("acknowledge_records", "fill_outbox", "receive_and_import"), "ops._transfer_send"),
+    **dict.fromkeys(
+        ("acknowledge_records", "fill_outbox", "inbox_staging", "receive_and_import"), "ops._transfer_send"
+    ),
     **dict.fromkeys(
         (
             "DeleteError",
@@ -407,6 +414,7 @@ __all__ = [
     "fsck",
     "global_directory",
     "import_bundles",
+    "inbox_staging",
     "init",
     "job_detail",
     "job_history",

@@ -8,9 +8,12 @@ filesystems"):
 1. the destination's workspace id (the outbox is kept per destination);
 2. the source fills its outbox: it detaches what the selectors name, and lists every bundle there
    that awaits acknowledgement (an earlier, interrupted send's included);
-3. one tar stream of those bundles from the source to the destination's inbox — ``tar`` on a remote
-   source, :func:`~._transfer_send.write_stream` here; both ends' ssh commands share the connection
-   ``connect`` opened to each remote — and the destination imports everything its inbox holds;
+3. the bundles go to the destination's inbox — with rsync when one end is here, the other on a remote
+   and both have it (into the inbox's staging directory, which an interrupted copy leaves for the next
+   to resume; :func:`~._transfer_send.take_in_staged` takes them in once rsync exited 0), otherwise as
+   one tar stream (``tar`` on a remote source, :func:`~._transfer_send.write_stream` here); every ssh
+   command, rsync's included, shares the connection ``connect`` opened to each remote — and the
+   destination imports everything its inbox holds;
 4. the destination's import records go back to the source, which retires each sealed original only
    now, and drops its outbox copy.
 
@@ -37,8 +40,15 @@ from httk.workflow.engine.core._workspace import Workspace, attach
 from httk.workflow.protocol import RemoteError, TransferError
 
 from ._remotes import Remote
-from ._ssh import connect, httk_line, run_httk, ssh_argv, unreachable
-from ._transfer_send import acknowledge_records, fill_outbox, receive_and_import, write_stream
+from ._ssh import connect, httk_line, run_httk, ssh_argv, ssh_options, unreachable
+from ._transfer_send import (
+    acknowledge_records,
+    fill_outbox,
+    has_rsync,
+    inbox_staging,
+    receive_and_import,
+    write_stream,
+)
 
 T = TypeVar("T")
 
@@ -59,10 +69,17 @@ def send_jobs(
     selectors: Sequence[str],
     destination: End,
     placement: str | None,
+    *,
     exclude: Sequence[str] = (),
+    via: str = "auto",
 ) -> dict[str, Any]:
     """Move the jobs ``selectors`` name (and what an interrupted send left) from ``source`` to
-    ``destination``, leaving what ``exclude`` matches at the source; what was imported and acknowledged."""
+    ``destination``, leaving what ``exclude`` matches at the source; what was imported and acknowledged.
+
+    ``via`` is ``tar``, ``rsync`` (refused when an end lacks it, or both ends are remotes) or ``auto``
+    (rsync when it can be used between a remote and here, tar otherwise)."""
+    if via not in VIA:
+        raise TransferError(f"--via {via!r}: choose one of {', '.join(VIA)}")
     for end in (source, destination):
         if end.remote is not None:
             connect(end.remote)
@@ -70,11 +87,12 @@ def send_jobs(
     outbox = _fill(source, selectors, destination_id, exclude)
     if outbox["workspace_id"] == destination_id:
         raise TransferError(f"{source} and {destination} are the same workspace")
-    inbox = _stream(source, outbox, destination, placement)
+    inbox, method = _stream(source, outbox, destination, placement, via)
     acknowledged = _acknowledge(source, inbox["records"], destination_id)
     return {
         "source": outbox["workspace_id"],
         "destination": destination_id,
+        "via": method,
         "sent": [row["job_key"] for row in outbox["bundles"]],
         "imported": inbox["imported"],
         "acknowledged": acknowledged,
@@ -119,7 +137,9 @@ class _Shipment:
     placement: str | None
 
 
-def _stream(source: End, outbox: dict[str, Any], destination: End, placement: str | None) -> dict[str, Any]:
+def _stream(
+    source: End, outbox: dict[str, Any], destination: End, placement: str | None, via: str
+) -> tuple[dict[str, Any], str]:
     shipment = _Shipment(
         str(outbox["workspace_id"]),
         Path(outbox["stage"]),
@@ -127,6 +147,107 @@ def _stream(source: End, outbox: dict[str, Any], destination: End, placement: st
         [row["transfer_id"] for row in outbox["bundles"]],
         placement,
     )
+    target = _rsync_target(source, outbox, destination, shipment, via)
+    if target is not None:
+        _rsync(source, destination, shipment, target)
+        return _take_in(destination, shipment), "rsync"
+    return _tar(source, destination, shipment), "tar"
+
+
+VIA = ("auto", "tar", "rsync")
+
+
+def _rsync_target(
+    source: End, outbox: dict[str, Any], destination: End, shipment: _Shipment, via: str
+) -> str | None:
+    """The destination's staging directory when the bundles go with rsync, ``None`` for tar."""
+    if via == "tar" or not shipment.keys:
+        return None
+    if source.remote is not None and destination.remote is not None:
+        if via == "rsync":
+            raise TransferError(
+                "--via rsync: rsync copies between this machine and one remote, and both ends are "
+                "remotes; use --via tar (or auto), which streams tar from one to the other"
+            )
+        return None
+    if via == "auto" and source.remote is None and destination.remote is None:
+        return None  # both ends here: no connection to spare, the archive goes through a pipe
+    if destination.remote is None:
+        where = _here(destination, lambda workspace: inbox_staging(workspace, shipment.source_id))
+    else:
+        words = ["workflow", "transfer", "inbox", destination.workspace, "--from", shipment.source_id]
+        where = _remote_json(destination.remote, [*words, "--staging"])
+    lacking = [
+        str(end)
+        for end, has in (
+            (source, bool(outbox.get("rsync"))),
+            (destination, bool(where["rsync"])),
+            ("this machine", has_rsync()),
+        )
+        if not has
+    ]
+    if not lacking:
+        return str(where["staging"])
+    if via == "rsync":
+        raise TransferError(f"--via rsync: rsync is not installed at {', '.join(lacking)}; use --via tar")
+    return None
+
+
+# rsync's exit statuses for a failed connection or a peer gone (rsync(1), "EXIT VALUES"), and ssh's 255
+_RSYNC_LOST = frozenset({5, 10, 12, 20, 30, 35, 255})
+
+
+def _rsync(source: End, destination: End, shipment: _Shipment, target: str) -> None:
+    """Copy the shipment's bundles with rsync into ``target``, over the shared ssh connection."""
+    remote = source.remote or destination.remote
+    # --delete: a receiver killed part way leaves its temporary files inside a bundle, which would break
+    # the bundle's digest; --partial-dir keeps what it had of a file for the next copy to continue from.
+    argv = ["rsync", "--archive", "--protect-args", "--delete", "--partial-dir=.rsync-partial"]
+    here_from, here_to = "", ""
+    if remote is not None:
+        ssh = shlex.join(["ssh", *ssh_options(remote), "-o", "ControlMaster=no"])
+        argv += ["--rsh", ssh]
+        host = f"{remote.require_host()}:"
+        here_from, here_to = (host, "") if source.remote is not None else ("", host)
+    argv += [f"{here_from}{shipment.stage / key}" for key in shipment.keys]
+    argv.append(f"{here_to}{target}/")
+    result = subprocess.run(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+    )
+    if result.returncode == 0:
+        return
+    said = result.stderr.decode(errors="replace").strip().splitlines()
+    last = said[-1] if said else "no message"
+    if remote is not None and (result.returncode in _RSYNC_LOST or result.returncode < 0):
+        raise unreachable(
+            remote, f"the connection was lost while the bundles were sent (rsync exited {result.returncode})"
+        )
+    raise TransferError(f"rsync exited {result.returncode} while it sent the bundles: {last}")
+
+
+def _take_in(destination: End, shipment: _Shipment) -> dict[str, Any]:
+    """The destination's import of what rsync staged."""
+    if destination.remote is None:
+
+        def take(workspace: Workspace) -> dict[str, Any]:
+            return receive_and_import(
+                workspace, None, shipment.source_id, shipment.placement, shipment.transfer_ids, staged=True
+            )
+
+        return _here(destination, take)
+    words = _inbox_words(destination, shipment)
+    received: dict[str, Any] = _remote_json(destination.remote, [*words, "--staged"])
+    return received
+
+
+def _inbox_words(destination: End, shipment: _Shipment) -> list[str]:
+    words = ["workflow", "transfer", "inbox", destination.workspace, "--from", shipment.source_id]
+    if shipment.placement:
+        words += ["--placement", shipment.placement]
+    return words + [word for transfer_id in shipment.transfer_ids for word in ("--transfer", transfer_id)]
+
+
+def _tar(source: End, destination: End, shipment: _Shipment) -> dict[str, Any]:
     producer: subprocess.Popen[bytes] | None = None
     if shipment.keys and source.remote is not None:
         names = " ".join(shlex.quote(key) for key in shipment.keys)
@@ -199,10 +320,7 @@ def _import_there(
 ) -> dict[str, Any]:
     remote = destination.remote
     assert remote is not None
-    words = ["workflow", "transfer", "inbox", destination.workspace, "--from", shipment.source_id]
-    if shipment.placement:
-        words += ["--placement", shipment.placement]
-    words += [word for transfer_id in shipment.transfer_ids for word in ("--transfer", transfer_id)]
+    words = _inbox_words(destination, shipment)
     if shipment.keys:
         words.append("--stream")
     stdin: Any = subprocess.DEVNULL

@@ -25,8 +25,10 @@ its copy dropped), and an acknowledgement is delivered once.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import shutil
 import tarfile
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -52,6 +54,9 @@ from ._transfer_import import import_bundles
 from ._transfers import retire
 
 INCOMING = ".incoming."
+STAGING = ".rsync"
+"""The inbox's directory rsync copies bundles into: kept across an interrupted send, so the next one
+resumes where it stopped; its complete bundles are taken in by the ``--staged`` receive."""
 
 
 def outbox_dir(source_id: str, destination_id: str) -> Path:
@@ -91,7 +96,13 @@ def fill_outbox(
         "root": str(workspace.root),
         "stage": str(stage),
         "bundles": _pending(workspace, stage),
+        "rsync": has_rsync(),
     }
+
+
+def has_rsync() -> bool:
+    """Whether this machine can be one end of an rsync copy."""
+    return shutil.which("rsync") is not None
 
 
 def _names_a_job(workspace: Workspace, selector: str, pending: Sequence[Mapping[str, str]]) -> bool:
@@ -149,21 +160,35 @@ def acknowledge_records(
 
 
 # -- the destination ----------------------------------------------------------------------------------
+def inbox_staging(workspace: Workspace, source_id: str) -> dict[str, Any]:
+    """The inbox's rsync staging directory for bundles from ``source_id`` (made here), and whether this
+    machine has rsync: what a sender needs to copy bundles here with rsync."""
+    require_extension(workspace)
+    inbox = inbox_dir(source_id)
+    _fsops.make_dirs(inbox, durable=workspace.durable)  # rsync makes the staging directory itself
+    return {"staging": str(inbox / STAGING), "rsync": has_rsync()}
+
+
 def receive_and_import(
     workspace: Workspace,
     stream: IO[bytes] | None,
     source_id: str,
     placement: str | None,
     transfer_ids: Sequence[str] = (),
+    *,
+    staged: bool = False,
 ) -> dict[str, Any]:
-    """Receive one archive from ``stream`` (when given) into the inbox of ``source_id``, import every
-    bundle the inbox holds, and return the import records of those and of ``transfer_ids``."""
+    """Receive one archive from ``stream`` (when given) into the inbox of ``source_id``, or with
+    ``staged`` take in the bundles of ``transfer_ids`` rsync copied into its staging directory; import
+    every bundle the inbox holds, and return the import records of those and of ``transfer_ids``."""
     require_extension(workspace)
     inbox = inbox_dir(source_id)
     _fsops.make_dirs(inbox, durable=workspace.durable)
     _remove_stale(inbox)
     if stream is not None:
         receive(stream, inbox, durable=workspace.durable)
+    if staged:
+        take_in_staged(workspace, inbox, transfer_ids)
     waiting = sorted(name for name in os.listdir(inbox) if not name.startswith("."))
     groups: dict[str, list[Path]] = {}
     wanted = list(transfer_ids)
@@ -208,18 +233,60 @@ def _extract(stream: IO[bytes], inbox: Path, incoming: Path, *, durable: bool) -
             f"the stream of bundles ended before it was complete ({exc}); nothing was received"
         ) from None
     names = sorted(os.listdir(incoming))
+    try:
+        _move_in(incoming, inbox, names, durable=durable)
+    finally:
+        _fsops.remove_tree(incoming)
+    return names
+
+
+def _move_in(received: Path, inbox: Path, names: Iterable[str], *, durable: bool) -> None:
+    """Rename the bundles ``names`` from ``received`` into the inbox (one already there is kept)."""
     for name in names:
         target = inbox / name
-        if os.path.lexists(target) and _transfer_of(target) == _transfer_of(incoming / name):
-            continue  # an earlier send delivered this very bundle
+        if os.path.lexists(target) and _transfer_of(target) == _transfer_of(received / name):
+            _fsops.remove_tree(received / name)  # an earlier send delivered this very bundle
+            continue
         if os.path.lexists(target):
-            _fsops.remove_tree(incoming)
             raise TransferError(
                 f"{target} holds another transfer of the job than the one received; import or remove it"
             )
-        _fsops.rename(incoming / name, target, durable=durable)
-    _fsops.remove_tree(incoming)
-    return names
+        _fsops.rename(received / name, target, durable=durable)
+
+
+def take_in_staged(workspace: Workspace, inbox: Path, transfer_ids: Sequence[str]) -> None:
+    """Move the staged bundles of ``transfer_ids`` into the inbox; drop staged copies of transfers this
+    workspace has imported; remove the staging directory once it is empty.
+
+    rsync exited 0 before this runs, so each named bundle is whole (import still validates it)."""
+    directory = inbox / STAGING
+    wanted = set(transfer_ids)
+    names = sorted(name for name in _listing(directory) if not name.startswith("."))
+    by_transfer = {name: _transfer_of(directory / name) for name in names}
+    missing = wanted - set(by_transfer.values())
+    if missing:
+        raise TransferError(
+            f"{directory}: rsync finished, but the bundles of transfers {', '.join(sorted(missing))} "
+            "are not there"
+        )
+    _move_in(
+        directory, inbox, [name for name in names if by_transfer[name] in wanted], durable=workspace.durable
+    )
+    for name in names:
+        transfer_id = by_transfer[name]
+        if os.path.lexists(directory / name) and (
+            transfer_id is not None and os.path.lexists(receipt_path(workspace, "imported", transfer_id))
+        ):
+            _fsops.remove_tree(directory / name)
+    with contextlib.suppress(OSError):  # not empty: a bundle of another send is still arriving
+        os.rmdir(directory)
+
+
+def _listing(directory: Path) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        return []
 
 
 def _remove_stale(inbox: Path) -> None:
