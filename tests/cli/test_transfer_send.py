@@ -217,3 +217,49 @@ def test_excluded_workdir_files_stay_at_the_source_of_a_send(kappa: Far, tmp_pat
         ledger = json.loads(ok("workflow", "transfer", "show", desk, row["transfer_id"]))["retired"]
         kept = Path(ledger["left_behind"]["kept_in"])
         assert (kept / "run" / "WAVECAR").read_bytes() == wavecar and kept.name == row["job_key"]
+
+
+def test_what_the_destination_lacks_is_advised_and_refused_with_strict_environment(
+    kappa: Far, tmp_path: Path
+) -> None:
+    far = far_workspace(tmp_path)
+    desk, keys = desk_jobs(tmp_path, 2)
+    for key, value in (
+        ("vasp.command", "srun vasp_std"),
+        ("vasp.pseudo_library", "/p"),
+        ("slurm.partition", "x"),
+    ):
+        ok("workspace", "settings", "set", "--key", key, "--value", json.dumps(value), desk)
+    ok("workspace", "settings", "set", "--key", "vasp.pseudo_library", "--value", '"/q"', "kappa:runs")
+    runner = next((desk / ".httk-workflow" / "runners").iterdir())
+    far_store = far / ".httk-workflow" / "runners"
+    far_store.mkdir(parents=True, exist_ok=True)
+    (far_store / runner.name).write_text("#!/bin/sh\necho another runner\n")
+
+    refused = httk("workflow", "transfer", "send", desk, "p", "--to", "kappa:runs", "--strict-environment")
+
+    assert refused.returncode == 2  # a refused transfer, as bad input
+    assert "nothing was moved (--strict-environment)" in refused.stderr
+    assert "run the same command again" not in refused.stderr
+    assert "setting vasp.command is set at the source but not at the destination" in refused.stderr
+    assert "vasp.pseudo_library" not in refused.stderr and "slurm.partition" not in refused.stderr
+    assert f"the destination's runner store holds another {runner.name!r}" in refused.stderr
+    assert kinds(desk) == {"succeeded": keys} and kinds(far) == {}
+    assert json.loads(ok("workflow", "transfer", "list", "--json", desk)) == []
+
+    (far_store / runner.name).unlink()
+    sent = httk("workflow", "transfer", "send", desk, "p", "--to", "kappa:runs", "--json")
+
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stderr.count("advisory: ") == 1 and "advisory: setting vasp.command" in sent.stderr
+    assert json.loads(sent.stdout)["advisories"] == [
+        "setting vasp.command is set at the source but not at the destination, and no job's inputs give "
+        "it: a runner reading it there finds only its default, if it has one"
+    ]
+    assert kinds(far) == {"succeeded": keys}
+
+    ok("workspace", "settings", "set", "--key", "vasp.command", "--value", '"srun vasp_std"', "kappa:runs")
+    back = httk("workflow", "transfer", "send", "kappa:runs", "p", "--to", desk, "--strict-environment")
+
+    assert back.returncode == 0 and "advisory" not in back.stderr, back.stderr
+    assert kinds(desk) == {"succeeded": keys}

@@ -189,6 +189,14 @@ def send(
             "tar over ssh, or auto: rsync when it can be used, tar otherwise.",
         ),
     ] = "auto",
+    strict_environment: Annotated[
+        bool,
+        typer.Option(
+            "--strict-environment",
+            help="Refuse, before anything moves, when the destination lacks what the jobs need "
+            "(settings, extensions, runners); without it that is printed as advisories.",
+        ),
+    ] = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Move jobs to another workspace, here or on a remote (SOURCE or --to may be REMOTE:WORKSPACE).
@@ -204,9 +212,19 @@ def send(
 
     source, destination = _end(words[0]), _end(to)
     try:
-        report = send_jobs(source, words[1:], destination, placement, exclude=exclude or [], via=via)
+        report = send_jobs(
+            source,
+            words[1:],
+            destination,
+            placement,
+            exclude=exclude or [],
+            via=via,
+            strict_environment=strict_environment,
+            advise=lambda text: typer.echo(f"advisory: {text}", err=True),
+        )
     except WorkflowError as exc:
-        exc.add_note("run the same command again to finish the transfer: nothing is lost or duplicated")
+        if not str(exc).startswith("nothing was"):  # a refusal before anything moved: rerunning is no help
+            exc.add_note("run the same command again to finish the transfer: nothing is lost or duplicated")
         raise
     if json_output:
         print_json(report)
@@ -282,6 +300,32 @@ def inbox(
     finally:
         attached.close()
     print_json(report)
+
+
+@app.command("requirements", hidden=True)
+def requirements(*, words: WordsArg = None, workspace_option: WorkspaceOpt = None) -> None:
+    """Plumbing of send, at the source: what the jobs need of a destination, as JSON."""
+    root, selectors = bind_many(words or [], workspace_option, what="JOB", writes=False)
+    from httk.workflow.engine import attach, transfer_requirements
+
+    print_json(transfer_requirements(attach(root, writable=False), selectors))
+
+
+@app.command("environment", hidden=True)
+def environment(
+    workspace: Annotated[str | None, typer.Argument(metavar="[WORKSPACE]", show_default=False)] = None,
+    *,
+    workspace_option: WorkspaceOpt = None,
+) -> None:
+    """Plumbing of send, at the destination: what it lacks of the requirements (JSON, stdin)."""
+    import json
+    import sys
+
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
+    from httk.workflow.engine import attach, environment_advisories
+
+    needs = json.loads(sys.stdin.buffer.read())
+    print_json(environment_advisories(attach(root, writable=False), needs))
 
 
 @app.command("acknowledge", hidden=True)

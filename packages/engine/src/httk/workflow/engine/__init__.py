@@ -30,7 +30,8 @@ engine's floor plan") and may change without notice. The names, by what they are
   :func:`list_transfers`, :func:`show_transfer`, and their results (:class:`Detached`,
   :class:`Imported`, :class:`Aborted`); between machines, :func:`send_jobs` (each end an
   :class:`End`) and the plumbing at each end (:func:`fill_outbox`, :func:`receive_and_import`,
-  :func:`inbox_staging`, :func:`acknowledge_records`);
+  :func:`inbox_staging`, :func:`acknowledge_records`, :func:`transfer_requirements`,
+  :func:`environment_advisories`);
 * remotes: :class:`Remote` and :func:`add_remote`, :func:`configure_remote`, :func:`find_remote`,
   :func:`lookup_remote`, :func:`list_remotes`, :func:`remove_remote`; over ssh, :func:`run_httk`,
   :func:`passthrough` and :func:`check_remote`;
@@ -161,9 +162,11 @@ if TYPE_CHECKING:
     from httk.workflow.engine.ops._transfer_route import End, send_jobs
     from httk.workflow.engine.ops._transfer_send import (
         acknowledge_records,
+        environment_advisories,
         fill_outbox,
         inbox_staging,
         receive_and_import,
+        transfer_requirements,
     )
     from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
     from httk.workflow.engine.ops._why import WhyContext, diagnose
@@ -286,7 +289,15 @@ _HOMES = {
     **dict.fromkeys(("check_remote", "passthrough", "run_httk"), "ops._ssh"),
     **dict.fromkeys(("End", "send_jobs"), "ops._transfer_route"),
     **dict.fromkeys(
-        ("acknowledge_records", "fill_outbox", "inbox_staging", "receive_and_import"), "ops._transfer_send"
+        (
+            "acknowledge_records",
+            "environment_advisories",
+            "fill_outbox",
+            "inbox_staging",
+            "receive_and_import",
+            "transfer_requirements",
+        ),
+        "ops._transfer_send",
     ),
     **dict.fromkeys(
         (
@@ -403,6 +414,7 @@ __all__ = [
     "diagnose",
     "distrust_key",
     "enable_extension",
+    "environment_advisories",
     "event_lines",
     "fill_outbox",
     "find_bundle",
@@ -458,6 +470,7 @@ __all__ = [
     "stored_digest",
     "submit_jobs",
     "submit_plan",
+    "transfer_requirements",
     "trust_key",
     "trust_list",
     "wait_for_managers",

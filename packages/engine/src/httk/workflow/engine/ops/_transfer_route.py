@@ -37,16 +37,18 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from httk.workflow.engine.core._workspace import Workspace, attach
-from httk.workflow.protocol import RemoteError, TransferError
+from httk.workflow.protocol import RemoteError, TransferError, WorkflowError
 
 from ._remotes import Remote
 from ._ssh import connect, httk_line, run_httk, ssh_argv, ssh_options, unreachable
 from ._transfer_send import (
     acknowledge_records,
+    environment_advisories,
     fill_outbox,
     has_rsync,
     inbox_staging,
     receive_and_import,
+    transfer_requirements,
     write_stream,
 )
 
@@ -72,18 +74,31 @@ def send_jobs(
     *,
     exclude: Sequence[str] = (),
     via: str = "auto",
+    strict_environment: bool = False,
+    advise: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Move the jobs ``selectors`` name (and what an interrupted send left) from ``source`` to
     ``destination``, leaving what ``exclude`` matches at the source; what was imported and acknowledged.
 
     ``via`` is ``tar``, ``rsync`` (refused when an end lacks it, or both ends are remotes) or ``auto``
-    (rsync when it can be used between a remote and here, tar otherwise)."""
+    (rsync when it can be used between a remote and here, tar otherwise). Before anything moves, the
+    destination is checked for what the jobs need (:func:`_environment`): each shortfall goes to
+    ``advise`` as it is found and into the report, and with ``strict_environment`` refuses the send."""
     if via not in VIA:
         raise TransferError(f"--via {via!r}: choose one of {', '.join(VIA)}")
     for end in (source, destination):
         if end.remote is not None:
             connect(end.remote)
     destination_id = _workspace_id(destination)
+    advisories = _environment(source, selectors, destination)
+    for advisory in advisories:
+        if advise is not None:
+            advise(advisory)
+    if advisories and strict_environment:
+        raise TransferError(
+            f"nothing was moved (--strict-environment): {destination} lacks what the jobs need: "
+            + "; ".join(advisories)
+        )
     outbox = _fill(source, selectors, destination_id, exclude)
     if outbox["workspace_id"] == destination_id:
         raise TransferError(f"{source} and {destination} are the same workspace")
@@ -93,6 +108,7 @@ def send_jobs(
         "source": outbox["workspace_id"],
         "destination": destination_id,
         "via": method,
+        "advisories": advisories,
         "sent": [row["job_key"] for row in outbox["bundles"]],
         "imported": inbox["imported"],
         "acknowledged": acknowledged,
@@ -104,6 +120,26 @@ def _workspace_id(end: End) -> str:
         return attach(end.workspace, writable=False).workspace_id
     status = _remote_json(end.remote, ["workflow", "workspace", "status", "--json", end.workspace])
     return str(status["workspace_id"])
+
+
+def _environment(source: End, selectors: Sequence[str], destination: End) -> list[str]:
+    """What ``destination`` lacks of what the jobs ``selectors`` name need, each end reading its own
+    files (spec/03: the destination's settings, never this process's environment); one advisory when
+    the destination cannot be asked."""
+    if source.remote is None:
+        needs = _here(source, lambda workspace: transfer_requirements(workspace, selectors))
+    else:
+        words = ["workflow", "transfer", "requirements", source.workspace, *selectors]
+        needs = _remote_json(source.remote, words)
+    try:
+        if destination.remote is None:
+            found: list[str] = _here(destination, lambda workspace: environment_advisories(workspace, needs))
+        else:
+            words = ["workflow", "transfer", "environment", destination.workspace]
+            found = _remote_json(destination.remote, words, stdin=json.dumps(needs).encode())
+    except WorkflowError as exc:
+        return [f"the destination's environment could not be checked: {exc}"]
+    return found
 
 
 def _here(end: End, action: Callable[[Workspace], T]) -> T:
