@@ -263,3 +263,32 @@ def test_what_the_destination_lacks_is_advised_and_refused_with_strict_environme
 
     assert back.returncode == 0 and "advisory" not in back.stderr, back.stderr
     assert kinds(desk) == {"succeeded": keys}
+
+
+def test_the_destination_learns_each_acknowledgement_so_gc_collects_its_import_records(
+    kappa: Far, tmp_path: Path
+) -> None:
+    far = far_workspace(tmp_path)
+    desk, keys = desk_jobs(tmp_path, 2)
+    received = far / ".httk-workflow" / "transfers" / "imported"
+
+    ok("workflow", "transfer", "send", desk, keys[0], "--to", "kappa:runs")
+
+    [first] = list(received.iterdir())
+    record = json.loads(first.read_text())
+    assert "delivered_at" in record
+    # A send cut right after the source took the acknowledgement leaves exactly this record behind:
+    del record["delivered_at"]
+    first.write_text(json.dumps(record))
+
+    report = json.loads(ok("workflow", "transfer", "send", desk, keys[1], "--to", "kappa:runs", "--json"))
+
+    assert sorted(report["delivered"]) == sorted(
+        json.loads(path.read_text())["transfer_id"] for path in received.iterdir()
+    )
+    assert all("delivered_at" in json.loads(path.read_text()) for path in received.iterdir())
+    ok("workspace", "policy", "set", "--key", "retention.trash_days", "--value", "0", "kappa:runs")
+    collected = json.loads(ok("workspace", "gc", "--json", "kappa:runs"))
+
+    assert collected["categories"]["transfer_receipts"]["removed"] == 2
+    assert list(received.iterdir()) == [] and kinds(far) == {"succeeded": keys}

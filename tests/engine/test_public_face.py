@@ -130,6 +130,7 @@ EXPECTED = [
     "locate_implicit",
     "locate_word",
     "lookup_remote",
+    "mark_delivered",
     "packaged_workflows",
     "passthrough",
     "per_user_default_path",

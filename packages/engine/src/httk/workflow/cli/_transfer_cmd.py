@@ -233,6 +233,8 @@ def send(
         typer.echo(
             f"{row['status'].replace('_', ' ')} {row['job_key']} ({row['kind']} at {row['placement']})"
         )
+    for transfer_id, why in report["refused"].items():
+        typer.echo(f"acknowledgement of {transfer_id} refused by the source: {why}", err=True)
     typer.echo(
         f"sent {len(report['sent'])} (via {report['via']}), imported {len(report['imported'])}, "
         f"acknowledged {len(report['acknowledged'])}"
@@ -300,6 +302,27 @@ def inbox(
     finally:
         attached.close()
     print_json(report)
+
+
+@app.command("delivered", hidden=True)
+def delivered(
+    workspace: Annotated[str | None, typer.Argument(metavar="[WORKSPACE]", show_default=False)] = None,
+    *,
+    workspace_option: WorkspaceOpt = None,
+) -> None:
+    """Plumbing of send, at the destination: the source took these acknowledgements (JSON ids, stdin)."""
+    import json
+    import sys
+
+    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=False)
+    from httk.workflow.engine import attach, mark_delivered
+
+    transfer_ids = json.loads(sys.stdin.buffer.read())
+    attached = attach(root)
+    try:
+        print_json(mark_delivered(attached, transfer_ids))
+    finally:
+        attached.close()
 
 
 @app.command("requirements", hidden=True)

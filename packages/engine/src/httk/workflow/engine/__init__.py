@@ -30,7 +30,7 @@ engine's floor plan") and may change without notice. The names, by what they are
   :func:`list_transfers`, :func:`show_transfer`, and their results (:class:`Detached`,
   :class:`Imported`, :class:`Aborted`); between machines, :func:`send_jobs` (each end an
   :class:`End`) and the plumbing at each end (:func:`fill_outbox`, :func:`receive_and_import`,
-  :func:`inbox_staging`, :func:`acknowledge_records`, :func:`transfer_requirements`,
+  :func:`inbox_staging`, :func:`acknowledge_records`, :func:`mark_delivered`, :func:`transfer_requirements`,
   :func:`environment_advisories`);
 * remotes: :class:`Remote` and :func:`add_remote`, :func:`configure_remote`, :func:`find_remote`,
   :func:`lookup_remote`, :func:`list_remotes`, :func:`remove_remote`; over ssh, :func:`run_httk`,
@@ -165,6 +165,7 @@ if TYPE_CHECKING:
         environment_advisories,
         fill_outbox,
         inbox_staging,
+        mark_delivered,
         receive_and_import,
         transfer_requirements,
     )
@@ -294,6 +295,7 @@ _HOMES = {
             "environment_advisories",
             "fill_outbox",
             "inbox_staging",
+            "mark_delivered",
             "receive_and_import",
             "transfer_requirements",
         ),
@@ -443,6 +445,7 @@ __all__ = [
     "locate_implicit",
     "locate_word",
     "lookup_remote",
+    "mark_delivered",
     "packaged_workflows",
     "passthrough",
     "per_user_default_path",

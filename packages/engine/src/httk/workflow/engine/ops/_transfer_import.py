@@ -14,7 +14,9 @@ per bundle:
 4. the import record ``transfers/imported/<transfer-id>.json``;
 5. when the manifest's source workspace is reachable here with the same id, its acknowledgement, which
    retires the source's sealed bundle (:func:`~._transfers.acknowledge`), and then ``delivered_at`` in
-   the import record (until then gc keeps the record: it is the acknowledgement still to deliver);
+   the import record (until then gc keeps the record: it is the acknowledgement still to deliver); a
+   ``transfer send`` defers this to its own acknowledgement at the source, across machines, and then
+   records the delivery here (:func:`record_delivered`);
 6. a bundle that was copied rather than renamed is removed.
 
 A rerun finds the bundle placed (renamed away from where it was named, or copied) and sealed, resumes
@@ -80,7 +82,8 @@ class Imported:
     kind: str
     status: ImportStatus
     acknowledgement: str
-    """``delivered``, ``unreachable`` or ``refused: <why>`` (:func:`~._transfers.acknowledge`)."""
+    """``delivered``, ``unreachable`` or ``refused: <why>`` (:func:`~._transfers.acknowledge`), or
+    ``deferred`` (to the ``transfer send`` that delivers it)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,15 +105,24 @@ class _Plan:
     stage: _Stage
 
 
-def import_bundles(workspace: Workspace, bundles: Sequence[Path | str], placement: str) -> list[Imported]:
-    """Import every bundle at ``placement``; all of them, or none when one is refused."""
+DEFERRED = "deferred"
+
+
+def import_bundles(
+    workspace: Workspace, bundles: Sequence[Path | str], placement: str, *, acknowledge_source: bool = True
+) -> list[Imported]:
+    """Import every bundle at ``placement``; all of them, or none when one is refused.
+
+    Without ``acknowledge_source`` no source is acknowledged here (``transfer send`` does it)."""
     require_extension(workspace)
     validate_placement(placement)
     plans = [_plan(workspace, Path(bundle), placement) for bundle in bundles]
     _refuse_duplicates(workspace, plans, placement)
     sources = Sources()
     try:
-        return [_import(workspace, plan, placement, sources) for plan in plans]
+        return [
+            _import(workspace, plan, placement, sources if acknowledge_source else None) for plan in plans
+        ]
     finally:
         sources.close()
 
@@ -196,7 +208,7 @@ def _runner_conflicts(workspace: Workspace, bundle: Bundle) -> list[str]:
     return conflicts
 
 
-def _import(workspace: Workspace, plan: _Plan, placement: str, sources: Sources) -> Imported:
+def _import(workspace: Workspace, plan: _Plan, placement: str, sources: Sources | None) -> Imported:
     placed = workspace.payload_path(placement, plan.job_key)
     status = ImportStatus.IMPORTED if plan.stage is _Stage.FRESH else ImportStatus.RESUMED
     if plan.stage in (_Stage.FRESH, _Stage.PLACED):
@@ -213,10 +225,13 @@ def _import(workspace: Workspace, plan: _Plan, placement: str, sources: Sources)
             "import record",
             "httk-workflow-transfer-ack",
         )
-    acknowledgement = acknowledge(ack, read_manifest(placed) if os.path.isdir(placed) else None, sources)
-    if acknowledgement == DELIVERED and DELIVERED_MEMBER not in ack:
-        ack = {**ack, DELIVERED_MEMBER: utc_timestamp(workspace.clock.now())}
-        write_document(receipt_path(workspace, "imported", plan.transfer_id), ack, durable=workspace.durable)
+    if sources is None:
+        acknowledgement = DEFERRED
+    else:
+        manifest = read_manifest(placed) if os.path.isdir(placed) else None
+        acknowledgement = acknowledge(ack, manifest, sources)
+    if acknowledgement == DELIVERED:
+        record_delivered(workspace, ack)
     if plan.named != placed and os.path.lexists(plan.named) and _transfer_of(plan.named) == plan.transfer_id:
         _fsops.remove_tree(plan.named)  # the copy this import consumed
     destination = ack["destination"]
@@ -229,6 +244,18 @@ def _import(workspace: Workspace, plan: _Plan, placement: str, sources: Sources)
         status,
         acknowledgement,
     )
+
+
+def record_delivered(workspace: Workspace, record: Mapping[str, Any]) -> bool:
+    """Write ``delivered_at`` into the import ``record`` (its source retired the bundle), so gc may
+    collect it after ``trash_days``; whether it was written now."""
+    if DELIVERED_MEMBER in record:
+        return False
+    delivered = {**record, DELIVERED_MEMBER: utc_timestamp(workspace.clock.now())}
+    write_document(
+        receipt_path(workspace, "imported", str(record["transfer_id"])), delivered, durable=workspace.durable
+    )
+    return True
 
 
 def _place(workspace: Workspace, bundle: Bundle, placed: Path) -> Bundle:

@@ -15,7 +15,10 @@ filesystems"):
    command, rsync's included, shares the connection ``connect`` opened to each remote — and the
    destination imports everything its inbox holds;
 4. the destination's import records go back to the source, which retires each sealed original only
-   now, and drops its outbox copy.
+   now, and drops its outbox copy;
+5. the destination records each acknowledgement the source took as delivered (``delivered_at`` in its
+   import record, which lets gc collect it); the destination also hands back every older record of
+   this source still undelivered, so a send cut between 4 and 5 is completed by the next one.
 
 An interruption anywhere (a killed ssh connection, a full disk, a crash) leaves each end in a state
 that end's own protocol recovers, and running the same command again finishes the transfer: no job is
@@ -47,6 +50,7 @@ from ._transfer_send import (
     fill_outbox,
     has_rsync,
     inbox_staging,
+    mark_delivered,
     receive_and_import,
     transfer_requirements,
     write_stream,
@@ -104,6 +108,7 @@ def send_jobs(
         raise TransferError(f"{source} and {destination} are the same workspace")
     inbox, method = _stream(source, outbox, destination, placement, via)
     acknowledged = _acknowledge(source, inbox["records"], destination_id)
+    delivered = _deliver(destination, acknowledged["acknowledged"])
     return {
         "source": outbox["workspace_id"],
         "destination": destination_id,
@@ -111,7 +116,9 @@ def send_jobs(
         "advisories": advisories,
         "sent": [row["job_key"] for row in outbox["bundles"]],
         "imported": inbox["imported"],
-        "acknowledged": acknowledged,
+        "acknowledged": acknowledged["acknowledged"],
+        "refused": acknowledged["refused"],
+        "delivered": delivered,
     }
 
 
@@ -398,13 +405,24 @@ def _finish(source: End, producer: subprocess.Popen[bytes]) -> None:
         raise TransferError(f"{source}: tar exited with status {status} while it sent the bundles")
 
 
-def _acknowledge(source: End, records: list[dict[str, Any]], destination_id: str) -> list[str]:
+def _acknowledge(source: End, records: list[dict[str, Any]], destination_id: str) -> dict[str, Any]:
     if not records:
-        return []
+        return {"acknowledged": [], "refused": {}}
     if source.remote is None:
         return _here(source, lambda workspace: acknowledge_records(workspace, records, destination_id))
     words = ["workflow", "transfer", "acknowledge", source.workspace, "--for", destination_id]
-    result: list[str] = _remote_json(source.remote, words, stdin=json.dumps(records).encode())
+    result: dict[str, Any] = _remote_json(source.remote, words, stdin=json.dumps(records).encode())
+    return result
+
+
+def _deliver(destination: End, transfer_ids: list[str]) -> list[str]:
+    """Tell the destination which acknowledgements the source took; the records marked now."""
+    if not transfer_ids:
+        return []
+    if destination.remote is None:
+        return _here(destination, lambda workspace: mark_delivered(workspace, transfer_ids))
+    words = ["workflow", "transfer", "delivered", destination.workspace]
+    result: list[str] = _remote_json(destination.remote, words, stdin=json.dumps(transfer_ids).encode())
     return result
 
 

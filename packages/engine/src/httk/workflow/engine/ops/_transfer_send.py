@@ -16,7 +16,12 @@ copy-and-acknowledge protocol, each end acting on its own files:
   suppression, resumable), at ``--placement`` or, by default, at the placement it left;
 - the **acknowledgements** (:func:`acknowledge_records`), back at the source: the destination's import
   records retire the source's sealed originals, and the outbox copies go. Nothing is retired before
-  the destination recorded its import.
+  the destination recorded its import;
+- the **deliveries** (:func:`mark_delivered`), back at the destination: each import record the source
+  took gets ``delivered_at``, so gc may collect it (until then it is the acknowledgement still owed).
+  Every receive returns, besides its own, each import record of this source still without
+  ``delivered_at``, so a send cut between the acknowledgement and the delivery is completed by the
+  next send from that source.
 
 A rerun after any interruption converges: a job still in the source's state tree is detached, a sealed
 one is sent again, a bundle the destination already imported is recognised by its import record (and
@@ -40,6 +45,7 @@ from httk.workflow.engine.core._jobs import load_job
 from httk.workflow.engine.core._sealed import is_sealed
 from httk.workflow.engine.core._user_dirs import data_home
 from httk.workflow.engine.core._workspace import Workspace
+from httk.workflow.engine.maintenance._gc import DELIVERED_MEMBER
 from httk.workflow.engine.publish._runners import RunnerReach, stored_digest
 from httk.workflow.protocol import TransferError
 
@@ -50,9 +56,10 @@ from ._transfer_bundle import (
     read_manifest,
     receipt_path,
     require_extension,
+    transfers_dir,
 )
 from ._transfer_detach import detach_jobs
-from ._transfer_import import import_bundles
+from ._transfer_import import import_bundles, record_delivered
 from ._transfers import retire
 
 INCOMING = ".incoming."
@@ -143,22 +150,30 @@ def write_stream(stage: Path, keys: Iterable[str], stream: IO[bytes]) -> None:
 
 def acknowledge_records(
     workspace: Workspace, records: Sequence[Mapping[str, Any]], destination_id: str
-) -> list[str]:
-    """Retire the sealed original of each import record, then its outbox copy; the transfer ids."""
+) -> dict[str, Any]:
+    """Retire the sealed original of each import record, then its outbox copy: the transfer ids
+    ``acknowledged``, and those ``refused`` with why (a transfer aborted here: the job exists twice)."""
     require_extension(workspace)
     stage = outbox_dir(workspace.workspace_id, destination_id)
-    done = []
     for record in records:
         if record.get("format") != "httk-workflow-transfer-ack" or record.get("source_workspace_id") != (
             workspace.workspace_id
         ):
             raise TransferError(f"not an import record of a transfer from {workspace.root}: {dict(record)}")
-        retire(workspace, record)
+    done: list[str] = []
+    refused: dict[str, str] = {}
+    for record in records:
+        transfer_id = str(record["transfer_id"])
+        try:
+            retire(workspace, record)
+        except TransferError as exc:
+            refused[transfer_id] = str(exc)
+            continue
         copy = stage / str(record["job_key"])
-        if _transfer_of(copy) == record["transfer_id"]:
+        if _transfer_of(copy) == transfer_id:
             _fsops.remove_tree(copy)
-        done.append(str(record["transfer_id"]))
-    return done
+        done.append(transfer_id)
+    return {"acknowledged": done, "refused": refused}
 
 
 # -- the destination ----------------------------------------------------------------------------------
@@ -200,13 +215,49 @@ def receive_and_import(
         wanted.append(str(manifest["transfer_id"]))
     imported = []
     for where, bundles in groups.items():
-        imported += [result.as_dict() for result in import_bundles(workspace, bundles, where)]
+        results = import_bundles(workspace, bundles, where, acknowledge_source=False)
+        imported += [result.as_dict() for result in results]
     records = []
     for transfer_id in dict.fromkeys(wanted):
         path = receipt_path(workspace, "imported", transfer_id)
         if os.path.isfile(path):
             records.append(read_document(path, "import record", "httk-workflow-transfer-ack"))
+    listed = {str(record["transfer_id"]) for record in records}
+    records += [
+        record for record in _undelivered(workspace, source_id) if record["transfer_id"] not in listed
+    ]
     return {"workspace_id": workspace.workspace_id, "imported": imported, "records": records}
+
+
+def _undelivered(workspace: Workspace, source_id: str) -> list[dict[str, Any]]:
+    """The import records of transfers from ``source_id`` whose delivery was never recorded."""
+    directory = transfers_dir(workspace) / "imported"
+    found = []
+    for name in sorted(_listing(directory)):
+        if name.startswith(".") or not name.endswith(".json"):
+            continue
+        try:
+            record = read_document(directory / name, "import record", "httk-workflow-transfer-ack")
+        except TransferError:
+            continue  # not one this send can deliver; gc and fsck leave it be
+        if record.get("source_workspace_id") == source_id and DELIVERED_MEMBER not in record:
+            found.append(record)
+    return found
+
+
+def mark_delivered(workspace: Workspace, transfer_ids: Sequence[str]) -> list[str]:
+    """Record that the source took the acknowledgement of each of ``transfer_ids`` imported here; the
+    ids whose import record was changed now."""
+    require_extension(workspace)
+    marked = []
+    for transfer_id in transfer_ids:
+        path = receipt_path(workspace, "imported", transfer_id)
+        if not os.path.isfile(path):
+            continue  # collected already, or never imported here: nothing is owed
+        record = read_document(path, "import record", "httk-workflow-transfer-ack")
+        if record_delivered(workspace, record):
+            marked.append(transfer_id)
+    return marked
 
 
 def receive(stream: IO[bytes], inbox: Path, *, durable: bool) -> list[str]:
