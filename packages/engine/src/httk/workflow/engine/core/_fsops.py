@@ -177,6 +177,16 @@ def create_file(path: Path | str, data: bytes, *, durable: bool, mode: int = 0o6
         os.close(fd)
 
 
+def link_file(source: Path | str, path: Path | str) -> None:
+    """Create ``path`` as another name (a hard link) of the file ``source``, never following a link;
+    fails with FileExistsError if present, and with EXDEV when they are on different filesystems.
+
+    Counted as a create: to a crash or a fault plan it is one more name appearing."""
+    _call("create", lambda: os.link(source, path, follow_symlinks=False), path)
+    _mutated("create", path)
+    _faults.after(_count, "create", path)
+
+
 def create_for_append(path: Path | str) -> int:
     """Create ``path`` exclusively and return a descriptor appending to it (not synchronized).
 

@@ -86,10 +86,12 @@ def outgoing_bundles(workspace: Workspace) -> Iterator[Outgoing]:
             yield Outgoing(transfer_id, root / transfer_id / name)
 
 
-def write_document(path: Path, document: Mapping[str, Any], *, durable: bool) -> bytes:
-    """Write ``document`` atomically as compact JSON with a final newline; the bytes written."""
+def write_document(path: Path, document: Mapping[str, Any], *, durable: bool, parents: bool = True) -> bytes:
+    """Write ``document`` atomically as compact JSON with a final newline; the bytes written. Its
+    directory is made first unless ``parents`` is false (the caller made it)."""
     data = dump_compact(dict(document)) + b"\n"
-    _fsops.make_dirs(path.parent, durable=durable)
+    if parents:
+        _fsops.make_dirs(path.parent, durable=durable)
     _fsops.write_file_atomic(path, data, durable=durable)
     return data
 
@@ -328,15 +330,19 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
     return manifest
 
 
-def read_bundle(bundle: Path, *, check_payload: bool = True) -> Bundle:
+def read_bundle(
+    bundle: Path, *, check_payload: bool = True, manifest: dict[str, Any] | None = None
+) -> Bundle:
     """Validate the complete bundle at ``bundle``; :class:`TransferError` naming the first defect.
 
     With ``check_payload`` false the payload and runner digests are not recomputed (a bundle this process
-    has already verified and only renamed since).
+    has already verified and only renamed since); ``manifest`` is its :func:`read_manifest`, when the
+    caller has just read it.
     """
     if os.path.islink(bundle) or not os.path.isdir(bundle):
         raise TransferError(f"{bundle}: a transfer bundle is a directory (not a symbolic link)")
-    manifest = read_manifest(bundle)
+    if manifest is None:
+        manifest = read_manifest(bundle)
     job_part, sealed = manifest["job"], manifest["marker"]
     key = str(job_part["job_key"])
     if bundle.name != key:

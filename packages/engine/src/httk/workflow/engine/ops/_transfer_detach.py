@@ -28,11 +28,11 @@ from typing import Any
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._frames import kept
-from httk.workflow.engine.core._jobs import load_job, read_frame
+from httk.workflow.engine.core._jobs import LoadedJob, load_job, read_frame
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._sealed import SEALED_DIR, SEALED_HISTORY, is_sealed, seal_marker
 from httk.workflow.engine.core._states import OWNED_KINDS, TRANSFERABLE_KINDS, Kind, Trigger
-from httk.workflow.engine.core._transition import move_marker
+from httk.workflow.engine.core._transition import move_markers
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace
 from httk.workflow.engine.publish._runners import stored_digest
 from httk.workflow.engine.publish._submit import copy_checked_tree
@@ -78,6 +78,27 @@ class Detached:
         return {**asdict(self), "bundle": str(self.bundle), "source_bundle": str(self.source_bundle)}
 
 
+class _Reads:
+    """What one command reads once and uses for every job: each job.json the refusals loaded, each
+    store runner's digest."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.jobs: dict[str, LoadedJob] = {}
+        self._digests: dict[str, str | None] = {}
+
+    def job(self, marker: MarkerLocation) -> LoadedJob:
+        found = self.jobs.get(marker.job_id)
+        if found is None:
+            found = self.jobs[marker.job_id] = load_job(self.workspace, marker.placement, marker.job_key)
+        return found
+
+    def runner_digest(self, name: str) -> str | None:
+        if name not in self._digests:
+            self._digests[name] = stored_digest(self.workspace, name)
+        return self._digests[name]
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """A job to detach from the start (``marker`` quiescent) or to resume (``marker`` transferring, or
@@ -99,11 +120,12 @@ def detach_jobs(
     patterns = check_patterns(exclude)
     destination = _destination(workspace, Path(to))
     plans = _plans(workspace, selectors)
+    reads = _Reads(workspace)
     refusals = [
         refusal
         for plan in plans
         if plan.marker is not None and plan.marker.kind is not Kind.TRANSFERRING
-        for refusal in [_refusal(workspace, plan.marker, destination, patterns)]
+        for refusal in [_refusal(reads, plan.marker, destination, patterns)]
         if refusal is not None
     ]
     named = _joined_jobs(workspace)
@@ -116,7 +138,13 @@ def detach_jobs(
     ]
     if refusals:
         raise TransferError(f"nothing was detached: {'; '.join(refusals)}")
-    return [_detach(workspace, plan, destination, patterns) for plan in plans]
+    moved, lost = _to_transferring(workspace, plans, destination, patterns)
+    done = [_detach(reads, plan, moved, destination) for plan in plans if _plan_id(plan) not in lost]
+    if lost:
+        raise TransferError(
+            f"detached {len(done)}; not detached: {'; '.join(lost.values())} (the rest was detached)"
+        )
+    return done
 
 
 def _destination(workspace: Workspace, to: Path) -> Path:
@@ -163,10 +191,9 @@ def _in_flight(workspace: Workspace) -> dict[str, _Plan]:
     return found
 
 
-def _refusal(
-    workspace: Workspace, marker: MarkerLocation, destination: Path, patterns: Sequence[str]
-) -> str | None:
+def _refusal(reads: _Reads, marker: MarkerLocation, destination: Path, patterns: Sequence[str]) -> str | None:
     """Why ``marker``'s job may not be detached now, or ``None``."""
+    workspace = reads.workspace
     kind = marker.kind
     if kind is Kind.WAITING:
         return (
@@ -180,12 +207,12 @@ def _refusal(
     if os.path.lexists(destination / marker.job_key):
         return f"{destination / marker.job_key} already exists"
     try:
-        job = load_job(workspace, marker.placement, marker.job_key)
+        job = reads.job(marker)
     except (OSError, ValueError) as exc:
         return f"{marker.job_key}: its payload cannot be read ({exc})"
     for name in store_runners(job.document):
         pinned = job.document["runner"].get("sha256")
-        if stored_digest(workspace, name) != pinned:
+        if reads.runner_digest(name) != pinned:
             return f"{marker.job_key}: its runner {name!r} is not in the store with the digest job.json pins"
     try:
         left_behind_paths(workspace.payload_path(marker.placement, marker.job_key), patterns)
@@ -210,15 +237,23 @@ def _joined_jobs(workspace: Workspace) -> set[str]:
 
 
 # -- the steps ----------------------------------------------------------------------------------------
-def _detach(workspace: Workspace, plan: _Plan, destination: Path, patterns: Sequence[str]) -> Detached:
+def _detach(
+    reads: _Reads,
+    plan: _Plan,
+    moved: Mapping[str, tuple[MarkerLocation, dict[str, Any]]],
+    destination: Path,
+) -> Detached:
+    workspace = reads.workspace
     resumed = plan.marker is None or plan.marker.kind is Kind.TRANSFERRING
+    manifest = None
     if plan.sealed is not None:
         bundle = plan.sealed
     else:
         assert plan.marker is not None
-        marker = plan.marker if resumed else _to_transferring(workspace, plan.marker, destination, patterns)
-        bundle = _seal(workspace, marker)
-    manifest = read_manifest(bundle)
+        marker, frame = moved.get(plan.marker.job_id, (plan.marker, None))
+        bundle, manifest = _seal(reads, marker, frame)
+    if manifest is None:
+        manifest = read_manifest(bundle)
     copy = _copy_out(workspace, bundle, manifest, destination)
     return Detached(
         manifest["transfer_id"],
@@ -234,56 +269,78 @@ def _detach(workspace: Workspace, plan: _Plan, destination: Path, patterns: Sequ
 
 
 def _to_transferring(
-    workspace: Workspace, marker: MarkerLocation, destination: Path, patterns: Sequence[str]
-) -> MarkerLocation:
-    """Step 1: the verified move into ``transferring``; a lost race refuses this job (changing nothing).
+    workspace: Workspace, plans: Sequence[_Plan], destination: Path, patterns: Sequence[str]
+) -> tuple[dict[str, tuple[MarkerLocation, dict[str, Any]]], dict[str, str]]:
+    """Step 1 for every job starting now, as one batch of verified moves into ``transferring`` (one
+    journal append, one synchronization when durable): the moved markers with their frames, and why
+    each job that lost a race (moved meanwhile: it changed nothing) was not moved.
 
-    The frame keeps the ``--exclude`` patterns, so a rerun seals what this detach began to."""
-    previous = read_frame(workspace, marker)
-    transfer: dict[str, Any] = {
-        "transfer_id": str(uuid.uuid4()),
-        "prior_kind": marker.kind.value,
-        "source_workspace_id": workspace.workspace_id,
-        "source_placement": marker.placement,
-        "destination": str(destination),
-    }
-    if patterns:
-        transfer["exclude"] = list(patterns)
-    frame = kept(Kind.TRANSFERRING, previous, reason=DETACH_REASON, transfer=transfer)
-    result = move_marker(workspace, marker, frame, Trigger.TRANSFER_DETACH)
-    if not result.won or result.current is None:
-        now = "is gone" if result.current is None else f"moved to {result.current.kind.value} meanwhile"
-        raise TransferError(f"{marker.job_key} {now}; it was not detached")
-    return result.current
+    Each frame keeps the ``--exclude`` patterns, so a rerun seals what this detach began to."""
+    fresh = [
+        plan.marker for plan in plans if plan.marker is not None and plan.marker.kind is not Kind.TRANSFERRING
+    ]
+    moves = []
+    for marker in fresh:
+        transfer: dict[str, Any] = {
+            "transfer_id": str(uuid.uuid4()),
+            "prior_kind": marker.kind.value,
+            "source_workspace_id": workspace.workspace_id,
+            "source_placement": marker.placement,
+            "destination": str(destination),
+        }
+        if patterns:
+            transfer["exclude"] = list(patterns)
+        previous = read_frame(workspace, marker)
+        frame = kept(Kind.TRANSFERRING, previous, reason=DETACH_REASON, transfer=transfer)
+        moves.append((marker, frame, Trigger.TRANSFER_DETACH))
+    moved: dict[str, tuple[MarkerLocation, dict[str, Any]]] = {}
+    lost: dict[str, str] = {}
+    for (marker, frame, _trigger), result in zip(moves, move_markers(workspace, moves), strict=True):
+        if not result.won or result.current is None:
+            now = "is gone" if result.current is None else f"moved to {result.current.kind.value} meanwhile"
+            lost[marker.job_id] = f"{marker.job_key} {now}"
+        else:
+            moved[marker.job_id] = (result.current, {"transfer": frame["transfer"]})
+    return moved, lost
 
 
-def _seal(workspace: Workspace, marker: MarkerLocation) -> Path:
-    """Steps 2 to 4 for a ``transferring`` marker, from wherever a previous run stopped."""
-    frame = read_frame(workspace, marker)
+def _seal(
+    reads: _Reads, marker: MarkerLocation, frame: Mapping[str, Any] | None
+) -> tuple[Path, dict[str, Any] | None]:
+    """Steps 2 to 4 for a ``transferring`` marker (``frame`` its frame, when known), from wherever a
+    previous run stopped; the sealed bundle, and its manifest when it was written now."""
+    workspace = reads.workspace
+    if frame is None:
+        frame = read_frame(workspace, marker)
     if frame is None or not isinstance(frame.get("transfer"), Mapping):
         raise TransferError(f"{marker.job_key}: its transferring frame names no transfer")
     transfer_id = str(frame["transfer"]["transfer_id"])
     payload = workspace.payload_path(marker.placement, marker.job_key)
     bundle = outgoing_dir(workspace, transfer_id) / marker.job_key
+    manifest = None
     if not os.path.isdir(bundle):
         if not os.path.isdir(payload):
             raise TransferError(f"{marker.job_key}: its payload is neither at {payload} nor at {bundle}")
         if not _same_transfer(payload, transfer_id):  # prepared by an interrupted detach
-            _prepare(workspace, marker, frame, payload)
+            manifest = _prepare(reads, marker, frame, payload)
         _fsops.make_dirs(bundle.parent, durable=workspace.durable)
         _fsops.rename(payload, bundle, durable=workspace.durable)
     seal_marker(workspace, marker, bundle)
-    return bundle
+    return bundle, manifest
 
 
-def _prepare(workspace: Workspace, marker: MarkerLocation, frame: Mapping[str, Any], payload: Path) -> None:
+def _prepare(
+    reads: _Reads, marker: MarkerLocation, frame: Mapping[str, Any], payload: Path
+) -> dict[str, Any]:
     """Step 2: the carried runners and history, then the manifest that says they are complete."""
+    workspace = reads.workspace
     durable = workspace.durable
     transfer = frame["transfer"]
     sealed = payload / SEALED_DIR
-    _fsops.make_dirs(sealed / RUNNERS, durable=durable)
-    job = load_job(workspace, marker.placement, marker.job_key)
-    runners = [_carry_runner(workspace, name, sealed / RUNNERS) for name in store_runners(job.document)]
+    job = reads.job(marker)
+    names = store_runners(job.document)
+    _fsops.make_dirs(sealed / RUNNERS if names else sealed, durable=durable)
+    runners = [_carry_runner(reads, name, sealed / RUNNERS) for name in names]
     patterns = [str(pattern) for pattern in transfer.get("exclude") or ()]
     left_behind = left_behind_paths(payload, patterns)
     entries = list(chain_entries(workspace, marker))
@@ -298,6 +355,7 @@ def _prepare(workspace: Workspace, marker: MarkerLocation, frame: Mapping[str, A
             "entries": entries,
         },
         durable=durable,
+        parents=False,
     )
     manifest: dict[str, Any] = {
         "format": "httk-workflow-transfer-manifest",
@@ -330,10 +388,14 @@ def _prepare(workspace: Workspace, marker: MarkerLocation, frame: Mapping[str, A
             "paths": left_behind,
             "bytes": tree_bytes(payload, left_behind),
         }
-    write_document(sealed / MANIFEST, manifest, durable=durable)
+    write_document(sealed / MANIFEST, manifest, durable=durable, parents=False)
+    return manifest
 
 
-def _carry_runner(workspace: Workspace, name: str, runners: Path) -> dict[str, Any]:
+def _carry_runner(reads: _Reads, name: str, runners: Path) -> dict[str, Any]:
+    """A store runner carried in the bundle: hard-linked when it can be (a stored runner never changes
+    in place, and the refusals verified its digest), copied otherwise."""
+    workspace = reads.workspace
     source = workspace.runners_dir / name
     target = runners / name
     if os.path.lexists(target):
@@ -342,10 +404,12 @@ def _carry_runner(workspace: Workspace, name: str, runners: Path) -> dict[str, A
         _fsops.make_dir(target, durable=False)
         copy_checked_tree(source, target, durable=workspace.durable)
     else:
-        mode = stat.S_IMODE(os.lstat(source).st_mode)
-        _fsops.create_file(target, source.read_bytes(), durable=workspace.durable, mode=mode)
-    digest = stored_digest(workspace, name)
-    return {"name": name, "digest": digest, "directory": source.is_dir()}
+        try:
+            _fsops.link_file(source, target)
+        except OSError:
+            mode = stat.S_IMODE(os.lstat(source).st_mode)
+            _fsops.create_file(target, source.read_bytes(), durable=workspace.durable, mode=mode)
+    return {"name": name, "digest": reads.runner_digest(name), "directory": source.is_dir()}
 
 
 def _copy_out(workspace: Workspace, bundle: Path, manifest: Mapping[str, Any], destination: Path) -> Path:
@@ -361,9 +425,20 @@ def _copy_out(workspace: Workspace, bundle: Path, manifest: Mapping[str, Any], d
         _remove(partial)
     _fsops.make_dir(partial, durable=False)
     skip = frozenset(manifest_left_behind(manifest))
-    copy_checked_tree(bundle, partial, durable=workspace.durable, skip=skip)
+    copy_checked_tree(bundle, partial, durable=workspace.durable, skip=skip, link=_immutable)
     _fsops.rename(partial, target, durable=workspace.durable)
     return target
+
+
+_IMMUTABLE = ("job.json", f"{SEALED_DIR}/{MANIFEST}", f"{SEALED_DIR}/{SEALED_HISTORY}")
+
+
+def _immutable(relative: str) -> bool:
+    """Whether the bundle's file at ``relative`` never changes in place, so its copy may be a hard link:
+    job.json, and the transfer documents and runners (replaced by rename when rewritten). The marker
+    and the job's own files are copied: a runner may append to a workdir file wherever the job lands.
+    """
+    return relative in _IMMUTABLE or relative.startswith(f"{SEALED_DIR}/{RUNNERS}/")
 
 
 def _same_transfer(path: Path, transfer_id: str) -> bool:

@@ -11,17 +11,17 @@ per bundle:
 2. the carried runners the store lacks are published into it;
 3. the import frame is appended and the sealed marker renamed into ``state/<prior kind>/<placement>/``:
    the commit point, after which the job is this workspace's;
-4. the import record ``transfers/imported/<transfer-id>.json``;
-5. when the manifest's source workspace is reachable here with the same id, its acknowledgement, which
-   retires the source's sealed bundle (:func:`~._transfers.acknowledge`), and then ``delivered_at`` in
-   the import record (until then gc keeps the record: it is the acknowledgement still to deliver); a
-   ``transfer send`` defers this to its own acknowledgement at the source, across machines, and then
-   records the delivery here (:func:`record_delivered`);
+4. when the manifest's source workspace is reachable here with the same id, its acknowledgement, which
+   retires the source's sealed bundle (:func:`~._transfers.acknowledge`); a ``transfer send`` defers
+   this to its own acknowledgement at the source, across machines, and then records the delivery here
+   (:func:`record_delivered`);
+5. the import record ``transfers/imported/<transfer-id>.json``, written once, with ``delivered_at`` when
+   step 4 delivered (without it gc keeps the record: it is the acknowledgement still to deliver);
 6. a bundle that was copied rather than renamed is removed.
 
 A rerun finds the bundle placed (renamed away from where it was named, or copied) and sealed, resumes
-at step 2; placed and unsealed with the job's marker on an import frame of the transfer, at step 4; with
-an import record, at step 5.
+at step 2; placed and unsealed with the job's marker on an import frame of the transfer, at step 4 (a
+source acknowledged twice retires once); with an import record, delivers what step 4 could not.
 
 Cost per bundle: the validation's one read of every payload byte, a rename (or a copy and a second
 read), a journal append, a rename and two small documents.
@@ -117,11 +117,13 @@ def import_bundles(
     require_extension(workspace)
     validate_placement(placement)
     plans = [_plan(workspace, Path(bundle), placement) for bundle in bundles]
-    _refuse_duplicates(workspace, plans, placement)
+    store = _Store(workspace)
+    _refuse_duplicates(workspace, plans, store)
     sources = Sources()
     try:
         return [
-            _import(workspace, plan, placement, sources if acknowledge_source else None) for plan in plans
+            _import(workspace, plan, placement, sources if acknowledge_source else None, store)
+            for plan in plans
         ]
     finally:
         sources.close()
@@ -145,7 +147,7 @@ def _plan(workspace: Workspace, named: Path, placement: str) -> _Plan:
         if _imported_marker(workspace, placement, key, transfer_id) is None:
             raise TransferError(f"{placed} holds this transfer's payload, but no marker of its import")
         return _Plan(named, None, transfer_id, key, _Stage.PUBLISHED)
-    return _Plan(named, read_bundle(source), transfer_id, key, _Stage.FRESH)
+    return _Plan(named, read_bundle(source, manifest=manifest), transfer_id, key, _Stage.FRESH)
 
 
 def _transfer_of(payload: Path) -> str | None:
@@ -166,7 +168,7 @@ def _imported_marker(
     return None
 
 
-def _refuse_duplicates(workspace: Workspace, plans: Sequence[_Plan], placement: str) -> None:
+def _refuse_duplicates(workspace: Workspace, plans: Sequence[_Plan], store: _Store) -> None:
     fresh = [plan for plan in plans if plan.stage is _Stage.FRESH and plan.bundle is not None]
     refusals: list[str] = []
     seen: set[str] = set()
@@ -182,7 +184,7 @@ def _refuse_duplicates(workspace: Workspace, plans: Sequence[_Plan], placement: 
                 refusals.append(
                     f"{plan.named}: job {plan.bundle.job_id} already has a marker in this workspace"
                 )
-            refusals += _runner_conflicts(workspace, plan.bundle)
+            refusals += _runner_conflicts(store, plan.bundle)
     if refusals:
         raise TransferError(f"nothing was imported: {'; '.join(refusals)}")
 
@@ -196,10 +198,10 @@ def _job_ids(workspace: Workspace) -> set[str]:
     }
 
 
-def _runner_conflicts(workspace: Workspace, bundle: Bundle) -> list[str]:
+def _runner_conflicts(store: _Store, bundle: Bundle) -> list[str]:
     conflicts = []
     for runner in bundle.manifest["runners"]:
-        stored = stored_digest(workspace, str(runner["name"]))
+        stored = store.digest(str(runner["name"]))
         if stored is not None and stored != runner["digest"]:
             conflicts.append(
                 f"{bundle.path}: the store's runner {runner['name']!r} has other content ({stored}) than the "
@@ -208,30 +210,45 @@ def _runner_conflicts(workspace: Workspace, bundle: Bundle) -> list[str]:
     return conflicts
 
 
-def _import(workspace: Workspace, plan: _Plan, placement: str, sources: Sources | None) -> Imported:
+def _import(
+    workspace: Workspace, plan: _Plan, placement: str, sources: Sources | None, store: _Store
+) -> Imported:
     placed = workspace.payload_path(placement, plan.job_key)
     status = ImportStatus.IMPORTED if plan.stage is _Stage.FRESH else ImportStatus.RESUMED
+    manifest: Mapping[str, Any] | None = None
     if plan.stage in (_Stage.FRESH, _Stage.PLACED):
         assert plan.bundle is not None
         bundle = _place(workspace, plan.bundle, placed) if plan.stage is _Stage.FRESH else plan.bundle
-        _install_runners(workspace, bundle)
-        _publish(workspace, bundle, placement)
-    if plan.stage is not _Stage.RECORDED:
-        ack = _record(workspace, placed, placement)
-    else:
+        _install_runners(workspace, bundle, store)
+        marker = _publish(workspace, bundle, placement)
+        manifest = bundle.manifest
+    elif plan.stage is _Stage.PUBLISHED:
+        manifest = read_manifest(placed)
+        found = _imported_marker(workspace, placement, plan.job_key, plan.transfer_id)
+        if found is None:
+            raise TransferError(f"{placed}: the marker of this import is not current any more")
+        marker = found
+    if plan.stage is _Stage.RECORDED:
         status = ImportStatus.ALREADY_IMPORTED
         ack = read_document(
             receipt_path(workspace, "imported", plan.transfer_id),
             "import record",
             "httk-workflow-transfer-ack",
         )
-    if sources is None:
-        acknowledgement = DEFERRED
+        if manifest is None and os.path.isdir(placed):
+            manifest = read_manifest(placed)
+        acknowledgement = DEFERRED if sources is None else acknowledge(ack, manifest, sources)
+        if acknowledgement == DELIVERED:
+            record_delivered(workspace, ack)
     else:
-        manifest = read_manifest(placed) if os.path.isdir(placed) else None
-        acknowledgement = acknowledge(ack, manifest, sources)
-    if acknowledgement == DELIVERED:
-        record_delivered(workspace, ack)
+        assert manifest is not None
+        ack = _record(manifest, marker, workspace, placement)
+        # Acknowledged first, then recorded once: a crash between the two finds the marker published
+        # and no record, acknowledges again (the source retires once) and writes the record then.
+        acknowledgement = DEFERRED if sources is None else acknowledge(ack, manifest, sources)
+        if acknowledgement == DELIVERED:
+            ack[DELIVERED_MEMBER] = utc_timestamp(workspace.clock.now())
+        write_document(receipt_path(workspace, "imported", plan.transfer_id), ack, durable=workspace.durable)
     if plan.named != placed and os.path.lexists(plan.named) and _transfer_of(plan.named) == plan.transfer_id:
         _fsops.remove_tree(plan.named)  # the copy this import consumed
     destination = ack["destination"]
@@ -277,17 +294,35 @@ def _place(workspace: Workspace, bundle: Bundle, placed: Path) -> Bundle:
     return Bundle(placed, copied.manifest, copied.job, copied.marker)
 
 
-def _install_runners(workspace: Workspace, bundle: Bundle) -> None:
+class _Store:
+    """The target's runner store as one command sees it: each name's digest read once."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
+        self._digests: dict[str, str | None] = {}
+
+    def digest(self, name: str) -> str | None:
+        if name not in self._digests:
+            self._digests[name] = stored_digest(self._workspace, name)
+        return self._digests[name]
+
+    def published(self, name: str, digest: str) -> None:
+        self._digests[name] = digest
+
+
+def _install_runners(workspace: Workspace, bundle: Bundle, store: _Store) -> None:
     """Step 2: the carried runners the store lacks (a conflicting one was refused before step 1)."""
     for runner in bundle.manifest["runners"]:
         name, digest = str(runner["name"]), str(runner["digest"])
-        if stored_digest(workspace, name) is None:
+        if store.digest(name) is None:
             source = bundle.path / SEALED_DIR / RUNNERS / name
             publish_runner(workspace, name, source, expected_sha256=digest)
+            store.published(name, digest)
 
 
-def _publish(workspace: Workspace, bundle: Bundle, placement: str) -> None:
-    """Step 3: the import frame and the marker's rename into the state tree (the commit point)."""
+def _publish(workspace: Workspace, bundle: Bundle, placement: str) -> MarkerLocation:
+    """Step 3: the import frame and the marker's rename into the state tree (the commit point); the
+    marker now current."""
     history = carried_history(bundle.path)
     last = history[-1].get("frame") if history else None
     manifest = bundle.manifest
@@ -301,17 +336,16 @@ def _publish(workspace: Workspace, bundle: Bundle, placement: str) -> None:
         transfer["left_behind"] = manifest_left_behind(manifest)
     frame = kept(Kind(bundle.prior_kind), last, reason=IMPORT_REASON, transfer=transfer)
     result = unseal_marker(workspace, bundle.sealed_path, placement, frame, Trigger.TRANSFER_IMPORT)
-    if not result.won:
+    if not result.won or result.current is None:
         raise TransferError(f"{bundle.path}: another marker of job {bundle.job_key} appeared at {placement}")
+    return result.current
 
 
-def _record(workspace: Workspace, placed: Path, placement: str) -> dict[str, Any]:
-    """Step 4: the import record (the acknowledgement document), from the marker now current."""
-    manifest = read_manifest(placed)
+def _record(
+    manifest: Mapping[str, Any], marker: MarkerLocation, workspace: Workspace, placement: str
+) -> dict[str, Any]:
+    """Step 4: the import record (the acknowledgement document) of the marker now current."""
     key, transfer_id = str(manifest["job"]["job_key"]), str(manifest["transfer_id"])
-    marker = _imported_marker(workspace, placement, key, transfer_id)
-    if marker is None:
-        raise TransferError(f"{placed}: the marker of this import is not current any more")
     ack: dict[str, Any] = {
         "format": "httk-workflow-transfer-ack",
         "format_version": 1,
@@ -330,5 +364,4 @@ def _record(workspace: Workspace, placed: Path, placement: str) -> dict[str, Any
     }
     if "left_behind" in manifest:
         ack["left_behind"] = manifest["left_behind"]
-    write_document(receipt_path(workspace, "imported", transfer_id), ack, durable=workspace.durable)
     return ack

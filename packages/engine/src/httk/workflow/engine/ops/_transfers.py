@@ -123,7 +123,8 @@ def retire(source: Workspace, ack: Mapping[str, Any], placement: str | None = No
     for name in bundles:  # the job lives where it was imported: its old marker must not be importable
         for marker in sealed_markers(retired / name):
             _fsops.unlink(retired / name / SEALED_DIR / str(marker), durable=durable, missing_ok=True)
-        kept = _keep_left_behind(source, transfer_id, retired / name) or kept
+        if "left_behind" in ack:  # the import record repeats the manifest's
+            kept = _keep_left_behind(source, transfer_id, retired / name) or kept
     write_document(
         ledger,
         _ledger(

@@ -14,6 +14,7 @@ durability every file and every directory whose entries change is synchronized b
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -340,9 +341,13 @@ def copy_checked_tree(
     durable: bool,
     skip_top: str | None = None,
     skip: Collection[str] = (),
+    link: Callable[[str], bool] | None = None,
 ) -> None:
     """Copy a checked payload tree into the existing directory ``target``, preserving file modes;
-    ``skip`` names ``/``-separated relative paths left out with everything below them."""
+    ``skip`` names ``/``-separated relative paths left out with everything below them. A file whose
+    relative path ``link`` accepts is hard-linked instead of copied (it must never change in place),
+    until a link fails (another filesystem): then it and the rest are copied."""
+    linking = link is not None
     for directory, dirnames, filenames in walk_tree(source):
         relative = Path(directory).relative_to(source)
         if skip:
@@ -355,6 +360,14 @@ def copy_checked_tree(
             if skip_top is not None and name == skip_top and directory == str(source):
                 continue
             src = Path(directory) / name
+            if linking and link is not None and link((relative / name).as_posix()):
+                try:
+                    _fsops.link_file(src, target / relative / name)
+                    continue
+                except OSError as exc:
+                    if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                        raise
+                    linking = False
             mode = stat.S_IMODE(os.lstat(src).st_mode)
             _fsops.create_file(target / relative / name, src.read_bytes(), durable=durable, mode=mode)
     if durable:
