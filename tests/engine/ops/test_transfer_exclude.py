@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from httk.workflow.engine.core._sealed import SEALED_DIR
@@ -31,22 +32,22 @@ __all__ = ["spaces"]  # the fixture, imported to be used here
 WAVECAR = os.urandom(1 << 16)
 
 
-def with_workdir_files(root: Path, job_key_: str) -> Path:
-    payload = attach(root).payload_path("p", job_key_)
+def finished_with_workdir_files(root: Path, scratch: Path) -> tuple[dict[str, Any], str, Path]:
+    """One succeeded job of ``root`` whose persistent workdir holds large files: it, its key, its payload."""
+    [job] = finished_jobs(root, scratch, 1)
+    payload = attach(root).payload_path("p", job_key(job))
     (payload / "run" / "big").mkdir(parents=True, exist_ok=True)
     (payload / "run" / "WAVECAR").write_bytes(WAVECAR)
     (payload / "run" / "big" / "CHGCAR").write_bytes(b"charge")
     (payload / "run" / "OUTCAR").write_bytes(b"kept")
-    return payload
+    return job, job_key(job), payload
 
 
 def test_excluded_files_stay_at_the_source_and_the_rest_is_imported_and_validated(
     spaces: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     a, b, out = spaces
-    [job] = finished_jobs(a, tmp_path, 1)
-    key = job_key(job)
-    with_workdir_files(a, key)
+    job, key, _payload = finished_with_workdir_files(a, tmp_path)
     source = attach(a)
 
     [detached] = detach_jobs(source, [key], out, ["run/WAVECAR", "run/b*", "nothing/*"])
@@ -96,9 +97,7 @@ def test_an_aborted_detach_keeps_every_file_and_reports_nothing_left_behind(
     spaces: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     a, _b, out = spaces
-    [job] = finished_jobs(a, tmp_path, 1)
-    key = job_key(job)
-    payload = with_workdir_files(a, key)
+    job, key, payload = finished_with_workdir_files(a, tmp_path)
     files = tree(payload)
     source = attach(a)
     [detached] = detach_jobs(source, [key], out, ["run/WAVECAR"])
@@ -128,9 +127,7 @@ def test_a_pattern_that_would_leave_a_part_the_job_needs_is_refused_and_nothing_
     spaces: tuple[Path, Path, Path], tmp_path: Path, pattern: str, says: str
 ) -> None:
     a, _b, out = spaces
-    [job] = finished_jobs(a, tmp_path, 1)
-    key = job_key(job)
-    payload = with_workdir_files(a, key)
+    _job, key, payload = finished_with_workdir_files(a, tmp_path)
     (payload / "data").mkdir(exist_ok=True)
     (payload / "data" / "input.txt").write_text("committed")
     (payload / ".httk-transfer").mkdir(exist_ok=True)
@@ -148,9 +145,7 @@ def test_a_bundle_holding_a_path_its_manifest_left_behind_is_refused(
     spaces: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     a, b, out = spaces
-    [job] = finished_jobs(a, tmp_path, 1)
-    key = job_key(job)
-    with_workdir_files(a, key)
+    _job, key, _payload = finished_with_workdir_files(a, tmp_path)
     detach_jobs(attach(a), [key], out, ["run/WAVECAR"])
     (out / key / "run" / "WAVECAR").write_bytes(b"not what was left behind")
     before = tree(b)
