@@ -142,6 +142,9 @@ def main() -> None:
     parser.add_argument("--no-ssh", action="store_true", help="leave out the figure over ssh")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="httk-bench-transfer-", dir=args.dir))
+    # Its own user directories, so that the workspaces it makes are not left in the user's registry.
+    os.environ["HTTK_CONFIG_HOME"] = str(base / "desk" / "config")
+    os.environ["HTTK_DATA_HOME"] = str(base / "desk" / "data")
     try:
         print(f"transfer benchmark in {base} ({os.cpu_count()} cores), {args.jobs} jobs, non-durable")
         source, target, paths = prepare(base, args.jobs)
