@@ -116,3 +116,25 @@ def test_a_move_of_its_own_out_of_ready_ends_what_is_owed(ws: Workspace) -> None
     assert result.current is not None
     unseen.published([move_marker(ws, result.current, Frame(Kind.CLAIMED, {"step": "start"}), Trigger.CLAIM)])
     assert unseen.owed_kinds() == set()
+
+
+def test_beyond_its_bound_what_is_owed_is_kept_per_directory(
+    ws: Workspace, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past OWED_JOBS a job is owed as part of its placement directory: the kind stays owed until the
+    deadline and a whole cycle after the latest such publication, whatever the passes listed."""
+    monkeypatch.setattr(Unseen, "OWED_JOBS", 2)
+    clock = ManualClock()
+    unseen = Unseen(ws, clock, DEADLINE)
+    caplog.set_level(logging.WARNING, logger="httk.workflow.manager")
+    results = ready_jobs(ws, 4)
+    unseen.published(results)
+    markers = [r.current for r in results if r.current is not None]
+    unseen.listed(Kind.READY, markers, cycle_ended=False)  # shows all four: the first two are let go
+    assert unseen.owed_kinds() == {Kind.READY}  # ... the directory the last two went to is not
+    unseen.listed(Kind.READY, [], cycle_ended=True)
+    unseen.listed(Kind.READY, [], cycle_ended=True)
+    assert unseen.owed_kinds() == {Kind.READY}  # a whole cycle since, but not the deadline
+    clock.advance(DEADLINE)
+    assert unseen.owed_kinds() == set()
+    assert caplog.records == []

@@ -191,9 +191,15 @@ class Unseen:
     mean a lagging listing rather than a large workspace: the fair stream shows a job published behind
     its position only in the next cycle, which over a million ready jobs takes far longer than the
     deadline, and every such job would otherwise be given up on (and logged) although no listing lagged.
+
+    Memory is bounded: beyond :data:`OWED_JOBS` jobs (one registration pass over a million submitted
+    jobs publishes far more before the ready stream comes round to them), what is owed is kept per
+    placement directory, as the deadline and cycle count of the latest job published there, and let go
+    under the same rule, silently: which of its jobs a listing showed is not known.
     """
 
     TRACKED = frozenset({Kind.READY, Kind.WAITING})
+    OWED_JOBS = 16_384
 
     def __init__(self, workspace: Workspace, clock: Clock, deadline_seconds: float) -> None:
         self._workspace = workspace
@@ -201,6 +207,7 @@ class Unseen:
         self._deadline = deadline_seconds
         # job key -> (marker path, its kind, monotonic deadline, the kind's cycles ended when published)
         self._owed: dict[str, tuple[str, Kind, float, int]] = {}
+        self._directories: dict[tuple[Kind, str], tuple[float, int]] = {}  # beyond OWED_JOBS
         self._cycles = dict.fromkeys(self.TRACKED, 0)  # whole cycles of each kind's passes, ended
 
     def published(self, results: Iterable[TransitionResult]) -> None:
@@ -212,8 +219,11 @@ class Unseen:
             kind = current.kind
             if kind in self.TRACKED:
                 deadline = self._clock.monotonic() + self._deadline
-                entry = (current.path_text(self._workspace), kind, deadline, self._cycles[kind])
-                self._owed[current.job_key] = entry
+                if len(self._owed) < self.OWED_JOBS or current.job_key in self._owed:
+                    entry = (current.path_text(self._workspace), kind, deadline, self._cycles[kind])
+                    self._owed[current.job_key] = entry
+                else:
+                    self._directories[(kind, current.placement)] = (deadline, self._cycles[kind])
             elif self._owed:
                 self._owed.pop(current.job_key, None)
 
@@ -243,6 +253,9 @@ class Unseen:
             elif now >= deadline and self._cycles[kind] >= cycles + 2:
                 del self._owed[key]
                 late.setdefault(kind, []).append(key)
+        for where, (deadline, cycles) in list(self._directories.items()):
+            if now >= deadline and self._cycles[where[0]] >= cycles + 2:
+                del self._directories[where]
         for kind, keys in late.items():
             log.warning(
                 "%d %s which this manager moved to %s %s still missing from listings of %s after the "
@@ -257,4 +270,5 @@ class Unseen:
                 kind.value,
                 ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else ""),
             )
-        return {kind for _path, kind, _deadline, _cycles in self._owed.values()}
+        owed = {kind for _path, kind, _deadline, _cycles in self._owed.values()}
+        return owed | {kind for kind, _placement in self._directories}
