@@ -281,9 +281,11 @@ def timed(argv: list[str], runs: int) -> tuple[float, float]:
     return samples[0], statistics.median(samples[1:])
 
 
-def a_job(root: Path, jobs: int) -> tuple[str, str]:
-    """(UUID, tag) of the job submitted in the middle of the build, found the way ``find`` would."""
-    wanted = tag(jobs // 2)
+def a_job(root: Path, jobs: int, placements: int) -> tuple[str, str]:
+    """(UUID, tag) of a job in the placement a sorted walk reaches last (a lookup that stops at its
+    first match is then timed over nearly the whole tree), found the way ``find`` would."""
+    slots = max(placements // 10, 1) * 10
+    wanted = tag((jobs // 2) // slots * slots + slots - 1)
     found = subprocess.run(
         ["find", str(root / ".httk-workflow" / "state"), "-name", f"{wanted}--*"],
         check=True,
@@ -296,8 +298,8 @@ def a_job(root: Path, jobs: int) -> tuple[str, str]:
     return key.split("--", 1)[1], wanted
 
 
-def reads(root: Path, jobs: int, runs: int) -> None:
-    job_id, job_tag = a_job(root, jobs)
+def reads(root: Path, jobs: int, placements: int, runs: int) -> None:
+    job_id, job_tag = a_job(root, jobs, placements)
     state = str(root / ".httk-workflow" / "state")
     find_id = ["find", state, "-name", f"*{job_id}*"]
     find_tag = ["find", state, "-name", f"{job_tag}*"]
@@ -441,7 +443,7 @@ def main() -> None:
         claims = [first_claim(root) for _ in range(args.runs)]
         report_claim(claims, passes)
         progress("read commands")
-        reads(root, args.jobs, args.runs)
+        reads(root, args.jobs, args.placements, args.runs)
         progress("maintenance")
         maintenance(root, args.jobs, args.runs)
         progress("footprint")
