@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import shutil
@@ -41,10 +42,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the first claim as throughput times it
+from benchmarks.throughput import MINIMAL_RUNNER, load, time_first_claim
 
 GOAL_SUBMIT_RATE = 5_000.0
 GOAL_FIRST_CLAIM = 0.2
@@ -56,27 +60,8 @@ GOAL_MAINTENANCE_RATE = 20_000.0
 
 CHUNK = 20_000  # jobs per submit_jobs call: bounds the memory the build holds at once
 BUILT = "scale-benchmark-built"
-WORKERS = 2
 NO_POOL = "scale-benchmark-claims-nothing"
 HTTK = str(Path(sys.executable).with_name("httk"))
-SUCCEED = """#!/usr/bin/env bash
-# The benchmark's runner: publishes succeed (the first claim launches two attempts).
-set -euo pipefail
-job_id='' activation_id='' attempt_id=''
-pattern='^ *"(job_id|activation_id|attempt_id)": "([^"]*)"'
-while IFS= read -r line; do
-    if [[ $line =~ $pattern ]]; then
-        printf -v "${BASH_REMATCH[1]}" '%s' "${BASH_REMATCH[2]}"
-    fi
-done < "$HTTK_WORKFLOW_CONTEXT"
-draft=$HTTK_WORKFLOW_CONTROL_DIR/outcome.tmp.$$
-mkdir "$draft"
-outcome='{"format":"httk-workflow-outcome","format_version":1,"job_id":"%s",'
-outcome+='"activation_id":"%s","attempt_id":"%s","action":"succeed"}\\n'
-# shellcheck disable=SC2059  # the format is ours
-printf "$outcome" "$job_id" "$activation_id" "$attempt_id" > "$draft/outcome.json"
-mv -T "$draft" "$HTTK_WORKFLOW_CONTROL_DIR/outcome.ready"
-"""
 
 
 def progress(message: str) -> None:
@@ -126,7 +111,7 @@ def build(root: Path, jobs: int, placements: int) -> float | None:
         shutil.rmtree(root)
     ws = init(root, durable=False)
     runner_file = root.parent / "succeed.sh"
-    runner_file.write_text(SUCCEED)
+    runner_file.write_text(MINIMAL_RUNNER)
     runner_file.chmod(0o755)
     runner = publish_runner(ws, "succeed.sh", runner_file).reference()
     started = time.perf_counter()
@@ -199,35 +184,10 @@ def _peak_rss_mb(pid: int) -> float:
 # -- 3. the first claim and a scheduling pass ---------------------------------------------------------
 def first_claim_child(root: Path) -> None:
     """In a process of its own: a fresh manager's ``start()`` and first ``tick()``; prints JSON."""
-    from httk.workflow.engine.core._states import Kind
-    from httk.workflow.engine.core._transition import Move, TransitionResult
-    from httk.workflow.engine.manager._manager import Manager
-    from httk.workflow.engine.manager._state import ManagerConfig
-
-    manager = Manager(root, ManagerConfig(workers=WORKERS))
-    state = manager.state
-    move_all = state.move_all
-    claims: list[float] = []
-
-    def timed_moves(moves: Sequence[Move], **options: Any) -> list[TransitionResult]:
-        results = move_all(moves, **options)  # claims are group commits: the whole batch's renames
-        if any(frame.kind is Kind.CLAIMED for _marker, frame, _trigger in moves):
-            claims.append(time.perf_counter())
-        return results
-
-    state.move_all = timed_moves  # type: ignore[method-assign]
-    started = time.perf_counter()
-    manager.start()
-    manager.tick()
-    tick = time.perf_counter() - started
-    for live in manager.live_attempts():
-        live.process.wait()
-    for stream in manager._streams.values():  # a manager closes its streams only at the end of run()
-        stream.close()
-    manager.workspace.close()
+    figures = time_first_claim(root)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    claim = claims[0] - started if claims else None
-    print(json.dumps({"claim": claim, "tick": tick, "rss_mb": rss}))
+    claim = None if math.isnan(figures.claim) else figures.claim
+    print(json.dumps({"claim": claim, "tick": figures.tick, "rss_mb": rss}))
 
 
 @dataclass
@@ -373,11 +333,6 @@ def footprint(root: Path, jobs: int) -> None:
 
 
 # -- main --------------------------------------------------------------------------------------------
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
-
-
 def report_build(rate: float | None, registration: Registration | None, jobs: int) -> None:
     print("1. library submission, non-durable")
     if rate is None:
