@@ -41,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the first claim as throughput times it
 from benchmarks.throughput import MINIMAL_RUNNER, load, time_first_claim
+from benchmarks.throughput import job_document as throughput_job
 
 GOAL_SUBMIT_RATE = 5_000.0
 GOAL_FIRST_CLAIM = 0.2
@@ -80,19 +80,8 @@ def placement(index: int, placements: int) -> str:
 
 
 def job_document(index: int, runner: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "format": "httk-workflow-job",
-        "format_version": 1,
-        "id": str(uuid.uuid4()),
-        "tag": tag(index),
-        "runner": {**runner, "arguments": []},
-        "workdir": {"mode": "persistent", "path": "run"},
-        "data": {"mode": "none"},
-        "initial_step": "start",
-        "priority": 500,
-        "claim": {"pool": "default", "required_capabilities": []},
-        "inputs": {"index": index},
-    }
+    """throughput.py's one-step job, tagged so that a tag prefix names exactly one job."""
+    return {**throughput_job(index, runner), "tag": tag(index)}
 
 
 # -- 1. the build ------------------------------------------------------------------------------------
