@@ -54,13 +54,13 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
-from httk.workflow.engine.core._frames import Frame
 from httk.workflow.engine.core._jobs import read_frame
 from httk.workflow.engine.core._journal import scan_segment
 from httk.workflow.engine.core._scan import MarkerStream, walk_markers
@@ -72,8 +72,8 @@ from httk.workflow.engine.core._segments import (
     TRAILER_BYTES,
     segment_path,
 )
-from httk.workflow.engine.core._states import Kind, Trigger
-from httk.workflow.engine.core._transition import TransitionResult
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._transition import Move, TransitionResult
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, init
 from httk.workflow.engine.manager._attempt import PreparedAttempt, prepare_attempt
 from httk.workflow.engine.manager._gate import GATE_SCRIPT
@@ -415,16 +415,16 @@ def time_first_claim(root: Path) -> FirstClaim:
     """A fresh manager: ``start()`` and one ``tick()``, noting when its first claim rename completed."""
     manager = Manager(root, ManagerConfig(workers=WORKERS))
     state = manager.state
-    move = state.move
+    move_all = state.move_all
     claims: list[float] = []
 
-    def timed_move(marker: MarkerLocation, frame: Frame, trigger: Trigger) -> TransitionResult:
-        result = move(marker, frame, trigger)
-        if frame.kind is Kind.CLAIMED:
+    def timed_moves(moves: Sequence[Move], **options: Any) -> list[TransitionResult]:
+        results = move_all(moves, **options)  # claims are group commits: the whole batch's renames
+        if any(frame.kind is Kind.CLAIMED for _marker, frame, _trigger in moves):
             claims.append(time.perf_counter())
-        return result
+        return results
 
-    state.move = timed_move  # type: ignore[method-assign]
+    state.move_all = timed_moves  # type: ignore[method-assign]
     start = time.perf_counter()
     manager.start()
     manager.tick()

@@ -195,20 +195,23 @@ def check(workspace: Workspace, *, progress: Callable[[str, int], None] | None =
     ``progress`` is called after each entry with :data:`CHECKING` and the entries checked so far.
     """
     checker = _Checker(workspace)
-    checker.unknown_kinds()
-    checked = 0
-    for kind in Kind:
-        checker.report.markers[kind.value] = 0
-        for item in walk_markers(workspace, kind):
-            if isinstance(item, Anomaly):
-                checker.anomaly(kind, item)
-            else:
-                checker.marker(item)
-            if progress is not None:
-                checked += 1
-                progress(CHECKING, checked)
-    checker.settle_late()
-    checker.settle_duplicates()
+    try:
+        checker.unknown_kinds()
+        checked = 0
+        for kind in Kind:
+            checker.report.markers[kind.value] = 0
+            for item in walk_markers(workspace, kind):
+                if isinstance(item, Anomaly):
+                    checker.anomaly(kind, item)
+                else:
+                    checker.marker(item)
+                if progress is not None:
+                    checked += 1
+                    progress(CHECKING, checked)
+        checker.settle_late()
+        checker.settle_duplicates()
+    finally:
+        checker.reader.close()
     return checker.report
 
 
@@ -247,7 +250,9 @@ class _Checker:
         self.workspace = workspace
         self.root = str(workspace.root)
         # One attempt per read: waiting is done for all late frames together (see the module docstring).
-        self.reader = JournalReader(workspace.journal_dir, visibility_deadline=0.0, clock=workspace.clock)
+        self.reader = JournalReader(
+            workspace.journal_dir, visibility_deadline=0.0, clock=workspace.clock, keep_open=True
+        )
         self.report = FsckReport(self.root, workspace.workspace_id)
         self.late: list[tuple[MarkerLocation, RecordRef]] = []
         self.seen: set[int] = set()  # the job ids met so far, as integers (the smallest thing to hold)

@@ -449,7 +449,7 @@ class Manager:
     def _run_pass(self, kind: Kind, handler: Handler) -> bool:
         result = self._streams[kind].next_pass()
         self._report(result.anomalies)
-        self.state.unseen.listed(kind, result.markers)
+        self.state.unseen.listed(kind, result.markers, cycle_ended=result.exhausted_cycle)
         failures = self.state.storage.failures
         batch = BATCHED.get(handler)
         acted = batch(self.state, result.markers) if batch is not None else False
@@ -485,7 +485,7 @@ class Manager:
         if not self._window or self.state.clock.monotonic() - self._window_at > self.config.window_seconds:
             result = self._streams[Kind.READY].next_pass()
             self._report(result.anomalies)
-            self.state.unseen.listed(Kind.READY, result.markers)
+            self.state.unseen.listed(Kind.READY, result.markers, cycle_ended=result.exhausted_cycle)
             self._window = sorted(result.markers, key=lambda marker: marker.name.priority)
             self._window_at = self.state.clock.monotonic()
             self.state.awaiting_room.clear()  # candidates of the old window are rediscovered, not kept

@@ -185,15 +185,30 @@ class Unseen:
     whose marker has gone from where this manager put it was moved on by another actor and is owed
     nothing. Recording is one dictionary operation per move, and noticing one lookup per listed marker
     while anything is owed.
+
+    A job stays owed until the visibility deadline has passed and, after its publication, a whole cycle
+    of its kind's passes has begun and ended without showing it. The cycle is what makes the deadline
+    mean a lagging listing rather than a large workspace: the fair stream shows a job published behind
+    its position only in the next cycle, which over a million ready jobs takes far longer than the
+    deadline, and every such job would otherwise be given up on (and logged) although no listing lagged.
+
+    Memory is bounded: beyond :data:`OWED_JOBS` jobs (one registration pass over a million submitted
+    jobs publishes far more before the ready stream comes round to them), what is owed is kept per
+    placement directory, as the deadline and cycle count of the latest job published there, and let go
+    under the same rule, silently: which of its jobs a listing showed is not known.
     """
 
     TRACKED = frozenset({Kind.READY, Kind.WAITING})
+    OWED_JOBS = 16_384
 
     def __init__(self, workspace: Workspace, clock: Clock, deadline_seconds: float) -> None:
         self._workspace = workspace
         self._clock = clock
         self._deadline = deadline_seconds
-        self._owed: dict[str, tuple[MarkerLocation, float]] = {}  # job key -> (marker, monotonic deadline)
+        # job key -> (marker path, its kind, monotonic deadline, the kind's cycles ended when published)
+        self._owed: dict[str, tuple[str, Kind, float, int]] = {}
+        self._directories: dict[tuple[Kind, str], tuple[float, int]] = {}  # beyond OWED_JOBS
+        self._cycles = dict.fromkeys(self.TRACKED, 0)  # whole cycles of each kind's passes, ended
 
     def published(self, results: Iterable[TransitionResult]) -> None:
         """Note the moves this manager won: a job now in a tracked kind is owed a listing."""
@@ -201,37 +216,59 @@ class Unseen:
             current = result.current
             if not result.won or current is None:
                 continue
-            if current.kind in self.TRACKED:
-                self._owed[current.job_key] = (current, self._clock.monotonic() + self._deadline)
+            kind = current.kind
+            if kind in self.TRACKED:
+                deadline = self._clock.monotonic() + self._deadline
+                if len(self._owed) < self.OWED_JOBS or current.job_key in self._owed:
+                    entry = (current.path_text(self._workspace), kind, deadline, self._cycles[kind])
+                    self._owed[current.job_key] = entry
+                else:
+                    self._directories[(kind, current.placement)] = (deadline, self._cycles[kind])
             elif self._owed:
                 self._owed.pop(current.job_key, None)
 
-    def listed(self, kind: Kind, markers: Iterable[MarkerLocation]) -> None:
-        """A pass of ``kind`` listed ``markers``: what it showed is owed nothing any more."""
+    def listed(self, kind: Kind, markers: Iterable[MarkerLocation], *, cycle_ended: bool) -> None:
+        """A pass of ``kind`` listed ``markers`` (and ended a whole cycle, or not): what it showed is
+        owed nothing any more."""
+        if cycle_ended and kind in self._cycles:
+            self._cycles[kind] += 1
         if not self._owed:
             return
         for marker in markers:
             owed = self._owed.get(marker.job_key)
-            if owed is not None and owed[0].kind is kind:
+            if owed is not None and owed[1] is kind:
                 del self._owed[marker.job_key]
 
     def owed_kinds(self) -> set[Kind]:
         """The kinds a listing still owes a job this manager put there and that is still there.
 
-        One whose deadline passed is let go, logged: a later pass or manager finds it when it shows.
+        One given up on (the deadline and a whole cycle since passed) is let go, and each kind's are
+        logged in one line: a later pass or manager finds them when they show.
         """
         now = self._clock.monotonic()
-        for key, (marker, deadline) in list(self._owed.items()):
-            if not _fsops.lexists(marker.path_text(self._workspace)):
+        late: dict[Kind, list[str]] = {}
+        for key, (path, kind, deadline, cycles) in list(self._owed.items()):
+            if not _fsops.lexists(path):
                 del self._owed[key]  # moved on by another manager or an operator
-            elif now >= deadline:
+            elif now >= deadline and self._cycles[kind] >= cycles + 2:
                 del self._owed[key]
-                log.warning(
-                    "%s, which this manager moved to %s, is still missing from listings of %s after the "
-                    "visibility deadline (%.1f s); a later pass or manager will find it",
-                    key,
-                    marker.kind.value,
-                    marker.kind.value,
-                    self._deadline,
-                )
-        return {marker.kind for marker, _deadline in self._owed.values()}
+                late.setdefault(kind, []).append(key)
+        for where, (deadline, cycles) in list(self._directories.items()):
+            if now >= deadline and self._cycles[where[0]] >= cycles + 2:
+                del self._directories[where]
+        for kind, keys in late.items():
+            log.warning(
+                "%d %s which this manager moved to %s %s still missing from listings of %s after the "
+                "visibility deadline (%.1f s) and a whole pass over %s (%s); a later pass or manager will "
+                "find them",
+                len(keys),
+                "job" if len(keys) == 1 else "jobs",
+                kind.value,
+                "is" if len(keys) == 1 else "are",
+                kind.value,
+                self._deadline,
+                kind.value,
+                ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else ""),
+            )
+        owed = {kind for _path, kind, _deadline, _cycles in self._owed.values()}
+        return owed | {kind for kind, _placement in self._directories}

@@ -153,10 +153,13 @@ def walk_sorted(
     placement: str | None = None,
     after: Position | None = None,
     key_filter: KeyFilter | None = None,
+    needle: str | None = None,
 ) -> Iterator[MarkerLocation | Anomaly]:
     """Markers (and anomalies) of ``kind`` in listing order, below ``placement``, strictly after ``after``.
 
-    ``after`` must be of ``kind`` and lie at or below ``placement``; the caller checks that.
+    ``after`` must be of ``kind`` and lie at or below ``placement``; the caller checks that. With
+    ``needle`` only the entries whose names contain it are looked at (anomalies among the others are not
+    reported): a search for one job then costs little more per entry than the listing itself.
     """
     start = str(workspace.state_dir(kind))
     components: list[str] = []
@@ -170,26 +173,29 @@ def walk_sorted(
     remainder: list[str] | None = None
     if after is not None:
         remainder = after.placement.split("/")[len(components) :]
-    walk = _SortedWalk(kind, key_filter, after.job_key if after else None)
+    walk = _SortedWalk(kind, key_filter, after.job_key if after else None, needle)
     yield from walk.directory(start, "/".join(components), remainder)
 
 
 class _SortedWalk:
     """One sorted walk of one kind: the filter, and the cursor's job key for the cursor's own directory."""
 
-    __slots__ = ("_after_key", "_key_filter", "_kind")
+    __slots__ = ("_after_key", "_key_filter", "_kind", "_needle")
 
-    def __init__(self, kind: Kind, key_filter: KeyFilter | None, after_key: str | None) -> None:
+    def __init__(
+        self, kind: Kind, key_filter: KeyFilter | None, after_key: str | None, needle: str | None
+    ) -> None:
         self._kind = kind
         self._key_filter = key_filter
         self._after_key = None if after_key is None else os.fsencode(after_key)
+        self._needle = needle
 
     def directory(
         self, path: str, placement: str, remainder: Sequence[str] | None
     ) -> Iterator[MarkerLocation | Anomaly]:
         """One directory: its markers in key order, then its subdirectories; ``remainder`` is the cursor's
         placement below this directory (``None`` when no cursor applies here, empty at the cursor's own)."""
-        listed = _list(path)
+        listed = _list(path, self._needle)
         if isinstance(listed, Anomaly):
             yield listed
             return
@@ -245,8 +251,9 @@ _Directories = list[tuple[bytes, str, str]]
 """(name bytes, name, path) of each subdirectory, sorted."""
 
 
-def _list(path: str) -> tuple[_Files, _Directories] | Anomaly:
-    """The sorted entries of one directory; an absent one (renamed or pruned meanwhile) is empty.
+def _list(path: str, needle: str | None = None) -> tuple[_Files, _Directories] | Anomaly:
+    """The sorted entries of one directory; an absent one (renamed or pruned meanwhile) is empty. With
+    ``needle``, only the non-directories whose names contain it.
 
     File types come from the listing itself (no ``stat`` per entry where the filesystem reports types).
     """
@@ -258,6 +265,8 @@ def _list(path: str) -> tuple[_Files, _Directories] | Anomaly:
                 name = entry.name
                 if entry.is_dir(follow_symlinks=False):
                     directories.append((os.fsencode(name), name, entry.path))
+                    continue
+                if needle is not None and needle not in name:
                     continue
                 kind = "f" if entry.is_file(follow_symlinks=False) else "l" if entry.is_symlink() else "o"
                 files.append((os.fsencode(marker_stem(name)), os.fsencode(name), name, entry.path, kind))
@@ -382,7 +391,8 @@ def _select_identity(workspace: Workspace, selector: str) -> Selection:
     def begins(stem: str) -> bool:
         return stem.startswith(word) or stem[-UUID_LENGTH:].startswith(word)
 
-    matches = sorted(_walk_all(workspace, begins), key=sort_key)
+    # Both ways of beginning need the word inside the name: the walk skips every other name unparsed.
+    matches = sorted(_walk_all(workspace, begins, needle=word), key=sort_key)
     return Selection(selector, SelectorKind.PREFIX, tuple(matches))
 
 
@@ -399,10 +409,12 @@ def _walk_all(
     *,
     kinds: Iterable[Kind] = CORE_KINDS,
     placement: str | None = None,
+    needle: str | None = None,
 ) -> Iterable[MarkerLocation]:
-    """Every marker whose key passes ``key_filter``, each noted in the index (rule 3: built by scans)."""
+    """Every marker whose key passes ``key_filter``, each noted in the index (rule 3: built by scans);
+    ``needle`` is text every such key holds (see :func:`walk_sorted`)."""
     for kind in kinds:
-        for item in walk_sorted(workspace, kind, placement=placement, key_filter=key_filter):
+        for item in walk_sorted(workspace, kind, placement=placement, key_filter=key_filter, needle=needle):
             if isinstance(item, MarkerLocation):
                 index_of(workspace).note(item)
                 yield item
@@ -414,7 +426,7 @@ def _walk_for_one(workspace: Workspace, job_id: str, job_key: str | None) -> Mar
     def wanted(stem: str) -> bool:
         return stem == job_key if job_key is not None else stem.endswith(job_id)
 
-    for marker in _walk_all(workspace, wanted):
+    for marker in _walk_all(workspace, wanted, needle=job_key or job_id):
         if marker.job_id != job_id:
             continue
         confirmed = probe_marker(workspace, marker.placement, marker.job_key)
