@@ -82,7 +82,7 @@ def apply_pending(
         ident = f"amend-{number}"
         entry = next((item for item in document.get("amendments", []) if item["id"] == ident), None)
         if entry is not None:  # applied by an attempt that died before its outcome: say only what it did not
-            said = _said(workdir / _progress.LOG_FILE)
+            said = _progress.lines_of(workdir / _progress.LOG_FILE)
             lines += [line for line in _take_in(document, book, entry) if line not in said]
         else:
             try:
@@ -160,6 +160,8 @@ def _changes(
         values = request.get("set") or {}
         current = stages[stage].get(member) or {}
         return {member: {key: {"old": current.get(key), "new": value} for key, value in values.items()}}
+    if kind == "stage_skip":
+        rules.skip_refusal(document["stages"], stage, document.get("amendments", []))
     status = "completed" if book.completed(stage) else ("failed" if book.failed(stage) else "not run")
     if kind == "stage_rerun" and status != "completed":
         raise rules.AmendmentRefusedError(
@@ -224,13 +226,6 @@ def _take_in(document: Mapping[str, Any], book: Book, entry: Mapping[str, Any]) 
         f"; invalidated: {affected}"
     )
     return [_plan_line(document, summary, when), *lines]
-
-
-def _said(path: Path) -> set[str]:
-    try:
-        return set(path.read_text(encoding="utf-8", errors="replace").splitlines())
-    except FileNotFoundError:
-        return set()
 
 
 def _plan_line(document: Mapping[str, Any], message: str, when: str | None = None) -> str:

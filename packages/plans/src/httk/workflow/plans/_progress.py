@@ -92,6 +92,14 @@ def logged(path: Path) -> dict[str, Logged]:
     return last
 
 
+def lines_of(path: Path) -> set[str]:
+    """Every line the log at ``path`` holds (none for a log not written yet)."""
+    try:
+        return set(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    except FileNotFoundError:
+        return set()
+
+
 def append(path: Path, lines: Iterable[str], *, durable: bool) -> None:
     """Append each line with one ``write`` (see the module docstring); synchronize once when durable."""
     encoded = [f"{line}\n".encode() for line in lines]
