@@ -15,8 +15,9 @@ to ``schedule``; a ``waiting`` one is asked to ``pause``, and once a manager has
 its new activation then applies the amendment first. ``override_step`` rather than ``continue``: spec/01's
 ``continue`` retries the current activation and spends one of its attempts, so a dozen amendments to a
 plan that stays paused would use up ``maximum_attempts_per_activation``; ``override_step`` starts a new
-activation, and the coordinator's activations are unbounded (its state, not the join, says what runs). A coordinator between activations reads the queue when it
-next starts one. The command waits at most ``wait`` seconds for these steps and says what is left.
+activation, and the coordinator's activations are unbounded (its state, not the join, says what
+runs). A coordinator between activations reads the queue when it next starts one. The command waits
+at most ``wait`` seconds for these steps and says what is left.
 """
 
 from __future__ import annotations

@@ -181,17 +181,20 @@ def _row(workspace: Any, plan: Plan, book: Book, stage: str) -> StageRow:
             completed = iso_of(item.get("created_at"))
     failure = frame.get("failure") or frame.get("last_failure")
     error = failure.get("message") if isinstance(failure, Mapping) else None
+    now = status_of(kind, frame.get("step"), checked=checked)
+    if now == "completed":
+        error = None  # an earlier job's failure is history (its own row in job log), not this stage's error
     return StageRow(
         stage,
         plan.name(stage),
-        status_of(kind, frame.get("step"), checked=checked),
+        now,
         plan.needs(stage),
         job["job_key"],
         kind,
         started,
         completed,
         retries,
-        error or _previous_error(entry),
+        error if now == "completed" else error or _previous_error(entry),
     )
 
 
