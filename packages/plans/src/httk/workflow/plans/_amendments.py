@@ -41,6 +41,7 @@ from . import _amend_rules as rules
 from . import _progress
 from ._book import Book
 from ._graph import find_cycle
+from ._mutations import done
 
 AMENDMENTS_DIR = "amendments"
 CURRENT_PLAN = "plan.json"
@@ -249,3 +250,4 @@ def _write_template(target: Path, template: Mapping[str, Any], *, durable: bool)
     os.rename(temporary, target)
     if durable:
         _progress.fsync_dir(target.parent)
+    done("template", target)

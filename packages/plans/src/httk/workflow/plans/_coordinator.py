@@ -40,6 +40,7 @@ from . import _outputs, _progress
 from ._amend_rules import skipped
 from ._amendments import CURRENT_PLAN, apply_pending, pending, template_dir
 from ._book import Book
+from ._mutations import done
 from ._records import frames_since
 from ._spawn import spawn_template
 from ._statuses import status_of
@@ -122,6 +123,7 @@ def schedule(a: Attempt) -> None:
     _progress.append(a.workdir / _progress.LOG_FILE, lines, durable=a.durable)
     _write_task_list(a, plan, book)
     a.save_state(book.document())
+    done("book", a.job_dir / ".httk-job")
     children = book.join_children()
     if children:
         started = f"started {', '.join(ready)}; " if ready else ""
@@ -133,14 +135,14 @@ def schedule(a: Attempt) -> None:
             on_impossible="schedule",
             message=f"{started}waiting on {len(children)} stage job(s)",
         )
+        done("outcome", a.job_dir)
         return
     message = _verdict(plan, book)
-    _progress.append(
-        a.workdir / _progress.LOG_FILE,
-        [_progress.plan_line(_progress.now_iso(), plan.workflow_id, message)],
-        durable=a.durable,
-    )
+    verdict = _progress.plan_line(_progress.now_iso(), plan.workflow_id, message)
+    if not _progress.last_says(a.workdir / _progress.LOG_FILE, verdict):  # an attempt retried after it
+        _progress.append(a.workdir / _progress.LOG_FILE, [verdict], durable=a.durable)
     a.pause(message)
+    done("outcome", a.job_dir)
 
 
 @steps.step
