@@ -10,7 +10,8 @@ hold file), kills the manager, then the coordinator -- a machine dying at that p
 manager, once the dead one's lease has run out, converges. The points are every mutation of that one
 activation: the amendment's template, the amended ``plan.json``, each ``progress.log`` line,
 ``workflow-state.json``, the saved book, and the published outcome (``wait`` with the new stage job in
-``cascade``, ``pause`` with ``plan blocked`` in ``blocked``).
+``cascade``, ``pause`` with ``plan blocked`` in ``blocked``); ``retry`` is the same for ``plan retry``'s
+inbox command instead of an amendment.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import pytest
 from httk.workflow.engine.core._workspace import attach, init, probe_marker
 from httk.workflow.engine.publish._runners import publish_runner
-from httk.workflow.plans import SubmittedPlan, amend_plan, plan_status
+from httk.workflow.plans import SubmittedPlan, amend_plan, plan_status, retry_stage
 from httk.workflow.plans._mutations import CRASH_VARIABLE, TRACE_VARIABLE
 
 from tests.crashkit import crash_at_every_point
@@ -103,7 +104,23 @@ def _amend(ws: Any, submitted: SubmittedPlan, kind: str, name: str, values: dict
     assert said.endswith("the coordinator was paused and is asked to continue"), said
 
 
-SCENARIOS: dict[str, Callable[[Any, Path], SubmittedPlan]] = {"cascade": _cascade, "blocked": _blocked}
+def _retry(ws: Any, directory: Path) -> SubmittedPlan:
+    """a failed, then fixed and retried by ``plan retry`` (its inbox, not an amendment); b after it."""
+    fixed = directory / "fixed"
+    stages = [stage("a", fail="no", fail_unless=str(fixed)), stage("b", "a")]
+    submitted = submit(ws, directory, plan("retry", stages))
+    run_manager(ws)
+    fixed.touch()
+    said = retry_stage(ws, submitted.job_key, "a", operator="ann", reason="fixed")
+    assert said.endswith("the coordinator was paused and is asked to continue"), said
+    return submitted
+
+
+SCENARIOS: dict[str, Callable[[Any, Path], SubmittedPlan]] = {
+    "cascade": _cascade,
+    "blocked": _blocked,
+    "retry": _retry,
+}
 
 
 def _outcome(root: Path, submitted: SubmittedPlan) -> dict[str, Any]:
@@ -120,7 +137,10 @@ def _outcome(root: Path, submitted: SubmittedPlan) -> dict[str, Any]:
     finally:
         ws.close()
     workdir = root / submitted.placement / submitted.job_key / "plan"
-    document = json.loads((workdir / "plan.json").read_text())
+    amended = workdir / "plan.json"
+    document: dict[str, Any] = (
+        json.loads(amended.read_text()) if amended.exists() else {"amendments": [], "version": 1}
+    )
     lines = [
         re.sub(r" \((\S+?)--\S+ g\d+\)$", r" (\1)", line.partition("] ")[2])
         for line in (workdir / "progress.log").read_text().splitlines()
@@ -172,6 +192,11 @@ def test_a_coordinator_killed_after_any_of_its_mutations_converges_under_a_later
     )
 
     assert failures == []
+    if scenario == "retry":
+        assert expected["statuses"] == {"a": "completed", "b": "completed"}
+        assert expected["stage jobs"] == ["a", "a", "b"]  # the failed job stays, as history
+        assert sum("stage a retried by ann: fixed" in line for line in expected["log"]) == 1
+        return
     assert expected["amendments"] == [("amend-1", 2)] and expected["version"] == 2
     if scenario == "cascade":
         assert expected["coordinator"] == ("paused", "plan complete")
@@ -182,4 +207,4 @@ def test_a_coordinator_killed_after_any_of_its_mutations_converges_under_a_later
         assert expected["stage jobs"] == ["a"]
     assert sum("amendment amend-1 " in line for line in expected["log"]) == 1
     assert len(list(base.glob("crash-*"))) >= 8  # template, plan.json, log lines, task list, book, outcome
-    shutil.rmtree(base)
+    shutil.rmtree(base)  # a dozen workspace copies

@@ -311,8 +311,13 @@ def _ready_lines(plan: Plan, book: Book, ready: list[str]) -> list[str]:
 
 
 def _apply_inbox(a: Attempt, plan: Plan, book: Book) -> list[str]:
-    """Apply the operator's queued commands in order (``<n>.<command>.json``); return their log lines."""
+    """Apply the operator's queued commands in order (``<n>.<command>.json``); return their log lines.
+
+    A line is stamped with its command's time and names its number, so an attempt retried after writing
+    it finds it in the log and does not say it again.
+    """
     lines = []
+    logged = _progress.lines_of(a.workdir / _progress.LOG_FILE)
     for number, path in pending(a.workdir / INBOX_DIR, book.inbox):
         with open(path, "rb") as stream:
             command = json.load(stream)
@@ -322,14 +327,15 @@ def _apply_inbox(a: Attempt, plan: Plan, book: Book) -> list[str]:
             entry["retries"] = int(entry.get("retries", 0)) + 1
             if entry.pop("unavailable", None) is None:
                 entry.setdefault("history", []).append(entry["jobs"].pop())
-            lines.append(
-                _progress.plan_line(
-                    _progress.now_iso(),
-                    plan.workflow_id,
-                    f"stage {stage} retried by {command.get('operator', 'an operator')}: "
-                    f"{command.get('reason', '')}".rstrip(": "),
-                )
+            who = command.get("operator", "an operator")
+            reason = f": {command['reason']}" if command.get("reason") else ""
+            line = _progress.plan_line(
+                str(command.get("created_at") or _progress.now_iso()),
+                plan.workflow_id,
+                f"stage {stage} retried by {who}{reason} (command {number})",
             )
+            if line not in logged:
+                lines.append(line)
         book.inbox = number
     return lines
 
