@@ -142,3 +142,13 @@ def test_a_stage_whose_output_another_reads_is_not_skipped(ws: Workspace, tmp_pa
             operator="ann", reason="skip", wait=0.0,
         )  # fmt: skip
     assert not (submitted.payload / "plan" / "amendments").exists()
+
+
+def test_a_checked_stage_s_output_is_read_from_the_work_it_checked(ws: Workspace, tmp_path: Path) -> None:
+    checked = stage("a", write="made by the work")
+    checked["success_criteria"] = {"check": ["grep", "-q", "made by", "run/out.txt"]}
+    submitted = submit(ws, tmp_path, plan("refs", [checked, stage("b", "a", got=_from("a"))]))
+    run_manager(ws)
+    assert statuses(ws, submitted) == {"a": "completed", "b": "completed"}
+    assert not (_payload(ws, submitted, "a") / "run" / "out.txt").exists()  # the stage job only checked
+    assert (_payload(ws, submitted, "b") / "files" / "got").read_text() == "made by the work\n"

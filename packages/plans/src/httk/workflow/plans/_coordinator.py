@@ -212,10 +212,13 @@ def _prepare(a: Attempt, plan: Plan, book: Book, stage: str) -> _Start:
         for path in sorted(directory.rglob("*"))
         if path.is_file() and path.name != TEMPLATE_FILE
     }
-    sources = {ref["from_stage"] for ref in (template.get(_outputs.MEMBER) or {}).values()}
-    taken, problem = _outputs.read_outputs(
-        a.workspace_dir, template, {need: book.current(need) for need in sources}
-    )
+    payloads: dict[str, tuple[str, Path | None]] = {}
+    for reference in (template.get(_outputs.MEMBER) or {}).values():
+        job = book.current(reference["from_stage"])
+        if job is not None:
+            found = _outputs.payload_of(a.workspace_dir, job, checked=plan.checked(reference["from_stage"]))
+            payloads[reference["from_stage"]] = (job["job_key"], found)
+    taken, problem = _outputs.read_outputs(template, payloads)
     return _Start(template, {**files, **taken}, problem)
 
 

@@ -12,10 +12,12 @@ read it at submission, so:
   the file gets in the stage's job (``files/<name>``, or a workflow's destination such as
   ``files/POSCAR``), and the job's input already holds that path;
 * the coordinator, when it starts the stage, reads each file from the current job of the dependency
-  (:func:`read_outputs`) and puts it in the new job's payload. A file it cannot read keeps the stage from
+  (:func:`read_outputs`; for a checked stage, from the work its job checked, :func:`payload_of`) and
+  puts it in the new job's payload. A file it cannot read keeps the stage from
   starting: the stage is then ``failed`` with the reason, until ``plan retry``.
 
-Imports: the standard library only (the coordinator uses it).
+Imports: the standard library only (the coordinator, ``plan submit`` and ``plan amend`` use it); the
+journal reader of :mod:`._records` only when a checked stage's work is looked up.
 """
 
 from __future__ import annotations
@@ -108,24 +110,45 @@ def readers(stages: list[Mapping[str, Any]], source: str) -> list[str]:
     ]
 
 
-def read_outputs(
-    workspace_dir: Path, template: Mapping[str, Any], jobs: Mapping[str, Mapping[str, Any] | None]
-) -> tuple[dict[str, bytes], str | None]:
-    """The files of ``template``'s references, read from the current jobs of their stages (``jobs``).
+def payload_of(workspace_dir: Path, job: Mapping[str, Any], *, checked: bool) -> Path | None:
+    """Where a stage's results are: its job's payload, or for a checked stage its work's (``None``:
+    the work cannot be found).
 
-    Returns the files by payload path, and ``None``; or nothing and why a file cannot be read.
+    A checked stage's job runs the stage runner, which spawns the work as its child labelled ``work``;
+    the job's current frame carries the join summary of its ``check`` activation, which names the work's
+    payload (spec/01: each observation's ``payload_path``).
+    """
+    if not checked:
+        return workspace_dir / str(job["placement"]) / str(job["job_key"])
+    from ._records import read_frame  # the journal reader, only for a checked stage
+
+    frame = read_frame(workspace_dir, str(job.get("record_ref")))
+    summary = (frame or {}).get("join_summary") or {}
+    for observation in summary.get("observations") or []:
+        if observation.get("label") == "work" and isinstance(observation.get("payload_path"), str):
+            return workspace_dir / str(observation["payload_path"])
+    return None
+
+
+def read_outputs(
+    template: Mapping[str, Any], payloads: Mapping[str, tuple[str, Path | None]]
+) -> tuple[dict[str, bytes], str | None]:
+    """The files of ``template``'s references, read from the payloads of their stages' current jobs.
+
+    ``payloads`` maps each stage a reference names to its job key and results payload (:func:`payload_of`;
+    ``None`` when it has none). Returns the files by payload path, and ``None``; or nothing and why a file
+    cannot be read.
     """
     files: dict[str, bytes] = {}
     for destination, reference in (template.get(MEMBER) or {}).items():
         source, path = reference["from_stage"], reference["path"]
-        job = jobs.get(source)
-        if job is None:
-            return {}, f"stage {source!r} has no job whose {path} it could take"
-        payload = workspace_dir / job["placement"] / job["job_key"]
+        key, payload = payloads.get(source, ("", None))
+        if payload is None:
+            return {}, f"stage {source!r} has no job whose {path} it could take ({key or 'no job'})"
         try:
             files[destination] = _read(payload, path)
         except OSError as exc:
-            return {}, f"{path} of stage {source!r} ({job['job_key']}) cannot be read: {exc.strerror or exc}"
+            return {}, f"{path} of stage {source!r} ({key}) cannot be read: {exc.strerror or exc}"
     return files, None
 
 
