@@ -327,7 +327,6 @@ class StageOutput(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        regex_engine="python-re",
     )
     from_stage: Annotated[
         StrictStr, Field(max_length=48, min_length=1, pattern="^[a-z0-9](?:-?[a-z0-9._])*-?$", title="Label")
@@ -335,9 +334,9 @@ class StageOutput(BaseModel):
     """
     The dependency whose job's payload holds the file.
     """
-    path: Annotated[StrictStr, Field(min_length=1, pattern="^(?!/)(?!.*(^|/)\\.\\.?(/|$)).+$")]
+    path: Annotated[StrictStr, Field(min_length=1, pattern="^[^/]")]
     """
-    The file's path relative to that job's payload, such as data/CONTCAR; no . or .. component.
+    The file's path relative to that job's payload, such as data/CONTCAR; no . or .. component (plan submit checks that).
     """
 
 
