@@ -21,6 +21,7 @@ import argparse
 import json
 import random
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -34,6 +35,7 @@ from httk.workflow.engine.publish._runners import publish_runner
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.plans import critical_path_length, submit_stage_plan
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the load probe beside this file (run as -P)
 from benchmarks.throughput import load
 
 RUNNER = r"""#!/usr/bin/env bash

@@ -149,6 +149,46 @@ for row in csv.DictReader(sys.stdin):
 step "The relaxation plot: the energy of every ionic step, across the remedy, the repeats and the static run"
 httk workflow vasp plot "$ws" si-relax-static -o "$ws-si-relax-static.png"
 
+step "A stage plan: two relaxations, a static run on one relaxed structure, an analysis of all three"
+httk workflow runner publish "$ws" --name analyse.py "$here/plan/analyse.py"
+python3 - "$here/plan/si-study.json" <<'PY'
+import json, sys
+for stage in json.load(open(sys.argv[1]))["stages"]:
+    after = ", ".join(stage.get("depends_on", [])) or "-"
+    print(f"{stage['id']:<13} after {after:<38} {stage.get('workflow') or stage['runner']}")
+PY
+httk workflow plan submit "$ws" "$here/plan/si-study.json"
+httk workflow run "$ws" --workers 2
+
+step "plan status: every stage in spec/04's states; the coordinator paused with 'plan complete'"
+httk workflow plan status "$ws" si-study
+httk workflow plan log "$ws" si-study | grep -E -- '-> (ready|completed)|plan complete'
+stages=$(echo "$ws"/plans/si-study/si-study--*.stages)  # the stage jobs; plan/ is the coordinator's workdir
+plandir=$(echo "$ws"/plans/si-study/si-study--*/plan)
+cmp "$stages"/relax-large--*/data/CONTCAR "$stages"/static-large--*/files/POSCAR &&
+    echo "static-large's POSCAR is relax-large's data/CONTCAR, copied in when the coordinator started it"
+cat "$stages"/analysis--*/logs/stdio.log
+
+step "Amend a parameter of one relaxation, with a reason: the coordinator applies it as version 2"
+httk workflow plan amend "$ws" si-study --type parameter_change --stage relax-large \
+    --set vasp.energy_tolerance=0.005 --reason "tighten the large cell's convergence to 5 meV/atom"
+httk workflow run "$ws" --workers 2
+
+step "The cascade: relax-large, static-large after it and analysis ran again as -v2 jobs; relax-small did not"
+httk workflow plan status "$ws" si-study
+sed -n '/amendment amend-1/,$p' "$plandir/progress.log" | grep -Ev -- '-> (preparing|running) '
+python3 - "$plandir/workflow-state.json" <<'PY'
+import json, sys
+[amendment] = json.load(open(sys.argv[1]))["amendments"]
+print(amendment["id"], "version", amendment["version"], amendment["type"], "of", amendment["stage_id"])
+print("  changes:", json.dumps(amendment["changes"]))
+print("  invalidated:", ", ".join(amendment["invalidated_stages"]))
+PY
+
+step "The old outputs are kept: every stage job of both versions, beside the coordinator"
+(cd "$stages" && find . -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sed 's/--.*//' | sort)
+cat "$stages"/analysis-v2--*/logs/stdio.log
+
 step "Carry a finished job to another workspace as a sealed bundle (detached-transfer-v1)"
 cluster=$ws-cluster
 mkdir "$payloads/bundles"

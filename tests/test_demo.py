@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -25,7 +26,7 @@ def test_the_demo_runs_every_job_to_its_end(tmp_path: Path) -> None:
     assert "summary: 11 succeeded, 0 failed" in result.stdout
     succeeded_dir = tmp_path / "demo" / ".httk-workflow" / "state" / "succeeded"
     succeeded = [p.relative_to(succeeded_dir).parts[0] for p in succeeded_dir.rglob("*--*.p*")]
-    assert len([p for p in succeeded if p not in ("v1", "vasp")]) == 11
+    assert len([p for p in succeeded if p not in ("v1", "vasp", "plans")]) == 11
     assert succeeded.count("v1") == 11  # the v1 tasks, their subtasks and their subtasks' subtasks
     # both gathers saw all three children and found the same minimum
     assert "lowest energy at strain-1" in result.stdout
@@ -79,6 +80,7 @@ def test_the_demo_runs_every_job_to_its_end(tmp_path: Path) -> None:
     plot = tmp_path / "demo-si-relax-static.png"
     assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert re.search(rf"{plot}: \d+ ionic steps of \d+ runs", result.stdout)
+    _the_plan_completed_then_its_amendment_cascaded(tmp_path / "demo", result.stdout, succeeded)
     # one relaxation carried to a second workspace: counted as transferring until imported, its
     # history read across the move, the source's bundle retired
     cluster = tmp_path / "demo-cluster"
@@ -87,3 +89,49 @@ def test_the_demo_runs_every_job_to_its_end(tmp_path: Path) -> None:
     assert re.search(r"succeeded -> transferring .* reason=transfer_detach", result.stdout)
     assert re.search(r"transferring -> succeeded .* reason=transfer_import", result.stdout)
     assert re.search(r"  retired +si-relax--\S+ +vasp$", result.stdout, re.MULTILINE)
+
+
+def _the_plan_completed_then_its_amendment_cascaded(ws: Path, stdout: str, succeeded: list[str]) -> None:
+    """The four-stage plan: complete at version 1; after one relaxation's parameter_change, the
+    relaxation, the static run after it and the analysis run again as -v2 jobs, the other relaxation
+    does not, the old jobs stay, and progress.log says each change once."""
+    for version in (1, 2):
+        assert (
+            f"plan si-study version {version}: coordinator paused\n  plan complete\n  4 completed\n" in stdout
+        )
+    assert succeeded.count("plans") == 7  # four stage jobs, then three again; the coordinator is paused
+    after = stdout[stdout.index("plan si-study version 2") :]
+    for stage, tag in [
+        ("relax-large", "relax-large-v2"),
+        ("relax-small", "relax-small"),
+        ("static-large", "static-large-v2"),
+        ("analysis", "analysis-v2"),
+    ]:
+        assert re.search(rf"^{stage} +completed +{tag}--", after, re.MULTILINE), stage
+    [stages] = (ws / "plans" / "si-study").glob("si-study--*.stages")
+    assert sorted(p.name.split("--")[0] for p in stages.iterdir()) == [
+        "analysis", "analysis-v2", "relax-large", "relax-large-v2", "relax-small", "static-large",
+        "static-large-v2",
+    ]  # fmt: skip
+    for suffix in ("", "-v2"):  # each static run started from its own relaxation's CONTCAR
+        [relax] = stages.glob(f"relax-large{suffix}--*")
+        [static] = stages.glob(f"static-large{suffix}--*")
+        assert (static / "files" / "POSCAR").read_bytes() == (relax / "data" / "CONTCAR").read_bytes()
+    [analysis] = stages.glob("analysis-v2--*")
+    assert "static-large  static  E0/atom = " in (analysis / "logs" / "stdio.log").read_text()
+    [plan_dir] = (ws / "plans" / "si-study").glob("si-study--*[0-9a-f]/plan")
+    lines = (plan_dir / "progress.log").read_text().splitlines()
+    [amendment] = [line for line in lines if "amendment amend-1" in line]
+    assert amendment.endswith("invalidated: relax-large, static-large, analysis")
+    for stage, runs in [("relax-large", 2), ("relax-small", 1), ("static-large", 2), ("analysis", 2)]:
+        assert sum(f"stage {stage} (" in line and "-> completed (" in line for line in lines) == runs, stage
+        assert sum(f"stage {stage} (" in line and line.endswith("-> ready") for line in lines) == runs, stage
+        assert (
+            sum(f"stage {stage} (" in line and line.endswith("-> invalidated") for line in lines) == runs - 1
+        )
+    assert sum(line.endswith("plan si-study: plan complete") for line in lines) == 2
+    state = json.loads((plan_dir / "workflow-state.json").read_text())
+    assert (state["version"], [stage["status"] for stage in state["stages"]]) == (2, ["completed"] * 4)
+    assert state["amendments"][0]["changes"] == {
+        "parameters": {"vasp.energy_tolerance": {"old": 0.01, "new": 0.005}}
+    }

@@ -143,8 +143,8 @@ def test_closed_objects_are_exactly_the_ones_the_specification_closes() -> None:
     """Unknown members are ignored when reading (spec 01) except in policy, retention and failure, and in
     the trust list of format.json (D20), whose members decide what a manager quarantines.
 
-    A stage plan is written by hand rather than by a program, so its plan, stage and criteria objects are
-    closed too: a misspelt member is refused instead of silently meaning nothing.
+    A stage plan is written by hand rather than by a program, so its plan, stage, criteria and stage output
+    reference objects are closed too: a misspelt member is refused instead of silently meaning nothing.
     """
     closed: list[str] = []
 
@@ -168,6 +168,7 @@ def test_closed_objects_are_exactly_the_ones_the_specification_closes() -> None:
         "stage-plan",
         "stage-plan/$defs/stage",
         "stage-plan/$defs/success_criteria",
+        "stage-plan/$defs/stage_output",
     ]
 
 

@@ -3,6 +3,7 @@ outputs kept, refusals that change nothing, and waking a paused and a waiting co
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -290,7 +291,33 @@ def test_amending_a_waiting_coordinator_pauses_it_and_continues_it(ws: Workspace
     [entry] = _current_plan(submitted)["amendments"]
     assert entry["invalidated_stages"] == []
     kinds = [frame.get("reason") for frame in _coordinator_frames(ws, submitted)]
-    assert kinds.index("operator_pause") < kinds.index("operator_continue")
+    assert kinds.index("operator_pause") < kinds.index("operator_override_step")
+    assert "operator_continue" not in kinds  # a new activation, not another attempt of the paused one
+
+
+def test_twenty_amendments_to_a_paused_coordinator_each_start_a_new_activation(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """A blocked plan stays paused after each amendment of its blocked stage: its wake-ups must not
+    spend the attempts of one activation (12), or the thirteenth would be refused."""
+    submitted = submit(ws, tmp_path, plan("patient", [stage("a", fail="no"), stage("b", "a")]))
+    run_manager(ws)
+    for number in range(1, 21):
+        said = _amend(
+            ws, submitted, "criteria_change", "b", values={"description": f"take {number}"}, wait=0.0
+        )
+        assert said.endswith("the coordinator was paused and is asked to continue"), said
+        run_manager(ws)
+        assert plan_status(ws, submitted.job_key).version == 1 + number
+    status = plan_status(ws, submitted.job_key)
+    assert (status.coordinator_kind, status.message) == (
+        "paused",
+        "plan blocked: stage a failed (not started: b)",
+    )
+    assert _current_plan(submitted)["stages"][1]["success_criteria"] == {"description": "take 20"}
+    frames = _coordinator_frames(ws, submitted)
+    assert [frame.get("reason") for frame in frames].count("operator_override_step") == 20
+    assert max(int(frame.get("attempt_ordinal") or 1) for frame in frames) == 1
 
 
 def _kind(ws: Workspace, submitted: SubmittedPlan) -> str | None:
@@ -309,3 +336,30 @@ def _until(condition: Any, deadline: float = 60.0) -> None:
     while not condition():
         assert time.monotonic() < end, "the condition did not hold in time"
         time.sleep(0.05)
+
+
+def test_a_rebuilt_stage_reads_its_file_inputs_beside_the_plan_document_wherever_amend_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from httk.workflow.engine.core._workspace import init
+
+    vasp = init(tmp_path / "vasp-ws", durable=False, extensions=("transactional-data-v1",))
+    try:
+        study = tmp_path / "study"
+        study.mkdir()
+        poscar = "Si\n1\n5.4 0 0\n0 5.4 0\n0 0 5.4\nSi\n2\nDirect\n0 0 0\n0.25 0.25 0.25\n"
+        (study / "si.vasp").write_text(poscar)
+        document = plan(
+            "rebuilt", [{"id": "relax", "workflow": "vasp-relax", "inputs": {"structure": "si.vasp"}}]
+        )
+        submitted = submit(vasp, study, document)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        monkeypatch.chdir(elsewhere)  # no si.vasp here: only the plan's directory has it
+        _amend(vasp, submitted, "parameter_change", "relax", values={"vasp.energy_tolerance": 0.001})
+        [queued] = (submitted.payload / "plan" / "amendments").glob("*.json")
+        template = json.loads(queued.read_text())["template"]
+        assert template["job"]["inputs"]["vasp.energy_tolerance"] == 0.001
+        assert base64.b64decode(template["files"]["files/POSCAR"]).decode() == poscar
+    finally:
+        vasp.close()

@@ -10,10 +10,14 @@ temporary name, then linked to ``<n>.<type>.json``, which fails rather than repl
 amendment took ``n`` (:func:`._control.enqueue`). It carries the stage's new job template, so the
 coordinator (a runner, which imports no engine) applies it without resolving anything.
 
-Waking the coordinator uses ordinary operator requests: a ``paused`` one is asked to ``continue``; a
-``waiting`` one is asked to ``pause``, and once a manager has paused it, to ``continue`` -- its retried
-activation then applies the amendment first. A coordinator between activations reads the queue when it
-next starts one. The command waits at most ``wait`` seconds for these steps and says what is left.
+Waking the coordinator uses ordinary operator requests: a ``paused`` one is asked to ``override_step``
+to ``schedule``; a ``waiting`` one is asked to ``pause``, and once a manager has paused it, the same --
+its new activation then applies the amendment first. ``override_step`` rather than ``continue``: spec/01's
+``continue`` retries the current activation and spends one of its attempts, so a dozen amendments to a
+plan that stays paused would use up ``maximum_attempts_per_activation``; ``override_step`` starts a new
+activation, and the coordinator's activations are unbounded (its state, not the join, says what
+runs). A coordinator between activations reads the queue when it next starts one. The command waits
+at most ``wait`` seconds for these steps and says what is left.
 """
 
 from __future__ import annotations
@@ -26,7 +30,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._amend_rules import SET_MEMBER, TYPES, AmendmentRefusedError, changed_stages, set_changes, skipped
+from ._amend_rules import (
+    SET_MEMBER,
+    TYPES,
+    AmendmentRefusedError,
+    changed_stages,
+    set_changes,
+    skip_refusal,
+    skipped,
+)
 from ._amendments import AMENDMENTS_DIR
 from ._control import PlanControlError, enqueue, request_action
 from ._coordinator import load_document
@@ -34,7 +46,7 @@ from ._document import PlanError, check_plan
 from ._progress import now_iso
 from ._stages import resolve_stages
 from ._status import plan_payload, read_book
-from ._submit import WORKDIR
+from ._submit import PLAN_DIRECTORY, WORKDIR
 
 AMENDMENT_FORMAT = "httk-workflow-plan-amendment"
 OPEN_KINDS = frozenset({"submitted", "ready", "claimed", "running", "committing", "waiting", "paused"})
@@ -103,9 +115,9 @@ def amend_plan(
     except AmendmentRefusedError as refusal:
         raise PlanControlError(str(refusal)) from None
     if amended is not None:
-        [template] = resolve_stages(workspace, {"stages": [amended]}, _base(stage_file))
+        [template] = resolve_stages(workspace, {"stages": [amended]}, _base(stage_file, payload))
         request["template"] = {
-            "job": dict(template.job),
+            "job": template.document(),
             "files": {path: base64.b64encode(data).decode() for path, data in template.files.items()},
         }
     directory = payload / WORKDIR / AMENDMENTS_DIR
@@ -169,6 +181,8 @@ def _amended_stage(
         )
     if stage in skipped(document.get("amendments", [])):
         raise AmendmentRefusedError(f"stage {stage!r} is skipped; a skipped stage is not amended")
+    if kind == "stage_skip":
+        skip_refusal(document["stages"], stage, document.get("amendments", []))
     if kind == "stage_rerun" and not read_book(payload).completed(stage):
         raise AmendmentRefusedError(
             f"stage {stage!r} has not completed; only a completed stage is rerun (plan retry runs a "
@@ -233,9 +247,18 @@ def _read_stage(path: Path, stage: str) -> dict[str, Any]:
     return {"id": stage, **new}
 
 
-def _base(stage_file: Path | None) -> Path:
-    """Where a stage's file inputs are read: beside the stage file, else the current directory."""
-    return stage_file.parent if stage_file is not None else Path.cwd()
+def _base(stage_file: Path | None, payload: Path) -> Path:
+    """Where a stage's file inputs are read: beside the stage file, else where the plan document was."""
+    if stage_file is not None:
+        return stage_file.parent
+    with open(payload / "job.json", "rb") as stream:
+        directory = (json.load(stream).get("inputs") or {}).get(PLAN_DIRECTORY)
+    if not isinstance(directory, str):
+        raise PlanControlError(
+            "the plan's coordinator does not say where its plan document was (submitted by an older "
+            "httk-workflow): its stages are not rebuilt"
+        )
+    return Path(directory)
 
 
 def _wake(
@@ -253,7 +276,7 @@ def _wake(
         if read_book(payload).amended >= number:
             return "the coordinator applied it"
         if kind == "paused":
-            request_action(workspace, current, "continue", operator, why)
+            request_action(workspace, current, "override_step", operator, why, step="schedule")
             return "the coordinator was paused and is asked to continue"
         if kind == "waiting" and not asked_pause:
             request_action(workspace, current, "pause", operator, why)
@@ -263,7 +286,8 @@ def _wake(
         time.sleep(POLL_SECONDS)
     if asked_pause:
         return (
-            f"the coordinator was waiting and is asked to pause; once paused, `httk workflow request "
-            f"continue` (or another amendment) wakes it to apply this (it is {kind} now)"
+            "the coordinator was waiting and is asked to pause; once paused, another amendment (or `httk "
+            "workflow job request JOB override_step --step schedule`) wakes it to apply this "
+            f"(it is {kind} now)"
         )
     return f"the coordinator ({kind}) applies it when it next starts an activation"

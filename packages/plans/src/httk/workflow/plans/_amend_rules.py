@@ -28,6 +28,8 @@ import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ._outputs import readers
+
 TYPES = ("parameter_change", "criteria_change", "stage_insert", "stage_skip", "stage_rerun")
 REDEFINING = frozenset({"parameter_change", "criteria_change", "stage_insert"})
 """The types after which the stage's job is built from a template the amendment carries."""
@@ -48,6 +50,19 @@ def skipped(amendments: Iterable[Mapping[str, Any]]) -> set[str]:
     ['b']
     """
     return {str(item["stage_id"]) for item in amendments if item.get("type") == "stage_skip"}
+
+
+def skip_refusal(
+    stages: Sequence[Mapping[str, Any]], stage: str, amendments: Iterable[Mapping[str, Any]]
+) -> None:
+    """Refuse to skip ``stage`` while a stage that is not skipped takes an input from its output."""
+    gone = skipped(amendments)
+    reading = [name for name in readers(list(stages), stage) if name not in gone]
+    if reading:
+        raise AmendmentRefusedError(
+            f"stage {stage!r} is not skipped: {', '.join(reading)} take(s) an input from its output "
+            "(skip or amend them first)"
+        )
 
 
 def changed_stages(stages: Sequence[Mapping[str, Any]], amendment: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -41,6 +41,7 @@ from . import _amend_rules as rules
 from . import _progress
 from ._book import Book
 from ._graph import find_cycle
+from ._mutations import done
 
 AMENDMENTS_DIR = "amendments"
 CURRENT_PLAN = "plan.json"
@@ -82,7 +83,7 @@ def apply_pending(
         ident = f"amend-{number}"
         entry = next((item for item in document.get("amendments", []) if item["id"] == ident), None)
         if entry is not None:  # applied by an attempt that died before its outcome: say only what it did not
-            said = _said(workdir / _progress.LOG_FILE)
+            said = _progress.lines_of(workdir / _progress.LOG_FILE)
             lines += [line for line in _take_in(document, book, entry) if line not in said]
         else:
             try:
@@ -160,6 +161,8 @@ def _changes(
         values = request.get("set") or {}
         current = stages[stage].get(member) or {}
         return {member: {key: {"old": current.get(key), "new": value} for key, value in values.items()}}
+    if kind == "stage_skip":
+        rules.skip_refusal(document["stages"], stage, document.get("amendments", []))
     status = "completed" if book.completed(stage) else ("failed" if book.failed(stage) else "not run")
     if kind == "stage_rerun" and status != "completed":
         raise rules.AmendmentRefusedError(
@@ -226,13 +229,6 @@ def _take_in(document: Mapping[str, Any], book: Book, entry: Mapping[str, Any]) 
     return [_plan_line(document, summary, when), *lines]
 
 
-def _said(path: Path) -> set[str]:
-    try:
-        return set(path.read_text(encoding="utf-8", errors="replace").splitlines())
-    except FileNotFoundError:
-        return set()
-
-
 def _plan_line(document: Mapping[str, Any], message: str, when: str | None = None) -> str:
     return _progress.plan_line(when or _progress.now_iso(), str(document["workflow_id"]), message)
 
@@ -254,3 +250,4 @@ def _write_template(target: Path, template: Mapping[str, Any], *, durable: bool)
     os.rename(temporary, target)
     if durable:
         _progress.fsync_dir(target.parent)
+    done("template", target)

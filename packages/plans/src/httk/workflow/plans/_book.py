@@ -58,8 +58,18 @@ class Book:
         return self.kind(stage) == "succeeded"
 
     def failed(self, stage: str) -> bool:
+        """Whether the stage's current job failed, or the stage could not start (:meth:`unavailable`)."""
         kind = self.kind(stage)
-        return kind is not None and kind in TERMINAL and kind != "succeeded"
+        return (kind is not None and kind in TERMINAL and kind != "succeeded") or bool(
+            self.unavailable(stage)
+        )
+
+    def unavailable(self, stage: str) -> str | None:
+        """Why the stage could not start (an input from a dependency's output unreadable), if it could not."""
+        if self.current(stage) is not None:
+            return None
+        reason = self.stages.get(stage, {}).get("unavailable")
+        return reason if isinstance(reason, str) else None
 
     def live(self, stage: str) -> bool:
         """Whether the stage's current job may still change: it exists and was not seen terminal."""
@@ -69,6 +79,7 @@ class Book:
     def add_job(self, stage: str, reference: Mapping[str, Any], activation: str) -> None:
         entry = self.entry(stage)
         entry.pop("invalidated", None)
+        entry.pop("unavailable", None)
         entry["jobs"].append({**reference, "spawned_in": activation, "kind": None})
 
     def confirm(self, workspace_dir: Path, activation: str) -> list[str]:

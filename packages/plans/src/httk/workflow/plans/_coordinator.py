@@ -36,10 +36,11 @@ from typing import Any
 
 from httk.workflow.sdk import Attempt, Registry
 
-from . import _progress
+from . import _outputs, _progress
 from ._amend_rules import skipped
 from ._amendments import CURRENT_PLAN, apply_pending, pending, template_dir
 from ._book import Book
+from ._mutations import done
 from ._records import frames_since
 from ._spawn import spawn_template
 from ._statuses import status_of
@@ -112,13 +113,17 @@ def schedule(a: Attempt) -> None:
     lines += _apply_inbox(a, plan, book)
     lines += _history_lines(a, plan, book, said)
     ready = [stage for stage in plan.stages if _can_start(plan, book, stage)]
+    starts = {stage: _prepare(a, plan, book, stage) for stage in ready}
     fresh = [stage for stage in ready if stage not in said or said[stage].status != "ready"]
-    lines += _ready_lines(plan, book, fresh)
+    lines += _ready_lines(plan, book, [stage for stage in fresh if starts[stage].problem is None])
+    lines += _unavailable_lines(a, plan, book, said, starts)
+    ready = [stage for stage in ready if starts[stage].problem is None]
     for stage in ready:
-        _spawn(a, plan, book, stage)
+        _spawn(a, plan, book, stage, starts[stage])
     _progress.append(a.workdir / _progress.LOG_FILE, lines, durable=a.durable)
     _write_task_list(a, plan, book)
     a.save_state(book.document())
+    done("book", a.job_dir / ".httk-job")
     children = book.join_children()
     if children:
         started = f"started {', '.join(ready)}; " if ready else ""
@@ -130,14 +135,14 @@ def schedule(a: Attempt) -> None:
             on_impossible="schedule",
             message=f"{started}waiting on {len(children)} stage job(s)",
         )
+        done("outcome", a.job_dir)
         return
     message = _verdict(plan, book)
-    _progress.append(
-        a.workdir / _progress.LOG_FILE,
-        [_progress.plan_line(_progress.now_iso(), plan.workflow_id, message)],
-        durable=a.durable,
-    )
+    verdict = _progress.plan_line(_progress.now_iso(), plan.workflow_id, message)
+    if not _progress.last_says(a.workdir / _progress.LOG_FILE, verdict):  # an attempt retried after it
+        _progress.append(a.workdir / _progress.LOG_FILE, [verdict], durable=a.durable)
     a.pause(message)
+    done("outcome", a.job_dir)
 
 
 @steps.step
@@ -168,6 +173,7 @@ def _can_start(plan: Plan, book: Book, stage: str) -> bool:
     return (
         stage not in plan.skipped
         and book.current(stage) is None
+        and not book.unavailable(stage)
         and all(plan.satisfied(book, need) for need in plan.needs(stage))
     )
 
@@ -187,7 +193,17 @@ def versioned_tag(stage: str, version: int) -> str:
     return stage[: TAG_BYTES - len(suffix)].rstrip("-") + suffix
 
 
-def _spawn(a: Attempt, plan: Plan, book: Book, stage: str) -> None:
+class _Start:
+    """A stage about to start: its job's template and payload files, or why it cannot start."""
+
+    def __init__(self, template: Mapping[str, Any], files: dict[str, bytes], problem: str | None) -> None:
+        self.template = template
+        self.files = files
+        self.problem = problem
+
+
+def _prepare(a: Attempt, plan: Plan, book: Book, stage: str) -> _Start:
+    """The stage's template and files, with the files it takes from its dependencies (:mod:`._outputs`)."""
     directory = template_dir(a.workdir, stage, plan.amendments) or a.job_dir / STAGES_DIR / stage
     with open(directory / TEMPLATE_FILE, "rb") as stream:
         template = json.load(stream)
@@ -196,9 +212,20 @@ def _spawn(a: Attempt, plan: Plan, book: Book, stage: str) -> None:
         for path in sorted(directory.rglob("*"))
         if path.is_file() and path.name != TEMPLATE_FILE
     }
+    payloads: dict[str, tuple[str, Path | None]] = {}
+    for reference in (template.get(_outputs.MEMBER) or {}).values():
+        job = book.current(reference["from_stage"])
+        if job is not None:
+            found = _outputs.payload_of(a.workspace_dir, job, checked=plan.checked(reference["from_stage"]))
+            payloads[reference["from_stage"]] = (job["job_key"], found)
+    taken, problem = _outputs.read_outputs(template, payloads)
+    return _Start(template, {**files, **taken}, problem)
+
+
+def _spawn(a: Attempt, plan: Plan, book: Book, stage: str, start: _Start) -> None:
     placement = f"{a.placement}/{a.job_key}{STAGE_PLACEMENT_SUFFIX}"
     tag = versioned_tag(stage, plan.version)
-    child = spawn_template(a, template, files, label=stage, tag=tag, placement=placement)
+    child = spawn_template(a, start.template, start.files, label=stage, tag=tag, placement=placement)
     reference = {
         "workspace_id": child.workspace_id,
         "job_id": child.job_id,
@@ -206,6 +233,36 @@ def _spawn(a: Attempt, plan: Plan, book: Book, stage: str) -> None:
         "placement": child.placement,
     }
     book.add_job(stage, reference, a.activation_id)
+
+
+def _unavailable_lines(
+    a: Attempt, plan: Plan, book: Book, said: Mapping[str, _progress.Logged], starts: Mapping[str, _Start]
+) -> list[str]:
+    """Mark each stage whose dependency's output cannot be read failed, with its lines.
+
+    The lines are stamped with the stage's ready time and name its retry count, so an attempt retried
+    after writing them finds them in the log and does not say them again.
+    """
+    lines: list[str] = []
+    logged = _progress.lines_of(a.workdir / _progress.LOG_FILE)
+    for stage, start in starts.items():
+        if start.problem is None:
+            continue
+        entry = book.entry(stage)
+        entry["unavailable"] = start.problem
+        [ready] = _ready_lines(plan, book, [stage])
+        when = ready[1 : ready.index("]")]
+        why = _progress.plan_line(
+            when,
+            plan.workflow_id,
+            f"stage {stage} cannot start (retries {entry.get('retries', 0)}): {start.problem}",
+        )
+        if why in logged:
+            continue
+        if stage not in said or said[stage].status != "ready":
+            lines.append(ready)
+        lines += [_progress.stage_line(when, stage, plan.name(stage), "failed"), why]
+    return lines
 
 
 def _history_lines(a: Attempt, plan: Plan, book: Book, said: Mapping[str, _progress.Logged]) -> list[str]:
@@ -257,8 +314,13 @@ def _ready_lines(plan: Plan, book: Book, ready: list[str]) -> list[str]:
 
 
 def _apply_inbox(a: Attempt, plan: Plan, book: Book) -> list[str]:
-    """Apply the operator's queued commands in order (``<n>.<command>.json``); return their log lines."""
+    """Apply the operator's queued commands in order (``<n>.<command>.json``); return their log lines.
+
+    A line is stamped with its command's time and names its number, so an attempt retried after writing
+    it finds it in the log and does not say it again.
+    """
     lines = []
+    logged = _progress.lines_of(a.workdir / _progress.LOG_FILE)
     for number, path in pending(a.workdir / INBOX_DIR, book.inbox):
         with open(path, "rb") as stream:
             command = json.load(stream)
@@ -266,15 +328,17 @@ def _apply_inbox(a: Attempt, plan: Plan, book: Book) -> list[str]:
         if command.get("type") == "retry" and stage in plan.stages and book.failed(stage):
             entry = book.entry(stage)
             entry["retries"] = int(entry.get("retries", 0)) + 1
-            entry.setdefault("history", []).append(entry["jobs"].pop())
-            lines.append(
-                _progress.plan_line(
-                    _progress.now_iso(),
-                    plan.workflow_id,
-                    f"stage {stage} retried by {command.get('operator', 'an operator')}: "
-                    f"{command.get('reason', '')}".rstrip(": "),
-                )
+            if entry.pop("unavailable", None) is None:
+                entry.setdefault("history", []).append(entry["jobs"].pop())
+            who = command.get("operator", "an operator")
+            reason = f": {command['reason']}" if command.get("reason") else ""
+            line = _progress.plan_line(
+                str(command.get("created_at") or _progress.now_iso()),
+                plan.workflow_id,
+                f"stage {stage} retried by {who}{reason} (command {number})",
             )
+            if line not in logged:
+                lines.append(line)
         book.inbox = number
     return lines
 
@@ -283,7 +347,9 @@ def _verdict(plan: Plan, book: Book) -> str:
     failed = [stage for stage in plan.unfinished(book) if book.failed(stage)]
     if not failed:
         return "plan complete"
-    blocked = [stage for stage in plan.unfinished(book) if book.current(stage) is None]
+    blocked = [
+        stage for stage in plan.unfinished(book) if book.current(stage) is None and stage not in failed
+    ]
     described = ", ".join(f"stage {stage} failed" for stage in failed)
     return f"plan blocked: {described}" + (f" (not started: {', '.join(blocked)})" if blocked else "")
 
@@ -298,6 +364,8 @@ def stage_view(plan: Plan, book: Book, stage: str) -> dict[str, Any]:
         status = (
             "preparing" if job.get("kind") is None else status_of(job["kind"], checked=plan.checked(stage))
         )
+    elif book.unavailable(stage):
+        status = "failed"
     elif book.invalidated(stage):
         status = "invalidated"
     else:
@@ -318,7 +386,7 @@ def stage_view(plan: Plan, book: Book, stage: str) -> dict[str, Any]:
         "started_at": job.get("started_at"),
         "completed_at": job.get("completed_at"),
         "retry_count": int(book.stages.get(stage, {}).get("retries", 0)),
-        "last_error": failure.get("message") or job.get("last_error"),
+        "last_error": failure.get("message") or job.get("last_error") or book.unavailable(stage),
     }
 
 

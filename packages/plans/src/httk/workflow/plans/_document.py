@@ -2,7 +2,8 @@
 
 The schema (``schemas/stage-plan.schema.json``) says what each member is; :func:`check_plan` adds what
 needs the whole document: stage ids are unique, every ``depends_on`` names a stage of the plan, a stage
-names exactly one of ``workflow`` and ``runner`` (and ``step`` only with a runner), and the dependencies
+names exactly one of ``workflow`` and ``runner`` (and ``step`` only with a runner), an input taken from
+a dependency's output names one of the stage's dependencies (:mod:`._outputs`), and the dependencies
 have no cycle -- the error names it, ``a -> b -> a``. Every refusal is a :class:`PlanError` naming the
 member at fault; nothing is written by this module.
 """
@@ -17,6 +18,7 @@ from typing import Any
 from httk.workflow.protocol import InvalidDocumentError
 
 from ._graph import find_cycle
+from ._outputs import problems
 
 DOCUMENT = "stage plan"
 MAX_PLAN_BYTES = 64 << 20
@@ -97,6 +99,8 @@ def check_plan(document: object, path: Path | str | None = None) -> None:
                 )
             if need == stage["id"]:
                 raise PlanError(f"stages[{number}].depends_on", f"stage {need!r} depends on itself", path)
+        for member, rule in problems(stage):
+            raise PlanError(f"stages[{number}].{member}", rule, path)
     cycle = find_cycle({stage["id"]: stage.get("depends_on", []) for stage in stages})
     if cycle is not None:
         raise PlanError("stages", f"the dependencies have a cycle: {' -> '.join(cycle)}", path)

@@ -28,6 +28,8 @@ from typing import Any
 
 from httk.workflow.sdk._files import replace_atomically
 
+from ._mutations import done
+
 LOG_FILE = "progress.log"
 STATE_FILE = "workflow-state.json"
 
@@ -92,6 +94,25 @@ def logged(path: Path) -> dict[str, Logged]:
     return last
 
 
+def lines_of(path: Path) -> set[str]:
+    """Every line the log at ``path`` holds (none for a log not written yet)."""
+    try:
+        return set(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    except FileNotFoundError:
+        return set()
+
+
+def last_says(path: Path, line: str) -> bool:
+    """Whether the log's last line is ``line`` but for its time (the ``[...]`` it starts with)."""
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(max(0, os.fstat(stream.fileno()).st_size - 4096))
+            tail = stream.read().decode("utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return False
+    return bool(tail) and tail[-1].partition("] ")[2] == line.partition("] ")[2]
+
+
 def append(path: Path, lines: Iterable[str], *, durable: bool) -> None:
     """Append each line with one ``write`` (see the module docstring); synchronize once when durable."""
     encoded = [f"{line}\n".encode() for line in lines]
@@ -104,6 +125,7 @@ def append(path: Path, lines: Iterable[str], *, durable: bool) -> None:
             written = os.write(fd, data)
             if written != len(data):  # a regular file takes the whole write or raises (ENOSPC)
                 raise OSError(f"{path}: short write of a progress line ({written} of {len(data)} bytes)")
+            done("progress line", path)
         if durable:
             os.fsync(fd)
     finally:
@@ -116,6 +138,7 @@ def write_state(path: Path, document: Mapping[str, Any], *, durable: bool) -> No
     """Replace ``path`` with ``document`` atomically (see the module docstring)."""
     data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     replace_atomically(path, data, durable=durable)
+    done("replace", path)
 
 
 def fsync_dir(directory: Path) -> None:

@@ -3,7 +3,9 @@
 A stage names a packaged workflow (found under the entry point group ``httk.workflow.workflows``, its
 inputs resolved and checked by the workflow's own rules, file inputs read relative to the plan document)
 or a runner (a name in the workspace runner store, or an installed ``pkg:<module>/<resource>``), pinned
-by its digest. Its ``parameters`` are merged into its inputs (a parameter wins). Everything that can
+by its digest. Its ``parameters`` are merged into its inputs (a parameter wins). An input taken from a
+dependency's output (:mod:`._outputs`) becomes the payload path ``files/...`` the coordinator puts that
+file at when it starts the stage, recorded in the template's ``stage_outputs``. Everything that can
 refuse a stage does so here, before anything is written, naming the stage and what is wrong.
 
 The result is a :class:`StageTemplate`: the job.json members of the stage's job without the identity
@@ -24,6 +26,7 @@ from typing import Any
 from httk.workflow.protocol import WorkflowError
 
 from ._document import PlanError
+from ._outputs import MEMBER, is_reference, references
 
 STAGE_RUNNER = "pkg:httk.workflow.plans/runners/stage"
 COORDINATOR_RUNNER = "pkg:httk.workflow.plans/runners/coordinator"
@@ -41,6 +44,12 @@ class StageTemplate:
     job: Mapping[str, Any]
     files: Mapping[str, bytes] = field(default_factory=dict)
     extensions: tuple[str, ...] = ()
+    outputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Files taken from dependencies as the stage starts: payload path to reference (:mod:`._outputs`)."""
+
+    def document(self) -> dict[str, Any]:
+        """What ``stage.json`` holds: the job.json members, and the references when there are any."""
+        return {**self.job, MEMBER: dict(self.outputs)} if self.outputs else dict(self.job)
 
 
 def installed_runner(path: str) -> dict[str, Any]:
@@ -93,18 +102,52 @@ def _workflow_stage(stage: Mapping[str, Any], base: Path, where: str, path: Path
         workflow = find_workflow(name)
     except WorkflowError as exc:
         raise PlanError(f"{where}.workflow", f"stage {stage['id']!r}: {exc}", path) from None
+    taken = references(stage)
+    given = {key: value for key, value in _inputs(stage).items() if key not in taken}
     try:
-        resolved = resolve_inputs(workflow, _inputs(stage), base=base)
+        resolved = resolve_inputs(_taking(workflow, taken), given, base=base)
     except SdkError as exc:
         raise PlanError(f"{where}.inputs", f"stage {stage['id']!r}: {exc}", path) from None
-    job = job_document(workflow, resolved, name=stage.get("name") or f"{name} of stage {stage['id']}")
-    files = {
-        f"files/{declared.destination or declared.name}": resolved[declared.name]
+    job = job_document(
+        workflow,
+        {**resolved, **dict.fromkeys(taken, b"")},
+        name=stage.get("name") or f"{name} of stage {stage['id']}",
+    )
+    destinations = {
+        declared.name: f"files/{declared.destination or declared.name}"
         for declared in workflow.inputs
-        if declared.kind == "file" and declared.name in resolved
+        if declared.kind == "file"
     }
+    files = {destinations[key]: resolved[key] for key in destinations if key in resolved}
+    outputs = {destinations[key]: dict(reference) for key, reference in taken.items()}
     job["resources"] = {**job["resources"], **stage.get("resources", {})}
-    return StageTemplate(stage["id"], _without_identity(job), files, tuple(workflow.extensions))
+    return StageTemplate(stage["id"], _without_identity(job), files, tuple(workflow.extensions), outputs)
+
+
+def _taking(workflow: Any, taken: Mapping[str, Any]) -> Any:
+    """``workflow`` as it checks a stage whose inputs ``taken`` come from dependencies when it starts.
+
+    Each must be a file input; it is not required now (it is given, later), and the workflow's content
+    check, which needs every file, does not run: the stage's runner reads the file as any input.
+    """
+    import dataclasses
+
+    from httk.workflow.sdk.packaged import WorkflowInputError
+
+    if not taken:
+        return workflow
+    for key in taken:
+        if workflow.input(key).kind != "file":
+            raise WorkflowInputError(
+                key,
+                f"is not a file input of workflow {workflow.name!r}; only a file is taken from a stage's "
+                "output",
+            )
+    inputs = tuple(
+        dataclasses.replace(declared, required=False) if declared.name in taken else declared
+        for declared in workflow.inputs
+    )
+    return dataclasses.replace(workflow, inputs=inputs, check=None)
 
 
 def _runner_stage(workspace: Any, stage: Mapping[str, Any], where: str, path: Path | None) -> StageTemplate:
@@ -127,6 +170,8 @@ def _runner_stage(workspace: Any, stage: Mapping[str, Any], where: str, path: Pa
                 path,
             )
         runner = {"backend": "path", "path": name, "source": "workspace", "sha256": digest, "arguments": []}
+    taken = references(stage)
+    inputs = {key: f"files/{key}" if is_reference(value) else value for key, value in _inputs(stage).items()}
     job = {
         "name": stage.get("name") or f"stage {stage['id']}",
         "runner": runner,
@@ -137,9 +182,11 @@ def _runner_stage(workspace: Any, stage: Mapping[str, Any], where: str, path: Pa
         "claim": dict(CLAIM),
         "retry_policy": _default_retry_policy(),
         "resources": dict(stage.get("resources", {})),
-        "inputs": _inputs(stage),
+        "inputs": inputs,
     }
-    return StageTemplate(stage["id"], job)
+    return StageTemplate(
+        stage["id"], job, outputs={f"files/{key}": dict(value) for key, value in taken.items()}
+    )
 
 
 def _checked(work: StageTemplate, check: list[str]) -> StageTemplate:
@@ -153,10 +200,15 @@ def _checked(work: StageTemplate, check: list[str]) -> StageTemplate:
         "priority": work.job.get("priority", 500),
         "claim": dict(CLAIM),
         "retry_policy": _default_retry_policy(),
-        "inputs": {"check": check, "work": dict(work.job), "work_files": sorted(work.files)},
+        "inputs": {
+            "check": check,
+            "work": dict(work.job),
+            "work_files": sorted({*work.files, *work.outputs}),
+        },
     }
     files = {f"{WORK_FILES}/{relative}": data for relative, data in work.files.items()}
-    return StageTemplate(work.stage_id, job, files, work.extensions)
+    outputs = {f"{WORK_FILES}/{relative}": reference for relative, reference in work.outputs.items()}
+    return StageTemplate(work.stage_id, job, files, work.extensions, outputs)
 
 
 def _without_identity(job: Mapping[str, Any]) -> dict[str, Any]:

@@ -158,6 +158,8 @@ def _row(workspace: Any, plan: Plan, book: Book, stage: str) -> StageRow:
         # skipped, no job, or one the coordinator's running attempt spawned
         if stage in plan.skipped or book.invalidated(stage):
             status = "skipped" if stage in plan.skipped else "invalidated"
+        elif book.unavailable(stage):
+            status = "failed"
         else:
             done = job is not None or all(
                 need in plan.skipped or _completed(workspace, book, need) for need in plan.needs(stage)
@@ -165,7 +167,7 @@ def _row(workspace: Any, plan: Plan, book: Book, stage: str) -> StageRow:
             status = "ready" if done else "pending"
         return StageRow(
             stage, plan.name(stage), status, plan.needs(stage),
-            None, None, None, None, retries, _previous_error(entry),
+            None, None, None, None, retries, book.unavailable(stage) or _previous_error(entry),
         )  # fmt: skip
     entries, frame = history
     kind = str(frame.get("kind"))
@@ -179,17 +181,20 @@ def _row(workspace: Any, plan: Plan, book: Book, stage: str) -> StageRow:
             completed = iso_of(item.get("created_at"))
     failure = frame.get("failure") or frame.get("last_failure")
     error = failure.get("message") if isinstance(failure, Mapping) else None
+    now = status_of(kind, frame.get("step"), checked=checked)
+    if now == "completed":
+        error = None  # an earlier job's failure is history (its own row in job log), not this stage's error
     return StageRow(
         stage,
         plan.name(stage),
-        status_of(kind, frame.get("step"), checked=checked),
+        now,
         plan.needs(stage),
         job["job_key"],
         kind,
         started,
         completed,
         retries,
-        error or _previous_error(entry),
+        error if now == "completed" else error or _previous_error(entry),
     )
 
 

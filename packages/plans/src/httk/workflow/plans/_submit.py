@@ -32,6 +32,8 @@ STAGES_DIR = "stages"
 TEMPLATE_FILE = "stage.json"
 WORKDIR = "plan"
 INITIAL_STEP = "schedule"
+PLAN_DIRECTORY = "plan_directory"
+"""The coordinator's input naming the directory its plan document was submitted from."""
 COORDINATOR_PRIORITY = 600
 """Above the default 500, so a manager with work queued wakes the coordinator before more stage work."""
 COORDINATOR_RETRY_POLICY = {
@@ -73,11 +75,11 @@ def submit_stage_plan(workspace: Any, plan_path: Path, placement: str | None = N
     plan.setdefault("amendments", [])
     templates = resolve_stages(workspace, plan, plan_path.parent, plan_path)
     chosen = placement if placement is not None else default_placement(plan["workflow_id"])
-    job = coordinator_job(plan["workflow_id"])
+    job = coordinator_job(plan["workflow_id"], plan_path)
     files = {PLAN_FILE: _json(plan)}
     for template in templates:
         where = f"{STAGES_DIR}/{template.stage_id}"
-        files[f"{where}/{TEMPLATE_FILE}"] = _json(template.job)
+        files[f"{where}/{TEMPLATE_FILE}"] = _json(template.document())
         for relative, data in template.files.items():
             files[f"{where}/{relative}"] = data
     [result] = submit_jobs(workspace, [JobSpec(job, chosen, files)])
@@ -91,8 +93,12 @@ def submit_stage_plan(workspace: Any, plan_path: Path, placement: str | None = N
     )
 
 
-def coordinator_job(workflow_id: str) -> dict[str, Any]:
-    """The coordinator's job.json for the plan ``workflow_id``."""
+def coordinator_job(workflow_id: str, plan_path: Path | None = None) -> dict[str, Any]:
+    """The coordinator's job.json for the plan ``workflow_id`` submitted from ``plan_path``.
+
+    Its inputs keep the absolute directory of the plan document (:data:`PLAN_DIRECTORY`): an amendment
+    that rebuilds a stage reads the stage's file inputs relative to it, as submission did.
+    """
     return {
         "format": "httk-workflow-job",
         "format_version": 1,
@@ -108,7 +114,7 @@ def coordinator_job(workflow_id: str) -> dict[str, Any]:
         "claim": dict(CLAIM),
         "retry_policy": dict(COORDINATOR_RETRY_POLICY),
         "resources": {},
-        "inputs": {},
+        "inputs": {} if plan_path is None else {PLAN_DIRECTORY: str(plan_path.absolute().parent)},
         "parent": None,
     }
 

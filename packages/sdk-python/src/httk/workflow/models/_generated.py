@@ -320,6 +320,26 @@ class PlanAmendment(BaseModel):
     """
 
 
+class StageOutput(BaseModel):
+    """
+    An input value taken from a dependency's result: the file at path in the payload of the job that completed stage from_stage (one of this stage's depends_on), such as data/CONTCAR of a vasp-relax stage. The coordinator reads it when it starts this stage and puts it in the stage job's payload as files/<input name>, which is then the input's value; for a workflow the input is one of its file inputs, taken as that file (the workflow's content check runs only on files read at submission). An object with exactly these two members is always read as this reference.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    from_stage: Annotated[
+        StrictStr, Field(max_length=48, min_length=1, pattern="^[a-z0-9](?:-?[a-z0-9._])*-?$", title="Label")
+    ]
+    """
+    The dependency whose job's payload holds the file.
+    """
+    path: Annotated[StrictStr, Field(min_length=1, pattern="^[^/]")]
+    """
+    The file's path relative to that job's payload, such as data/CONTCAR; no . or .. component (plan submit checks that).
+    """
+
+
 CheckItem = TypeAliasType("CheckItem", Annotated[StrictStr, Field(min_length=1)])
 
 
@@ -2411,7 +2431,7 @@ class PlanStage(BaseModel):
     """
     inputs: dict[str, Any] = {}
     """
-    The stage job's inputs: for a workflow its declared inputs (a file input's path relative to the plan document), for a runner job.json inputs as they are.
+    The stage job's inputs: for a workflow its declared inputs (a file input's path relative to the plan document), for a runner job.json inputs as they are. A value may instead name a file a dependency produced (a stage_output object), which the coordinator copies into the stage's job when it starts it.
     """
     name: StrictStr | None = None
     """
@@ -2419,7 +2439,7 @@ class PlanStage(BaseModel):
     """
     parameters: dict[str, Any] = {}
     """
-    Parameters of the stage (spec/04): merged into the job's inputs, a parameter winning over an input of the same name; changed only by a parameter_change amendment.
+    Parameters of the stage (spec/04): merged into the job's inputs, a parameter winning over an input of the same name; changed only by a parameter_change amendment. A value may be a stage_output object, as in inputs.
     """
     resources: Annotated[
         dict[
