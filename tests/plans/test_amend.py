@@ -58,6 +58,8 @@ def test_amending_the_root_of_a_diamond_reruns_everything_downstream_and_keeps_t
     submitted = submit(ws, tmp_path, plan("diamond", stages))
     run_manager(ws)
     old = _jobs(ws, submitted)
+    task_list = submitted.payload / "plan" / "workflow-state.json"
+    created = json.loads(task_list.read_text())["created"]
 
     said = _amend(ws, submitted, "parameter_change", "a", values={"write": "a v2"}, reason="sharper")
     assert said == "queued amendment 000001.parameter_change.json; " + (
@@ -67,6 +69,7 @@ def test_amending_the_root_of_a_diamond_reruns_everything_downstream_and_keeps_t
 
     report = plan_status(ws, submitted.job_key)
     assert (report.version, report.unamended) == (2, [])
+    assert json.loads(task_list.read_text())["created"] == created  # the plan's, kept across activations
     assert {row.id: row.status for row in report.stages} == dict.fromkeys(needs, "completed")
     new = _jobs(ws, submitted)
     assert all(new[name] != old[name] and new[name].startswith(f"{name}-v2--") for name in needs)

@@ -201,6 +201,8 @@ def test_the_progress_log_is_whole_lines_in_order_and_never_repeats_a_change(
     assert lines[-1].endswith("plan logged: plan complete")
     state = json.loads((submitted.payload / "plan" / "workflow-state.json").read_text())
     assert [(s["id"], s["status"]) for s in state["stages"]] == [(name, "completed") for name in needs]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", state["created"]), state["created"]
+    assert state["created"] <= state["updated"]
     assert not list((submitted.payload / "plan").glob(".workflow-state.json.tmp.*"))
 
 

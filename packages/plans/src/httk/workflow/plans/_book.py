@@ -31,10 +31,15 @@ class Book:
         )
         self.inbox = int(document.get("inbox", 0))
         self.amended = int(document.get("amended", 0))
+        created = document.get("created")
+        self.created: str | None = created if isinstance(created, str) else None  # the first task list's
 
     def document(self) -> dict[str, Any]:
         """What is saved as the job state."""
-        return {"stages": self.stages, "inbox": self.inbox, "amended": self.amended}
+        saved: dict[str, Any] = {"stages": self.stages, "inbox": self.inbox, "amended": self.amended}
+        if self.created is not None:
+            saved["created"] = self.created
+        return saved
 
     def entry(self, stage: str) -> dict[str, Any]:
         """The stage's entry, made empty on first use."""

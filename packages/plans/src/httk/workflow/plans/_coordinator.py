@@ -391,10 +391,14 @@ def stage_view(plan: Plan, book: Book, stage: str) -> dict[str, Any]:
 
 
 def _write_task_list(a: Attempt, plan: Plan, book: Book) -> None:
+    updated = _progress.now_iso()
+    if book.created is None:  # kept in the saved book from the first activation on
+        book.created = updated
     document = {
         "workflow_id": plan.workflow_id,
         "version": plan.version,
-        "updated": _progress.now_iso(),
+        "created": book.created,
+        "updated": updated,
         "coordinator": f"{a.placement}/{a.job_key}",
         "amendments": plan.document.get("amendments", []),
         "stages": [stage_view(plan, book, stage) for stage in plan.stages],
