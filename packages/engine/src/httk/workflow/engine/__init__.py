@@ -63,6 +63,12 @@ if TYPE_CHECKING:
     from httk.workflow.engine.maintenance._fsck import fsck
     from httk.workflow.engine.maintenance._fsck_check import FsckReport
     from httk.workflow.engine.maintenance._gc import GcReport, collect_garbage
+    from httk.workflow.engine.manager._detach import (
+        Quiescence,
+        detach_quiescence,
+        request_detach,
+        withdraw_detach,
+    )
     from httk.workflow.engine.manager._launchers import (
         Bundle,
         Launcher,
@@ -86,6 +92,7 @@ if TYPE_CHECKING:
         launch_managers,
         plan_run,
         run_manager,
+        run_workspaces,
         wait_for_managers,
     )
     from httk.workflow.engine.manager._slurm import SlurmLauncher
@@ -206,7 +213,11 @@ _HOMES = {
     **dict.fromkeys(("Manager", "RunSummary"), "manager._manager"),
     "ManagerConfig": "manager._state",
     **dict.fromkeys(
-        ("RunPlan", "launch_managers", "plan_run", "run_manager", "wait_for_managers"), "manager._run"
+        ("RunPlan", "launch_managers", "plan_run", "run_manager", "run_workspaces", "wait_for_managers"),
+        "manager._run",
+    ),
+    **dict.fromkeys(
+        ("Quiescence", "detach_quiescence", "request_detach", "withdraw_detach"), "manager._detach"
     ),
     **dict.fromkeys(
         (
@@ -439,6 +450,11 @@ __all__ = [
     "require_signatures",
     "run_httk",
     "run_manager",
+    "run_workspaces",
+    "request_detach",
+    "withdraw_detach",
+    "detach_quiescence",
+    "Quiescence",
     "select_each",
     "select_job",
     "select_jobs",
