@@ -220,6 +220,9 @@ def report(summary: RunSummary, *, as_json: bool, echo: Callable[[str], object],
         }
         echo(json.dumps({"workspace": where, **document} if where else document))
         return
+    if summary.exit_reason == "detached":
+        echo(f"{where or 'workspace'}: detached (acknowledged; no longer served by this manager)")
+        return
     echo(f"{where}: {summary.census.line()}" if where else summary.census.line())
     if summary.exit_reason == "idle-timeout":
         for line in summary.census.advice():
