@@ -216,6 +216,8 @@ class Manager:
         Every active kind gets one bounded pass when a scan is due; between scans a reaped attempt only
         refills its slot from the ready window.
         """
+        if self.record is None:
+            self.start()  # a roster starts a member at its first turn: the first claim waits for one start
         self.heartbeat_opportunity()
         if self.pool is not None:
             self.pool.turn(self)

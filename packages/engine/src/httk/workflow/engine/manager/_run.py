@@ -270,12 +270,12 @@ def run_workspaces(
             log.warning("SLURM capacities: %s", warning)
         try:
             roster.refresh()
-            members = roster.members()
-            if members:
-                members[0].notice_confinement()
+            if roster.members():
+                roster.members()[0].notice_confinement()
+            found = roster.discovered()
             echo(
-                f"httk manager {process_id} serving {len(members)} workspace(s) "
-                f"({', '.join(str(m.workspace.root) for m in members) or 'none yet'}; watch roots "
+                f"httk manager {process_id} serving {len(found)} workspace(s) "
+                f"({', '.join(map(str, found)) or 'none yet'}; watch roots "
                 f"{', '.join(map(str, watch_roots)) or '-'}; rescan every {rescan_interval:g} s; log {path}; "
                 f"pools {','.join(config.pools)}; resources {describe(config.resources or {})}; "
                 f"workers {config.workers} shared)"

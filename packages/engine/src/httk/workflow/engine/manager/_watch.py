@@ -181,6 +181,7 @@ class WatchRoster:
     rescan_interval: float = DEFAULT_RESCAN_SECONDS
     attachments: dict[str, Attachment] = field(default_factory=dict)
     pool: WorkerPool | None = None
+    pending: dict[str, Found] = field(default_factory=dict)  # found, attached at the next loop turns
     _members: list[Manager] = field(default_factory=list)
     _logged: set[str] = field(default_factory=set)
     _last_scan: float = float("-inf")
@@ -216,6 +217,8 @@ class WatchRoster:
         if self.clock.monotonic() - self._last_scan >= self.rescan_interval:
             self._last_scan = self.clock.monotonic()
             changed |= self.rescan()
+        if self.pending:  # one per loop turn: the first workspace is served before the others are opened
+            changed |= self._attach(self.pending.pop(next(iter(self.pending))))
         if self.pool is not None:
             self.pool.members = self._members
         return changed
@@ -242,6 +245,8 @@ class WatchRoster:
                 )
                 self._retire(attachment)
                 changed = True
+        for workspace_id in [key for key in self.pending if key not in by_id]:
+            del self.pending[workspace_id]
         return changed
 
     def _settle(self, workspace_id: str, items: list[Found]) -> bool:
@@ -288,7 +293,12 @@ class WatchRoster:
             if _detach.read_request(chosen.path) is not None:
                 return False
             attachment.detached = False
-        return self._attach(chosen)
+        self.pending[workspace_id] = chosen
+        return False
+
+    def discovered(self) -> list[Path]:
+        """The workspaces served or about to be."""
+        return [member.workspace.root for member in self._members] + [f.path for f in self.pending.values()]
 
     def _attach(self, found: Found) -> bool:
         request = _detach.read_request(found.path)
@@ -366,7 +376,7 @@ class WatchRoster:
                 continue
             request = _detach.read_request(attachment.path)
             self._retire(attachment, detached=True)
-            if request is not None:
+            if request is not None and member.record is not None:  # one never started holds nothing
                 _detach.acknowledge(attachment.path, member, str(request["detach_id"]))
             log.info(
                 "workspace %s at %s detached: acknowledged, no longer served",
@@ -389,15 +399,15 @@ class WatchRoster:
 
 
 def member_maker(config: ManagerConfig, clock: Clock) -> Callable[[Path, str], Manager]:
-    """How a roster makes the manager of one workspace: attached writable, started (record, writer)."""
+    """How a roster makes the manager of one workspace: attached writable; its first tick starts it
+    (record, journal writer, heartbeat), so a process attaching many workspaces claims in the first one
+    before it has started the others."""
 
     def make(path: Path, manager_id: str) -> Manager:
-        manager = Manager(
+        return Manager(
             attach(path, durable=config.durable, clock=clock),
             dataclasses.replace(config, manager_id=manager_id),
             clock=clock,
         )
-        manager.start()
-        return manager
 
     return make
