@@ -93,6 +93,7 @@ class Manager:
         # and a detach in progress (no scans or claims; only what it holds is reaped and committed).
         self.pool: WorkerPool | None = None
         self.detaching = False
+        self.start_at_first_tick = False
         self.closed = False
         self._drain_reason: str | None = None  # logged by the next tick (never from a signal handler)
         self._last_beat = float("-inf")
@@ -216,8 +217,8 @@ class Manager:
         Every active kind gets one bounded pass when a scan is due; between scans a reaped attempt only
         refills its slot from the ready window.
         """
-        if self.record is None:
-            self.start()  # a roster starts a member at its first turn: the first claim waits for one start
+        if self.record is None and self.start_at_first_tick:
+            self.start()  # a roster's member: the first claim of a process waits for one start, not all
         self.heartbeat_opportunity()
         if self.pool is not None:
             self.pool.turn(self)

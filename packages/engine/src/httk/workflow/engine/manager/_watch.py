@@ -404,10 +404,12 @@ def member_maker(config: ManagerConfig, clock: Clock) -> Callable[[Path, str], M
     before it has started the others."""
 
     def make(path: Path, manager_id: str) -> Manager:
-        return Manager(
+        manager = Manager(
             attach(path, durable=config.durable, clock=clock),
             dataclasses.replace(config, manager_id=manager_id),
             clock=clock,
         )
+        manager.start_at_first_tick = True
+        return manager
 
     return make
