@@ -42,8 +42,8 @@ from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.manager._state import ManagerConfig, ManagerState
 from httk.workflow.engine.manager._watch import WatchRoster, member_maker
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import MINIMAL_RUNNER, load, new_workspace
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the workspace builder beside this file
+from benchmarks.throughput import MINIMAL_RUNNER, load, new_workspace
 
 GOAL_RATIO = 2.0
 CONFIG = ManagerConfig(workers=2, durable=False, confine=False, resources=None)
@@ -73,13 +73,18 @@ class ClaimClock:
     def __enter__(self) -> ClaimClock:
         clock, original = self, self._move_all
 
-        def timed(state: ManagerState, moves: Sequence[Move], **options: object) -> list[TransitionResult]:
-            results = original(state, moves, **options)  # type: ignore[arg-type]
+        def timed(
+            state: ManagerState,
+            moves: Sequence[Move],
+            *,
+            failed: Callable[[int, Exception], None] | None = None,
+        ) -> list[TransitionResult]:
+            results = original(state, moves, failed=failed)
             if clock.first is None and any(frame.kind is Kind.CLAIMED for _, frame, _ in moves):
                 clock.first = time.perf_counter()
             return results
 
-        ManagerState.move_all = timed  # type: ignore[method-assign]
+        ManagerState.move_all = timed  # type: ignore[method-assign,assignment]
         return self
 
     def __exit__(self, *_exc: object) -> None:

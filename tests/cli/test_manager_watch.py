@@ -18,15 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
+from httk.workflow import models
 from httk.workflow.engine.core._workspace import Workspace, attach, init, probe_marker
-from referencing import Registry, Resource
 
 from tests.cli.test_manager_cmd import command, httk
 from tests.runners import job_key, publish_scripted_runner, scripted_job, submit, wait_until
-
-SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
 
 def workspace(path: Path, scratch: Path) -> tuple[Workspace, dict[str, Any]]:
@@ -113,8 +110,7 @@ def test_a_watch_root_attaches_a_workspace_renamed_in_and_detaches_one_on_reques
     wait_until(lambda: succeeded(one.root, first), "the job of one to succeed")
     wait_until(lambda: kind_of(two.root, held) == "running" or None, "the held job of two to run")
     os.rename(three.root, root / "three")  # built elsewhere, renamed in: attached without a restart
-    for job in arrived:
-        wait_until(lambda job=job: succeeded(root / "three", job), "a job of three to succeed")
+    wait_until(lambda: all(succeeded(root / "three", job) for job in arrived) or None, "three's jobs")
 
     detach = subprocess.Popen(
         command("workflow", "workspace", "detach", two.root, "--timeout", "60"),
@@ -152,15 +148,7 @@ def test_a_watch_root_attaches_a_workspace_renamed_in_and_detaches_one_on_reques
 
 
 def check(document: dict[str, Any], name: str) -> None:
-    resources = [
-        (
-            f"https://httk.org/schemas/workflow/{path.name}",
-            Resource.from_contents(json.loads(path.read_text())),
-        )
-        for path in SCHEMAS.glob("*.schema.json")
-    ]
-    schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
-    jsonschema.Draft202012Validator(schema, registry=Registry().with_resources(resources)).validate(document)
+    models.validator(name).validate(document)
 
 
 def test_a_renamed_workspace_keeps_being_served_and_a_vanished_one_waits_for_its_return(
