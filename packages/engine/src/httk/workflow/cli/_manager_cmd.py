@@ -14,6 +14,10 @@ also derives ``procs``, ``gpus``, ``nodes`` and ``mem`` from it, and the command
 default it serves until nothing it can progress remains; ``--idle`` keeps it serving. SIGTERM or SIGINT
 drains it (stop claiming, stop running attempts, keep committing for ``--drain-timeout`` seconds); a
 second signal exits at once.
+
+Several WORKSPACE arguments, or ``--watch-root DIR`` (repeatable), are served by one manager in this
+process (no launcher: ``--count`` and ``--detach`` are refused), its ``--workers`` shared round-robin;
+watch roots are rescanned every ``--rescan-interval`` seconds (``engine.manager._watch``).
 """
 
 import os

@@ -35,8 +35,10 @@ engine's floor plan") and may change without notice. The names, by what they are
   :func:`lookup_remote`, :func:`list_remotes`, :func:`remove_remote`; over ssh, :func:`run_httk`,
   :func:`passthrough` and :func:`check_remote`;
 * task managers: :class:`Manager` and :class:`ManagerConfig` (one in this process), :func:`run_manager`
-  (what ``manager run --inline`` does), :func:`plan_run`, :func:`launch_managers`,
-  :func:`wait_for_managers`, :func:`stop_managers`;
+  (what ``manager run --inline`` does), :func:`run_workspaces` (several workspaces and watch roots in
+  one process), :func:`plan_run`, :func:`launch_managers`, :func:`wait_for_managers`,
+  :func:`stop_managers`; a workspace's acknowledged detach: :func:`request_detach`,
+  :func:`detach_quiescence` (a :class:`Quiescence`), :func:`withdraw_detach`;
 * launchers: the :class:`Launcher` protocol with :class:`LaunchRequest` and :class:`LaunchReport`, the
   two packaged ones (:class:`ProcessLauncher`, :class:`SlurmLauncher`, which the entry point group
   ``httk.workflow.launchers`` names), and the bundles that select one.
