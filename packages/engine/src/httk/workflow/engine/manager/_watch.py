@@ -236,7 +236,7 @@ class WatchRoster:
         for workspace_id, items in by_id.items():
             changed |= self._settle(workspace_id, items)
         for workspace_id, attachment in self.attachments.items():
-            if workspace_id not in by_id and attachment.member is not None:
+            if workspace_id not in by_id and attachment.member is not None and not _still_there(attachment):
                 self._once(
                     f"workspace {workspace_id} vanished from {attachment.path}: unavailable until the "
                     "same workspace id is found again (its jobs are left as they are)",
@@ -396,6 +396,16 @@ class WatchRoster:
         if key not in self._logged:
             self._logged.add(key)
             log.log(level, "%s", message)
+
+
+def _still_there(attachment: Attachment) -> bool:
+    """Whether the served directory is still at its path, only its format.json unreadable for a moment
+    (a scan that could not read it must not retire a workspace whose attempts run)."""
+    try:
+        status = os.stat(attachment.path)
+    except OSError:
+        return False
+    return (status.st_dev, status.st_ino) == attachment.identity
 
 
 def member_maker(config: ManagerConfig, clock: Clock) -> Callable[[Path, str], Manager]:
