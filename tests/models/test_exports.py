@@ -10,6 +10,8 @@ from pydantic import BaseModel
 
 MODELS = [
     "AttemptContext",
+    "DetachAcknowledgement",
+    "DetachRequest",
     "Failure",
     "FailureBreadcrumb",
     "FormatDocument",

@@ -27,6 +27,8 @@ SCHEMAS = models.schema_path("common").parent
 # schema name -> the exported top-level model of that document
 MODEL_OF: dict[str, str] = {
     "attempt-context": "AttemptContext",
+    "detach-acknowledgement": "DetachAcknowledgement",
+    "detach-request": "DetachRequest",
     "error": "FailureBreadcrumb",
     "failure": "Failure",
     "format": "FormatDocument",
@@ -51,6 +53,8 @@ MODEL_OF: dict[str, str] = {
 }
 FORMAT_OF: dict[str, str] = {
     "attempt-context": "httk-workflow-attempt-context",
+    "detach-acknowledgement": "httk-workflow-detach-acknowledgement",
+    "detach-request": "httk-workflow-detach-request",
     "error": "httk-workflow-error",
     "format": "httk-workflow-filesystem",
     "gc": "httk-workflow-gc",

@@ -14,6 +14,10 @@ also derives ``procs``, ``gpus``, ``nodes`` and ``mem`` from it, and the command
 default it serves until nothing it can progress remains; ``--idle`` keeps it serving. SIGTERM or SIGINT
 drains it (stop claiming, stop running attempts, keep committing for ``--drain-timeout`` seconds); a
 second signal exits at once.
+
+Several WORKSPACE arguments, or ``--watch-root DIR`` (repeatable), are served by one manager in this
+process (no launcher: ``--count`` and ``--detach`` are refused), its ``--workers`` shared round-robin;
+watch roots are rescanned every ``--rescan-interval`` seconds (``engine.manager._watch``).
 """
 
 import os
@@ -32,7 +36,7 @@ from ._options import (
     WorkspaceOpt,
     bind,
 )
-from ._remote_run import remote_arguments
+from ._remote_run import RemoteWorkspaceError, remote_arguments
 
 if TYPE_CHECKING:
     from httk.workflow.engine import RunPlan
@@ -169,6 +173,31 @@ NoConfineOpt = Annotated[
         "workdir, attempt control, .httk-job/, logs/, temporary space, home and declared paths).",
     ),
 ]
+WorkspacesArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="[WORKSPACE]...",
+        show_default=False,
+        help="The workspaces to serve (or one with --workspace); several are served by one manager.",
+    ),
+]
+WatchRootOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--watch-root",
+        metavar="DIR",
+        help="Also serve every workspace found below DIR, rescanning it while serving (repeatable).",
+    ),
+]
+RescanOpt = Annotated[
+    float,
+    typer.Option(
+        "--rescan-interval",
+        metavar="SECONDS",
+        min=0.0,
+        help="Seconds between rescans of the watch roots and checks for detach requests.",
+    ),
+]
 LabelOpt = Annotated[
     str | None, typer.Option("--label", help="A stable administrative name for this manager.")
 ]
@@ -179,8 +208,10 @@ LabelOpt = Annotated[
 def run(
     ctx: typer.Context,
     *,
-    workspace: WorkspaceArg = None,
+    workspaces: WorkspacesArg = None,
     workspace_option: WorkspaceOpt = None,
+    watch_root: WatchRootOpt = None,
+    rescan_interval: RescanOpt = 10.0,
     count: CountOpt = None,
     detach: DetachOpt = False,
     inline: InlineOpt = False,
@@ -212,18 +243,31 @@ def run(
     host_share: HostShareOpt = None,
     drain_before_end: DrainBeforeEndOpt = None,
 ) -> None:
-    """Run task managers on a workspace until idle (or forever with --idle), through its launcher."""
-    (root,) = bind([workspace], [("WORKSPACE", workspace_option)], writes=True)
-    from httk.workflow.engine import plan_run
+    """Run task managers on a workspace until idle (or forever with --idle), through its launcher.
 
-    plan = plan_run(Path(root), count=count, detach=detach, inline=inline)
-    if not plan.inline:
-        _launch(ctx, plan, detach=detach, as_json=as_json)
-        return
-    from httk.workflow.engine import ManagerConfig, run_manager
+    Several workspaces, or --watch-root, are served by one manager in this process, its workers shared.
+    """
+    words = list(workspaces or ())
+    several = len(words) + (workspace_option is not None) > 1 or bool(watch_root)
+    if several:
+        if count not in (None, 1) or detach:
+            raise UsageError(
+                "several workspaces or --watch-root are served by one manager in this process: "
+                "--count and --detach launch managers for one workspace"
+            )
+        plan = None
+    else:
+        (root,) = bind(words[:1], [("WORKSPACE", workspace_option)], writes=True)
+        from httk.workflow.engine import plan_run
+
+        plan = plan_run(Path(root), count=count, detach=detach, inline=inline)
+        if not plan.inline:
+            _launch(ctx, plan, detach=detach, as_json=as_json)
+            return
+    from httk.workflow.engine import ManagerConfig, run_manager, run_workspaces
 
     options = ManagerConfig(
-        workers=plan.workers(workers),
+        workers=plan.workers(workers) if plan is not None else workers or 1,
         pools=tuple(pool or ("default",)),
         capabilities=tuple(capability or ()),
         resources=worker_resources(worker_resource),
@@ -246,16 +290,47 @@ def run(
         drain_before_end=drain_before_end,
         confine=not no_confine,
     )
+    if plan is None:
+        run_workspaces(
+            _served([*([workspace_option] if workspace_option else []), *words]),
+            list(watch_root or ()),
+            options,
+            rescan_interval=rescan_interval,
+            host_share=_host_share(host_share),
+            log_level=log_level,
+            log_file=log_file,
+            json_logs=json_logs,
+            as_json=as_json,
+            echo=typer.echo,
+        )
+        return
     run_manager(
         plan.root,
         options,
         host_share=_host_share(host_share),
+        rescan_interval=rescan_interval,
         log_level=log_level,
         log_file=log_file,
         json_logs=json_logs,
         as_json=as_json,
         echo=typer.echo,
     )
+
+
+def _served(words: list[str]) -> list[Path]:
+    """The workspaces named on the command line (paths or registered names; none may be remote)."""
+    from ._options import resolve
+
+    paths = []
+    for word in words:
+        try:
+            paths.append(Path(resolve(word, writes=False).path))
+        except RemoteWorkspaceError:
+            raise UsageError(
+                f"{word!r} is a remote workspace: a manager serves only local workspaces together "
+                "(run one on the remote with `httk workflow run --workspace REMOTE:WS`)"
+            ) from None
+    return paths
 
 
 @app.command("stop")
@@ -285,7 +360,17 @@ def stop(
 
 
 LAUNCH_OPTIONS = frozenset(
-    {"workspace", "workspace_option", "count", "detach", "inline", "as_json", "manager_id", "host_share"}
+    {
+        "workspaces",
+        "workspace_option",
+        "watch_root",
+        "count",
+        "detach",
+        "inline",
+        "as_json",
+        "manager_id",
+        "host_share",
+    }
 )
 """Parameters that say how to launch, not how a manager runs: never passed on to the managers."""
 

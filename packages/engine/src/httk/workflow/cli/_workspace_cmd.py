@@ -1,10 +1,10 @@
 """``httk workflow workspace``: create a workspace; its status, managers, policy, settings and extensions;
-fsck and gc.
+fsck and gc; detach and attach.
 
 The group is the ``workspace`` of ``spec/02`` and ``spec/03``; ``httk workspace …`` is the same group at the
 top level (DECISIONS D6). Its commands live with what they do: the read commands in ``_inspect_cmd``,
-``fsck`` and ``gc`` in their own modules, and ``policy``, ``settings``, ``extension`` and ``trust`` are groups
-of their own.
+``fsck``, ``gc`` and ``detach``/``attach`` in their own modules, and ``policy``, ``settings``,
+``extension`` and ``trust`` are groups of their own.
 """
 
 import os
@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from . import (
+    _detach_cmd,
     _extension_cmd,
     _fsck_cmd,
     _gc_cmd,
@@ -114,6 +115,8 @@ app.command("status")(_inspect_cmd.status)
 app.command("managers")(_inspect_cmd.managers)
 app.command("fsck")(_fsck_cmd.fsck)
 app.command("gc")(_gc_cmd.gc)
+app.command("detach")(_detach_cmd.detach)
+app.command("attach")(_detach_cmd.reattach)
 app.add_typer(_policy_cmd.app)
 app.add_typer(_settings_cmd.app)
 app.add_typer(_extension_cmd.app)

@@ -36,8 +36,10 @@ engine's floor plan") and may change without notice. The names, by what they are
   :func:`lookup_remote`, :func:`list_remotes`, :func:`remove_remote`; over ssh, :func:`run_httk`,
   :func:`passthrough` and :func:`check_remote`;
 * task managers: :class:`Manager` and :class:`ManagerConfig` (one in this process), :func:`run_manager`
-  (what ``manager run --inline`` does), :func:`plan_run`, :func:`launch_managers`,
-  :func:`wait_for_managers`, :func:`stop_managers`;
+  (what ``manager run --inline`` does), :func:`run_workspaces` (several workspaces and watch roots in
+  one process), :func:`plan_run`, :func:`launch_managers`, :func:`wait_for_managers`,
+  :func:`stop_managers`; a workspace's acknowledged detach: :func:`request_detach`,
+  :func:`detach_quiescence` (a :class:`Quiescence`), :func:`withdraw_detach`;
 * launchers: the :class:`Launcher` protocol with :class:`LaunchRequest` and :class:`LaunchReport`, the
   two packaged ones (:class:`ProcessLauncher`, :class:`SlurmLauncher`, which the entry point group
   ``httk.workflow.launchers`` names), and the bundles that select one.
@@ -64,6 +66,12 @@ if TYPE_CHECKING:
     from httk.workflow.engine.maintenance._fsck import fsck
     from httk.workflow.engine.maintenance._fsck_check import FsckReport
     from httk.workflow.engine.maintenance._gc import GcReport, collect_garbage
+    from httk.workflow.engine.manager._detach import (
+        Quiescence,
+        detach_quiescence,
+        request_detach,
+        withdraw_detach,
+    )
     from httk.workflow.engine.manager._launchers import (
         Bundle,
         Launcher,
@@ -87,6 +95,7 @@ if TYPE_CHECKING:
         launch_managers,
         plan_run,
         run_manager,
+        run_workspaces,
         wait_for_managers,
     )
     from httk.workflow.engine.manager._slurm import SlurmLauncher
@@ -215,7 +224,11 @@ _HOMES = {
     **dict.fromkeys(("Manager", "RunSummary"), "manager._manager"),
     "ManagerConfig": "manager._state",
     **dict.fromkeys(
-        ("RunPlan", "launch_managers", "plan_run", "run_manager", "wait_for_managers"), "manager._run"
+        ("RunPlan", "launch_managers", "plan_run", "run_manager", "run_workspaces", "wait_for_managers"),
+        "manager._run",
+    ),
+    **dict.fromkeys(
+        ("Quiescence", "detach_quiescence", "request_detach", "withdraw_detach"), "manager._detach"
     ),
     **dict.fromkeys(
         (
@@ -376,6 +389,7 @@ __all__ = [
     "ProcessLauncher",
     "PublishedRequest",
     "PublishedRunner",
+    "Quiescence",
     "Readings",
     "Registration",
     "Registry",
@@ -413,6 +427,7 @@ __all__ = [
     "delete_jobs",
     "destroy_workspace",
     "detach_jobs",
+    "detach_quiescence",
     "diagnose",
     "distrust_key",
     "enable_extension",
@@ -459,9 +474,11 @@ __all__ = [
     "receive_and_import",
     "remove_bundle",
     "remove_remote",
+    "request_detach",
     "require_signatures",
     "run_httk",
     "run_manager",
+    "run_workspaces",
     "select_each",
     "select_job",
     "select_jobs",
@@ -477,6 +494,7 @@ __all__ = [
     "trust_key",
     "trust_list",
     "wait_for_managers",
+    "withdraw_detach",
     "workspace_directory",
     "workspace_readings",
     "workspace_status",

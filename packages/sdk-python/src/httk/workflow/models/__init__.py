@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
     from ._generated import (
         AttemptContext,
+        DetachAcknowledgement,
+        DetachRequest,
         Failure,
         FailureBreadcrumb,
         FormatDocument,
@@ -68,6 +70,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AttemptContext",
+    "DetachAcknowledgement",
+    "DetachRequest",
     "Failure",
     "FailureBreadcrumb",
     "FormatDocument",
@@ -97,6 +101,8 @@ __all__ = [
 # The top-level model of each document: exported name -> schema name.
 _MODELS: dict[str, str] = {
     "AttemptContext": "attempt-context",
+    "DetachAcknowledgement": "detach-acknowledgement",
+    "DetachRequest": "detach-request",
     "Failure": "failure",
     "FailureBreadcrumb": "error",
     "FormatDocument": "format",

@@ -1445,6 +1445,122 @@ class ChildObservation(BaseModel):
     """
 
 
+class DetachAcknowledgement(BaseModel):
+    """
+    .httk-workflow/managers/<manager-id>/detached.json: the manager has stopped claiming in the workspace, committed or released everything it held there and closed its journal writer.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    acknowledged_at: Annotated[
+        StrictStr,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]{1,9})?Z$",
+            title="UTC timestamp",
+        ),
+    ]
+    """
+    When the manager let go of the workspace.
+    """
+    detach_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The request acknowledged.
+    """
+    format: Literal["httk-workflow-detach-acknowledgement"]
+    """
+    Document type.
+    """
+    format_version: Literal[1]
+    """
+    Major format version.
+    """
+    manager_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The manager acknowledging.
+    """
+    workspace_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The workspace detached.
+    """
+
+
+class DetachRequest(BaseModel):
+    """
+    .httk-workflow/detach.json: asks every manager serving the workspace to stop claiming there, finish what it holds, close its journal writer and acknowledge (spec/01, "Dynamic detachment"). While it is present no manager attaches the workspace; `workspace attach` removes it.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    detach_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    This request: an acknowledgement names it, so one left from an earlier detach does not count.
+    """
+    format: Literal["httk-workflow-detach-request"]
+    """
+    Document type.
+    """
+    format_version: Literal[1]
+    """
+    Major format version.
+    """
+    requested_at: Annotated[
+        StrictStr,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]{1,9})?Z$",
+            title="UTC timestamp",
+        ),
+    ]
+    """
+    When the request was published.
+    """
+    workspace_id: Annotated[
+        StrictStr,
+        Field(
+            max_length=36,
+            min_length=36,
+            pattern="^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            title="UUID",
+        ),
+    ]
+    """
+    The workspace to detach.
+    """
+
+
 class FailureBreadcrumb(BaseModel):
     """
     <payload>/.httk-attempt.<attempt-id>/error.json: written by the manager that failed the job, into the control directory of the attempt that decided it, which collection keeps as the newest of a terminal job. It repeats the failure the failed frame records beside the attempt's outcome and logs, for an operator reading the payload with ls; job why shows it. Evidence only: nothing reads it back.

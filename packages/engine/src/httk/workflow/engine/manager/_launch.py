@@ -247,7 +247,7 @@ def _place(
     if unmet(requirement, capacities):
         return Claim.NOT_HERE
     allocated = allocation(requirement, capacities, state.config.workers)
-    taken = reserved([*(live.allocation for live in state.live.values()), *pending])
+    taken = reserved([*(live.allocation for live in state.running_attempts()), *pending])
     if not fits(allocated, capacities, taken):
         return Claim.LATER
     return allocated

@@ -1,5 +1,5 @@
-"""The task manager: one loop of small passes that turns submitted jobs into finished ones, and the
-record it publishes in the workspace.
+"""The task manager of one workspace: the ticks of small passes that turn submitted jobs into finished
+ones.
 
 Each tick takes a heartbeat opportunity, reaps its own attempts, and then runs one bounded pass per
 active kind in the order startup recovery needs them: committing (finish what a dead manager fenced),
@@ -11,19 +11,9 @@ terminal kinds are never opened (a join looks at its own children's placements o
 Every marker move goes through :func:`move_marker`; a lost race only means another actor got there
 first. Nothing here holds a lock: the marker rename is the only compare-and-swap.
 
-Idleness: the manager is quiet once every active kind has completed a full discovery cycle with nothing
-to act on. Without ``idle`` it then stops (what it cannot progress is reported in the census, not waited
-for); with ``idle`` it keeps serving, and ``idle_timeout`` bounds how long it stays quiet.
-
-**The record.** ``managers/<manager-id>/manager.json`` is written once at start (exclusively: a manager
-id is never reused) and says what this manager serves — pools, capabilities, executors, placement
-prefixes, runner modules and search paths — so that diagnosis reads deployment policy from the manager
-that holds it. ``heartbeat.json`` beside it is replaced atomically at every heartbeat opportunity; its
-``sequence`` grows by one each time, so a reader can tell a live heartbeat from a stale copy without
-trusting clocks, and its ``updated_at`` is the lease evidence other managers compare with their own
-clock (:mod:`httk.workflow.engine.core._liveness` reads it). The manifest also records the manager's
-process identity (pid, start ticks, boot id, pid namespace), so that once this process is gone a manager
-on the same host knows it is dead at once, whatever its last heartbeat says (DECISIONS D17).
+A manager is one workspace's member of a manager process: :mod:`._fleet` runs the loop that ticks
+it (and its siblings, when the process serves several workspaces), decides when it is idle and drains
+it on a signal; :mod:`._record` is the manifest and heartbeat it publishes.
 """
 
 from __future__ import annotations
@@ -31,133 +21,25 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from httk.workflow.engine.core import _fsops
-from httk.workflow.engine.core._clock import SYSTEM_CLOCK, Clock, SystemClock, utc_timestamp
-from httk.workflow.engine.core._liveness import current_job, hostname, identity_of
+from httk.workflow.engine.core._clock import SYSTEM_CLOCK, Clock
+from httk.workflow.engine.core._liveness import current_job
 from httk.workflow.engine.core._scan import MarkerStream
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.engine.maintenance._gc import PeriodicCollection
-from httk.workflow.protocol._jsonio import dump_compact, dump_pretty
 
 from . import _cancel, _commit, _launch, _recovery, _request_apply, _waiting
-from ._gate import wait_for_exit
+from ._fleet import FixedRoster, Fleet, Roster, WorkerPool
+from ._record import ManagerIdentity, ManagerRecord
 from ._slurm import AllocationWatch
 from ._state import AnomalyReport, Census, LiveAttempt, ManagerConfig, ManagerState, take_census
-from ._storage import PROBE_SECONDS, STORAGE_ERRORS, Unfinished, persist
+from ._storage import STORAGE_ERRORS, Unfinished, persist
 
-SOFTWARE_VERSION = "0.1.0"
-
-
-@dataclass(frozen=True, slots=True)
-class ManagerIdentity:
-    """What a manager advertises; recorded in its manifest."""
-
-    manager_id: str
-    pools: tuple[str, ...]
-    capabilities: tuple[str, ...]
-    executors: tuple[str, ...] = ("path",)
-    placement_prefixes: tuple[str, ...] = ()
-    runner_modules: tuple[str, ...] = ("httk.workflow",)
-    runner_search_paths: tuple[str, ...] = ()
-    resources: Mapping[str, int] | None = None  # None: it schedules no resources (the manifest omits them)
-    only_jobs: tuple[str, ...] | None = None  # job keys: a manager that serves nothing else (job debug)
-    workers: int = 1
-    lease_seconds: float = 900.0
-    label: str | None = None
-    batch: Mapping[str, str] | None = None  # the batch job it runs in (``_slurm.current_job``)
-
-
-class ManagerRecord:
-    """Creates and maintains one manager's directory in one workspace."""
-
-    def __init__(self, workspace: Workspace, identity: ManagerIdentity, writer_id: str) -> None:
-        self.workspace = workspace
-        self.identity = identity
-        self.writer_id = writer_id
-        self.directory = workspace.managers_dir / identity.manager_id
-        self.sequence = 0
-        self.host = hostname()
-        self.pid = os.getpid()
-
-    def create(self) -> None:
-        """Publish the manifest and the first heartbeat."""
-        durable = self.workspace.durable
-        _fsops.make_dirs(self.workspace.managers_dir, durable=durable)
-        # A launcher may have made the directory for the manager's output; the manifest below is still
-        # created exclusively, so a manager id is never used twice.
-        _fsops.make_dir(self.directory, durable=durable, exist_ok=True)
-        manifest: dict[str, Any] = {
-            "format": "httk-workflow-manager",
-            "format_version": 1,
-            "workspace_id": self.workspace.workspace_id,
-            "manager_id": self.identity.manager_id,
-            "writer_id": self.writer_id,
-            "manager_label": self.identity.label,
-            "host": self.host,
-            "pid": self.pid,
-            "started_at": utc_timestamp(self.workspace.clock.now()),
-            "lease_seconds": self.identity.lease_seconds,
-            "pools": list(self.identity.pools),
-            "capabilities": list(self.identity.capabilities),
-            "executors": list(self.identity.executors),
-            "placement_prefixes": list(self.identity.placement_prefixes),
-            "runner_modules": list(self.identity.runner_modules),
-            "runner_search_paths": list(self.identity.runner_search_paths),
-            "workers": self.identity.workers,
-            "software_version": SOFTWARE_VERSION,
-        }
-        if self.identity.resources is not None:
-            manifest["resources"] = dict(self.identity.resources)
-        if self.identity.only_jobs is not None:
-            manifest["only_jobs"] = list(self.identity.only_jobs)
-        if self.identity.batch is not None:
-            manifest["batch"] = dict(self.identity.batch)
-        # So that manager stop signals this process, never a recycled pid, and a manager on this host
-        # knows this one dead once it is gone, whatever its last heartbeat says (D17).
-        own = identity_of(self.pid)
-        manifest["process"] = {key: own[key] for key in ("start_ticks", "boot_id", "pid_namespace")}
-        path = self.directory / "manager.json"
-        try:
-            _fsops.create_file(path, dump_pretty(manifest), durable=durable)
-        except FileExistsError:
-            raise
-        except OSError:
-            # The id is fresh and the name exclusive: what is there is this attempt's partial manifest.
-            with suppress(FileNotFoundError):
-                os.unlink(path)
-            raise
-        try:
-            self.beat()
-        except OSError as exc:  # evidence, not state: the loop beats again at its first opportunity
-            log.error("cannot publish the first heartbeat of manager %s: %s", self.identity.manager_id, exc)
-
-    def beat(self) -> None:
-        """Replace heartbeat.json atomically (never torn for a reader)."""
-        self.sequence += 1
-        heartbeat = {
-            "format": "httk-workflow-heartbeat",
-            "format_version": 1,
-            "workspace_id": self.workspace.workspace_id,
-            "manager_id": self.identity.manager_id,
-            "writer_id": self.writer_id,
-            "host": self.host,
-            "pid": self.pid,
-            "updated_at": utc_timestamp(self.workspace.clock.now()),
-            "lease_seconds": self.identity.lease_seconds,
-            "sequence": self.sequence,
-        }
-        # A heartbeat is evidence, not committed state: losing the newest one to a power cut only makes
-        # this manager look older, which is the safe direction. It is never synchronized.
-        _fsops.write_file_atomic(self.directory / "heartbeat.json", dump_compact(heartbeat), durable=False)
-
+__all__ = ["Manager", "ManagerIdentity", "ManagerRecord", "RunSummary"]
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -207,7 +89,12 @@ class Manager:
         workspace.require_writable()
         self.state = ManagerState(workspace, config, clock)
         self.draining = False
-        self._drain_started: float | None = None
+        # Set by the roster that serves this manager among others (._watch): the workers it shares,
+        # and a detach in progress (no scans or claims; only what it holds is reaped and committed).
+        self.pool: WorkerPool | None = None
+        self.detaching = False
+        self.start_at_first_tick = False
+        self.closed = False
         self._drain_reason: str | None = None  # logged by the next tick (never from a signal handler)
         self._last_beat = float("-inf")
         self._last_scan = float("-inf")
@@ -267,79 +154,62 @@ class Manager:
         self.record = record
         self._last_beat = state.clock.monotonic()
 
-    def run(self) -> RunSummary:
-        """Serve until quiet (or forever with ``config.idle``), then take the census."""
+    def run(self, roster: Roster | None = None) -> RunSummary:
+        """Serve until quiet (or forever with ``config.idle``), then take the census.
+
+        ``roster`` serves this manager among others (:mod:`._watch`); alone, it is this one.
+        """
         if self.record is None:
             self.start()
+        self.notice_confinement()
+        try:
+            reason = Fleet(roster or FixedRoster(self), self.config, self.state.clock).serve()
+            # A workspace detached or gone is no longer this manager's to read: it may be moving.
+            census = Census() if self.closed else take_census(self.workspace, self.config)
+        finally:
+            self.close()
+        return self.summary(census, reason)
+
+    def summary(self, census: Census, reason: str) -> RunSummary:
+        return RunSummary(self.manager_id, census, self.state.launched, self.state.committed, reason)
+
+    def notice_confinement(self) -> None:
         notice = self.state.confiner.notice()
         if notice is not None:
             log.warning("%s", notice)  # once per manager, where Landlock is missing
-        previous = self._install_signal_handlers()
-        try:
-            reason = self._serve(previous)
-            census = take_census(self.workspace, self.config)
-        finally:
-            self.workspace.close()  # after an error too: the journal writer lets go of its segment
-            self.state.confiner.close()
-        return RunSummary(self.manager_id, census, self.state.launched, self.state.committed, reason)
 
-    def _serve(self, previous_handlers: dict[int, Any]) -> str:
-        """The loop, then the cleanup a loop ended any way needs; the reason it ended."""
-        try:
-            return self._loop()
-        except Exception:
-            # The traceback reaches the terminal too, but an operator reads a detached manager's log.
-            log.exception("manager %s stopped by an unexpected error", self.manager_id)
-            raise
-        finally:
-            self._retire_committed()
-            self._restore_signal_handlers(previous_handlers)
-            for stream in self._streams.values():
-                stream.close()
+    def close(self) -> None:
+        """Let go of the workspace: the journal writer's segment and the confinement's handles."""
+        if self.closed:
+            return
+        self.closed = True
+        self.workspace.close()  # after an error too: the journal writer lets go of its segment
+        self.state.confiner.close()
 
-    def _loop(self) -> str:
-        clock, config = self.state.clock, self.config
-        quiet_since: float | None = None
-        while True:
-            acted = self.tick()
-            if self.draining:
-                if not self.state.live or self._drain_expired():
-                    return "drained"
-                clock.sleep(config.poll_interval)
-                continue
-            if acted or self.state.live or _cancel.in_progress(self.state) or self.state.commits_pending():
-                quiet_since = None
-                if not acted:
-                    self._wait_for_attempts()
-                continue
-            if self.state.storage.paused:  # claimable work may wait for storage: probe, do not go idle
-                quiet_since = None
-                clock.sleep(PROBE_SECONDS / 2)
-                continue
-            if not self._quiet >= set(SCAN_ORDER):
-                continue
-            owed = self.state.unseen.owed_kinds()
-            if owed:  # a listing has not shown a job this manager just published there: look again
-                self._quiet -= owed
-                clock.sleep(config.poll_interval)
-                continue
-            if not config.idle:
-                return "idle"
-            now = clock.monotonic()
-            quiet_since = now if quiet_since is None else quiet_since
-            if config.idle_timeout is not None and now - quiet_since >= config.idle_timeout:
-                return "idle-timeout"
-            clock.sleep(config.idle_poll_interval)
+    def finish(self) -> None:
+        """The cleanup a loop ended any way needs: committed attempts retired, listings closed."""
+        self._retire_committed()
+        for stream in self._streams.values():
+            stream.close()
 
-    def _wait_for_attempts(self) -> None:
-        """Sleep until a live attempt exits or the next scan is due (a blind poll without pidfds)."""
-        state, config = self.state, self.config
-        if isinstance(state.clock, SystemClock) and state.live:
-            remaining = config.scan_interval - (state.clock.monotonic() - self._last_scan)
-            processes = [live.process for live in state.live.values()]
-            if wait_for_exit(processes, min(max(remaining, config.poll_interval), config.scan_interval)):
-                return
-        state.clock.sleep(config.poll_interval)
+    def busy(self) -> bool:
+        """Whether work in hand keeps this manager awake: attempts, cancellations, commits to retry."""
+        state = self.state
+        return bool(state.live) or bool(_cancel.in_progress(state)) or state.commits_pending()
+
+    def settled(self) -> bool | None:
+        """Whether every active kind completed a discovery cycle with nothing to act on; ``None`` when
+        a listing has not yet shown a job this manager just published there (look again after a poll)."""
+        if not self._quiet >= set(SCAN_ORDER):
+            return False
+        owed = self.state.unseen.owed_kinds()
+        if owed:
+            self._quiet -= owed
+            return None
+        return True
+
+    def next_scan_in(self) -> float:
+        return self.config.scan_interval - (self.state.clock.monotonic() - self._last_scan)
 
     def tick(self) -> bool:
         """One round: heartbeat, reap, then the passes. Whether anything moved.
@@ -347,7 +217,11 @@ class Manager:
         Every active kind gets one bounded pass when a scan is due; between scans a reaped attempt only
         refills its slot from the ready window.
         """
+        if self.record is None and self.start_at_first_tick:
+            self.start()  # a roster's member: the first claim of a process waits for one start, not all
         self.heartbeat_opportunity()
+        if self.pool is not None:
+            self.pool.turn(self)
         if not self.draining and self.allocation is not None and self.allocation.ending():
             self.request_drain("its Slurm allocation is about to end")
         if self._drain_reason is not None:
@@ -358,8 +232,8 @@ class Manager:
             self._stop_live()  # also an attempt launched while the signal was being handled
         reaped = self._reap()
         acted = reaped | _commit.finish_unfinished(self.state)
-        if self.draining:
-            pass
+        if self.draining or self.detaching:
+            pass  # a detaching manager only reaps and commits what it holds
         elif self._scan_due():
             self._last_scan = self.state.clock.monotonic()
             for kind, handler in PASSES:
@@ -519,7 +393,9 @@ class Manager:
             self._quiet.add(kind)
 
     def _free_slots(self) -> int:
-        return self.config.workers - len(self.state.live)
+        if self.pool is None:
+            return self.config.workers - len(self.state.live)
+        return self.pool.slots_for(self)
 
     def _reap(self) -> bool:
         acted = False
@@ -559,29 +435,11 @@ class Manager:
             self._last_beat = now
             storage.worked()  # a write that works: claiming resumes if it was paused
 
-    # -- signals and draining --------------------------------------------------------------------
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        previous: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, self._on_signal)
-        return previous
-
-    @staticmethod
-    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        if self.draining:
-            os._exit(128 + signum)  # the second signal: leave at once, recovery handles the rest
-        self.request_drain(f"received {signal.Signals(signum).name}")
-
+    # -- draining --------------------------------------------------------------------------------
     def request_drain(self, reason: str = "asked to") -> None:
         """Stop claiming, stop the running attempts, and keep committing until the drain timeout."""
         self.draining = True
         self._drain_reason = reason
-        self._drain_started = self.state.clock.monotonic()
         self._stop_live()
 
     def _stop_live(self) -> None:
@@ -590,10 +448,6 @@ class Manager:
             if live.terminated_at is None:
                 live.terminated_at = self.state.clock.monotonic()
                 live.process.terminate_group(signal.SIGTERM)
-
-    def _drain_expired(self) -> bool:
-        started = self._drain_started
-        return started is not None and self.state.clock.monotonic() - started >= self.config.drain_timeout
 
     def live_attempts(self) -> list[LiveAttempt]:
         return list(self.state.live.values())

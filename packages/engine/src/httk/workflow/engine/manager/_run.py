@@ -58,16 +58,20 @@ import re
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from httk.workflow.engine.core import _states
+from httk.workflow.engine.core._clock import SYSTEM_CLOCK
+from httk.workflow.engine.core._user_dirs import data_home
 from httk.workflow.engine.core._workspace import Workspace, attach
 from httk.workflow.protocol import (
     InvalidNameError,
     LauncherError,
+    WorkspaceError,
     validate_capability,
     validate_placement,
     validate_pool,
@@ -75,10 +79,13 @@ from httk.workflow.protocol import (
 )
 from httk.workflow.protocol._job_rules import MAX_COUNT
 
+from ._detach import read_request
+from ._fleet import Fleet
 from ._launchers import BUILT_IN, LaunchReport, LaunchRequest, launcher_for, selected_bundle
 from ._manager import Manager, RunSummary
 from ._rules import describe
-from ._state import ManagerConfig
+from ._state import Census, ManagerConfig, take_census
+from ._watch import DEFAULT_RESCAN_SECONDS, WatchRoster, check_targets, member_maker
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -172,12 +179,15 @@ def run_manager(
     echo: Callable[[str], object] = print,
     environ: Mapping[str, str] | None = None,
     host_share: tuple[int, int] | None = None,
+    rescan_interval: float = DEFAULT_RESCAN_SECONDS,
 ) -> RunSummary:
     check_config(config)
     level_number(log_level)  # refused before the manager writes anything
     config, warnings = with_capacities(config, os.environ if environ is None else environ, host_share)
+    refuse_detached(Path(workspace))
     manager = Manager(workspace, config)
     manager.start()
+    roster = WatchRoster.adopting(manager, rescan_interval)
     path = log_file or manager.workspace.managers_dir / manager.manager_id / "log"
     with routed(manager.manager_id, path, level=log_level, json_logs=json_logs):
         for warning in warnings:
@@ -189,26 +199,100 @@ def run_manager(
                 prefix,
             )
         echo(banner(manager, path))
-        summary = manager.run()
-    if as_json:
-        echo(
-            json.dumps(
-                {
-                    "manager_id": summary.manager_id,
-                    "exit_reason": summary.exit_reason,
-                    "launched": summary.launched,
-                    "committed": summary.committed,
-                    **summary.census.as_dict(),
-                    "advice": summary.census.advice(),
-                }
-            )
-        )
-    else:
-        echo(summary.census.line())
-        if summary.exit_reason == "idle-timeout":
-            for line in summary.census.advice():
-                echo(f"advice: {line}")
+        try:
+            summary = manager.run(roster)
+        finally:
+            roster.close()
+    report(summary, as_json=as_json, echo=echo)
     return summary
+
+
+def report(summary: RunSummary, *, as_json: bool, echo: Callable[[str], object], where: str = "") -> None:
+    """The summary line a manager prints when it stops (one per workspace it served), or its JSON."""
+    if as_json:
+        document = {
+            "manager_id": summary.manager_id,
+            "exit_reason": summary.exit_reason,
+            "launched": summary.launched,
+            "committed": summary.committed,
+            **summary.census.as_dict(),
+            "advice": summary.census.advice(),
+        }
+        echo(json.dumps({"workspace": where, **document} if where else document))
+        return
+    if summary.exit_reason == "detached":
+        echo(f"{where or 'workspace'}: detached (acknowledged; no longer served by this manager)")
+        return
+    echo(f"{where}: {summary.census.line()}" if where else summary.census.line())
+    if summary.exit_reason == "idle-timeout":
+        for line in summary.census.advice():
+            echo(f"advice: {line}")
+
+
+def refuse_detached(root: Path) -> None:
+    if read_request(root) is not None:
+        raise WorkspaceError(
+            "this workspace is detached (.httk-workflow/detach.json): run `httk workflow workspace attach` "
+            "before serving it again",
+            root,
+        )
+
+
+def run_workspaces(
+    explicit: Sequence[Path],
+    watch_roots: Sequence[Path],
+    config: ManagerConfig,
+    *,
+    rescan_interval: float = DEFAULT_RESCAN_SECONDS,
+    log_level: str | None = None,
+    log_file: Path | None = None,
+    json_logs: bool = False,
+    as_json: bool = False,
+    echo: Callable[[str], object] = print,
+    environ: Mapping[str, str] | None = None,
+    host_share: tuple[int, int] | None = None,
+) -> list[RunSummary]:
+    """One manager process serving several workspaces and watch roots (:mod:`._watch`); a summary each."""
+    check_config(config)
+    level_number(log_level)
+    explicit = [Path(os.path.abspath(path)) for path in explicit]
+    watch_roots = [Path(os.path.abspath(path)) for path in watch_roots]
+    check_targets(explicit, watch_roots)
+    config, warnings = with_capacities(config, os.environ if environ is None else environ, host_share)
+    process_id = config.manager_id or str(uuid.uuid4())
+    path = log_file or data_home() / "managers" / f"{process_id}.log"
+    clock = SYSTEM_CLOCK
+    roster = WatchRoster(explicit, watch_roots, config, clock, member_maker(config, clock), rescan_interval)
+    summaries: list[tuple[Path, RunSummary]] = []
+    reason = "idle"
+    with routed(process_id, path, level=log_level, json_logs=json_logs):
+        for warning in warnings:
+            log.warning("SLURM capacities: %s", warning)
+        try:
+            roster.refresh()
+            if roster.members():
+                roster.members()[0].notice_confinement()
+            found = roster.discovered()
+            echo(
+                f"httk manager {process_id} serving {len(found)} workspace(s) "
+                f"({', '.join(map(str, found)) or 'none yet'}; watch roots "
+                f"{', '.join(map(str, watch_roots)) or '-'}; rescan every {rescan_interval:g} s; log {path}; "
+                f"pools {','.join(config.pools)}; resources {describe(config.resources or {})}; "
+                f"workers {config.workers} shared)"
+            )
+            reason = Fleet(roster, config, clock).serve()
+            for member in roster.members():
+                census = take_census(member.workspace, config)
+                summaries.append((member.workspace.root, member.summary(census, reason)))
+        finally:
+            for member in roster.members():
+                member.close()
+            roster.close()
+    for root, summary in summaries:
+        report(summary, as_json=as_json, echo=echo, where=str(root))
+    if not summaries:
+        report(RunSummary(process_id, Census(), exit_reason=reason), as_json=as_json, echo=echo, where="-")
+    return [summary for _, summary in summaries]
 
 
 # -- through a launcher ----------------------------------------------------------------------------

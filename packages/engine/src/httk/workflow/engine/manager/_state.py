@@ -21,7 +21,7 @@ import logging
 import uuid
 import weakref
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -168,6 +168,9 @@ class ManagerState:
         # Invariant: an attempt id is in ``live`` exactly while its process is neither reaped nor handed
         # to a successor; no other manager can hold the same attempt, because its running marker is ours.
         self.live: dict[str, LiveAttempt] = {}
+        # Every attempt of the manager process's workers when it serves several workspaces (._fleet):
+        # a resource requirement is placed beside all of them, not only this workspace's.
+        self.pool_live: Callable[[], Iterable[LiveAttempt]] | None = None
         self.launched = 0
         # Ready markers whose requirement did not fit next to the running attempts at the last try, with
         # the frame they name (a marker name pins its frame, so it never needs reading twice). Cleared
@@ -262,7 +265,11 @@ class ManagerState:
 
     def reserved(self) -> dict[str, int]:
         """What the attempts this manager runs reserve of its capacities, by label."""
-        return _rules.reserved(live.allocation for live in self.live.values())
+        return _rules.reserved(live.allocation for live in self.running_attempts())
+
+    def running_attempts(self) -> Iterable[LiveAttempt]:
+        """The attempts whose reservations a new one is placed beside: this process's, in every workspace."""
+        return self.live.values() if self.pool_live is None else self.pool_live()
 
     def defer_commit(self, job_key: str) -> float:
         """Note a commit of ours that must be tried again; return the seconds until the next try."""

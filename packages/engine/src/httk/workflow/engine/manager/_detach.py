@@ -1,0 +1,136 @@
+"""An acknowledged detach of a workspace: the request, each manager's acknowledgement, and quiescence.
+
+spec/01, "Dynamic detachment". The coordinator (``httk workflow workspace detach``) publishes
+``.httk-workflow/detach.json`` (schema ``detach-request``) once, with a fresh ``detach_id``; a rerun
+finds it and waits on the same id. Every manager serving the workspace notices it at its next rescan,
+stops scanning and claiming there, reaps and commits what it holds, closes its journal writer and writes
+``managers/<manager-id>/detached.json`` (schema ``detach-acknowledgement``) naming the ``detach_id``.
+
+The workspace is *quiescent* — safe to move out — once every manager with a live heartbeat there has
+acknowledged this ``detach_id`` and no marker is claimed, running, committing or cancelling. A manager
+whose heartbeat is stale or whose process is provably gone (DECISIONS D17) cannot hold anything a move
+would break, so it is not waited for; a marker it left claimed or running still is, because only a
+recovery, by some live manager, can settle it. While the request is there no manager attaches the
+workspace; ``workspace attach`` removes it, and the next rescan of a watch root attaches it again.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from httk.workflow.engine.core import _fsops
+from httk.workflow.engine.core._clock import utc_timestamp
+from httk.workflow.engine.core._liveness import list_managers
+from httk.workflow.engine.core._scan import walk_markers
+from httk.workflow.engine.core._states import Kind
+from httk.workflow.engine.core._workspace import CONTROL_DIR, Workspace
+from httk.workflow.protocol import InvalidDocumentError
+from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
+
+if TYPE_CHECKING:
+    from ._manager import Manager
+
+REQUEST = "detach.json"
+ACKNOWLEDGEMENT = "detached.json"
+HELD_KINDS = (Kind.CLAIMED, Kind.RUNNING, Kind.COMMITTING, Kind.CANCELLING)
+"""The kinds a move must not carry away: an attempt or a fenced commit that a manager still acts on."""
+
+
+def read_request(root: Path) -> dict[str, Any] | None:
+    """The detach request of the workspace at ``root``, or ``None`` (an unreadable one counts as made)."""
+    path = root / CONTROL_DIR / REQUEST
+    if not os.path.lexists(path):
+        return None  # the common case, one failed lookup per rescan
+    try:
+        return read_json_object(path, document=REQUEST)
+    except (InvalidDocumentError, OSError):
+        return {"detach_id": None}  # torn by hand or unreadable: still a request not to serve it
+
+
+def request_detach(workspace: Workspace) -> str:
+    """Publish the detach request (or find the one there); its ``detach_id``."""
+    found = read_request(workspace.root)
+    if found is not None and isinstance(found.get("detach_id"), str):
+        return str(found["detach_id"])
+    detach_id = str(uuid.uuid4())
+    document = {
+        "format": "httk-workflow-detach-request",
+        "format_version": 1,
+        "workspace_id": workspace.workspace_id,
+        "detach_id": detach_id,
+        "requested_at": utc_timestamp(workspace.clock.now()),
+    }
+    _fsops.write_file_atomic(workspace.control / REQUEST, dump_pretty(document), durable=workspace.durable)
+    return detach_id
+
+
+def withdraw_detach(workspace: Workspace) -> bool:
+    """Remove the detach request (``workspace attach``); whether there was one."""
+    return _fsops.unlink(workspace.control / REQUEST, durable=workspace.durable, missing_ok=True)
+
+
+def acknowledge(root: Path, manager: Manager, detach_id: str) -> None:
+    """Write ``manager``'s acknowledgement, once it holds nothing in the workspace at ``root``."""
+    document = {
+        "format": "httk-workflow-detach-acknowledgement",
+        "format_version": 1,
+        "workspace_id": manager.workspace.workspace_id,
+        "manager_id": manager.manager_id,
+        "detach_id": detach_id,
+        "acknowledged_at": utc_timestamp(manager.state.clock.now()),
+    }
+    path = root / CONTROL_DIR / "managers" / manager.manager_id / ACKNOWLEDGEMENT
+    _fsops.write_file_atomic(path, dump_pretty(document), durable=manager.workspace.durable)
+
+
+@dataclass(frozen=True)
+class Quiescence:
+    """What a detach still waits for: live managers not acknowledged, and markers held, by kind."""
+
+    waiting_for: tuple[str, ...]
+    acknowledged: tuple[str, ...]
+    held: dict[str, int]
+
+    @property
+    def quiescent(self) -> bool:
+        return not self.waiting_for and not self.held
+
+    def line(self) -> str:
+        parts = []
+        if self.waiting_for:
+            parts.append(
+                f"{len(self.waiting_for)} live manager(s) not acknowledged ({', '.join(self.waiting_for)})"
+            )
+        if self.held:
+            parts.append(", ".join(f"{count} {kind}" for kind, count in sorted(self.held.items())))
+        return "waiting for " + "; ".join(parts) if parts else "quiescent"
+
+
+def detach_quiescence(workspace: Workspace, detach_id: str) -> Quiescence:
+    """Who and what the detach ``detach_id`` still waits for, as read now."""
+    waiting, acknowledged = [], []
+    for view in list_managers(workspace):
+        if _acknowledged(workspace, view.manager_id, detach_id):
+            acknowledged.append(view.manager_id)
+        elif view.live:
+            waiting.append(view.manager_id)
+    held: dict[str, int] = {}
+    for kind in HELD_KINDS:
+        count = sum(1 for _ in walk_markers(workspace, kind))
+        if count:
+            held[kind.value] = count
+    return Quiescence(tuple(sorted(waiting)), tuple(sorted(acknowledged)), held)
+
+
+def _acknowledged(workspace: Workspace, manager_id: str, detach_id: str) -> bool:
+    try:
+        document = read_json_object(
+            workspace.managers_dir / manager_id / ACKNOWLEDGEMENT, document=ACKNOWLEDGEMENT
+        )
+    except (FileNotFoundError, InvalidDocumentError, OSError):
+        return False
+    return document.get("detach_id") == detach_id
