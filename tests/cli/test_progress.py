@@ -35,10 +35,15 @@ ESCAPE = "\x1b["
 WAIT_SECONDS = 120.0
 
 
+HOMES = ("HTTK_CONFIG_HOME", "HTTK_DATA_HOME")  # the test's own (conftest.user_homes), never the user's
+
+
 def environment() -> dict[str, str]:
     drop = ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
     env = {
-        name: value for name, value in os.environ.items() if name not in drop and not name.startswith("HTTK_")
+        name: value
+        for name, value in os.environ.items()
+        if name not in drop and (name in HOMES or not name.startswith("HTTK_"))
     }
     return {**env, "TERM": "xterm-256color"}
 
