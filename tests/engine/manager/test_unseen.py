@@ -4,7 +4,6 @@ the visibility deadline and a whole cycle of ready passes since its publication 
 from __future__ import annotations
 
 import logging
-import uuid
 from pathlib import Path
 
 import pytest
@@ -16,29 +15,13 @@ from httk.workflow.engine.core._workspace import Workspace, init
 from httk.workflow.engine.manager._storage import Unseen
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 
+from tests.conftest import minimal_job
+
 DEADLINE = 5.0
-RUNNER = {"source": "workspace", "path": "r.sh", "sha256": "a" * 64, "arguments": []}
 
 
 def ready_jobs(ws: Workspace, count: int) -> list[TransitionResult]:
-    specs = [
-        JobSpec(
-            {
-                "format": "httk-workflow-job",
-                "format_version": 1,
-                "id": str(uuid.uuid4()),
-                "tag": f"t{index}",
-                "runner": RUNNER,
-                "workdir": {"mode": "persistent", "path": "run"},
-                "data": {"mode": "none"},
-                "initial_step": "start",
-                "priority": 500,
-                "claim": {"pool": "default", "required_capabilities": []},
-            },
-            "p",
-        )
-        for index in range(count)
-    ]
+    specs = [JobSpec(minimal_job(tag=f"t{index}", initial_step="start"), "p") for index in range(count)]
     return [
         move_marker(ws, result.marker, Frame(Kind.READY, {"step": "start"}), Trigger.REGISTER)
         for result in submit_jobs(ws, specs)

@@ -335,10 +335,11 @@ class JournalReader:
             header = _pread_fully(fd, len(SEGMENT_HEADER), 0)
             buffer = _pread_fully(fd, ref.frame_size, ref.offset)
             outcome = _judge(ref, path, header, buffer)
-        except BaseException as exc:
+        except OSError as exc:
             os.close(fd)
-            if isinstance(exc, OSError):
-                raise JournalError(f"{path}: cannot read journal segment: {exc}") from exc
+            raise JournalError(f"{path}: cannot read journal segment: {exc}") from exc
+        except BaseException:
+            os.close(fd)
             raise
         if self._keep_open and not isinstance(outcome, _NotYetVisible):
             self._keep(path, fd)

@@ -205,8 +205,8 @@ class Unseen:
         self._workspace = workspace
         self._clock = clock
         self._deadline = deadline_seconds
-        # job key -> (marker path, its kind, monotonic deadline, the kind's cycles ended when published)
-        self._owed: dict[str, tuple[str, Kind, float, int]] = {}
+        # job key -> (marker, monotonic deadline, its kind's cycles ended when it was published)
+        self._owed: dict[str, tuple[MarkerLocation, float, int]] = {}
         self._directories: dict[tuple[Kind, str], tuple[float, int]] = {}  # beyond OWED_JOBS
         self._cycles = dict.fromkeys(self.TRACKED, 0)  # whole cycles of each kind's passes, ended
 
@@ -220,8 +220,7 @@ class Unseen:
             if kind in self.TRACKED:
                 deadline = self._clock.monotonic() + self._deadline
                 if len(self._owed) < self.OWED_JOBS or current.job_key in self._owed:
-                    entry = (current.path_text(self._workspace), kind, deadline, self._cycles[kind])
-                    self._owed[current.job_key] = entry
+                    self._owed[current.job_key] = (current, deadline, self._cycles[kind])
                 else:
                     self._directories[(kind, current.placement)] = (deadline, self._cycles[kind])
             elif self._owed:
@@ -236,7 +235,7 @@ class Unseen:
             return
         for marker in markers:
             owed = self._owed.get(marker.job_key)
-            if owed is not None and owed[1] is kind:
+            if owed is not None and owed[0].kind is kind:
                 del self._owed[marker.job_key]
 
     def owed_kinds(self) -> set[Kind]:
@@ -247,8 +246,9 @@ class Unseen:
         """
         now = self._clock.monotonic()
         late: dict[Kind, list[str]] = {}
-        for key, (path, kind, deadline, cycles) in list(self._owed.items()):
-            if not _fsops.lexists(path):
+        for key, (marker, deadline, cycles) in list(self._owed.items()):
+            kind = marker.kind
+            if not _fsops.lexists(marker.path_text(self._workspace)):
                 del self._owed[key]  # moved on by another manager or an operator
             elif now >= deadline and self._cycles[kind] >= cycles + 2:
                 del self._owed[key]
@@ -270,5 +270,5 @@ class Unseen:
                 kind.value,
                 ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else ""),
             )
-        owed = {kind for _path, kind, _deadline, _cycles in self._owed.values()}
+        owed = {marker.kind for marker, _deadline, _cycles in self._owed.values()}
         return owed | {kind for kind, _placement in self._directories}
