@@ -12,6 +12,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ws=${HTTK_DEMO_WORKSPACE:-$(mktemp -d)/demo-workspace}
 payloads=$(mktemp -d)
 trap 'rm -rf "$payloads"' EXIT
+# The names the demo registers go to a registry of its own (unless HTTK_CONFIG_HOME names one), so that
+# running it leaves your own registry alone and a second run finds its names free again.
+export HTTK_CONFIG_HOME=${HTTK_CONFIG_HOME:-$(mktemp -d)/config}
+export HTTK_DATA_HOME=${HTTK_DATA_HOME:-$HTTK_CONFIG_HOME/data}
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
@@ -199,8 +203,9 @@ httk workflow workspace status "$ws" | grep -E '^(succeeded|transferring|total) 
 httk workflow transfer import "$cluster" "$payloads/bundles"/si-relax--* --placement vasp
 
 step "It arrived with its history: job log reads across the move; the source retired its bundle"
-httk workflow job log "$cluster" si-relax | tail -n 3
+httk workflow job log demo-cluster si-relax | tail -n 3  # demo-cluster: the name init registered
 httk workflow transfer list "$ws"
 
 printf '\nworkspace kept at %s, the v1 tree at %s, the plot at %s, the transferred job in %s\n' \
     "$ws" "$v1tree" "$ws-si-relax-static.png" "$cluster"
+printf 'their names (demo, demo-cluster) are registered in HTTK_CONFIG_HOME=%s\n' "$HTTK_CONFIG_HOME"

@@ -13,8 +13,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_demo_runs_every_job_to_its_end(tmp_path: Path) -> None:
+    # no HTTK_CONFIG_HOME or HTTK_DATA_HOME: the demo must keep its names out of the user's own registry
+    home = tmp_path / "home"
+    home.mkdir()
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in ("HTTK_CONFIG_HOME", "HTTK_DATA_HOME")},
+        "HOME": str(home),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "HTTK_DEMO_WORKSPACE": str(tmp_path / "demo"),
     }
@@ -89,6 +93,12 @@ def test_the_demo_runs_every_job_to_its_end(tmp_path: Path) -> None:
     assert re.search(r"succeeded -> transferring .* reason=transfer_detach", result.stdout)
     assert re.search(r"transferring -> succeeded .* reason=transfer_import", result.stdout)
     assert re.search(r"  retired +si-relax--\S+ +vasp$", result.stdout, re.MULTILINE)
+    # the names it registered are in a registry of its own, which it names; the user's is untouched
+    assert not (home / ".config" / "httk").exists()
+    [registry] = re.findall(r"registered in HTTK_CONFIG_HOME=(\S+)$", result.stdout, re.MULTILINE)
+    for name, directory in [("demo", tmp_path / "demo"), ("demo-cluster", cluster)]:
+        entry = json.loads((Path(registry) / "workspaces" / f"{name}.json").read_text())
+        assert Path(entry["path"]) == directory
 
 
 def _the_plan_completed_then_its_amendment_cascaded(ws: Path, stdout: str, succeeded: list[str]) -> None:
