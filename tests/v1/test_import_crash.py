@@ -35,9 +35,9 @@ def importing(workspace: Path, root: Path, move: bool) -> str:
     """An import of ``root``; copying, each task is a batch of its own, so that the interruption points
     of a large import's several batches are enumerated too."""
     return (
-        "from httk.workflow.v1 import _importer\n"
+        "from httk.workflow.v1 import ImportOptions, _importer\n"
         "_importer._COPY_BATCH_BYTES = 1\n"
-        f"_importer.import_tree({str(workspace)!r}, {str(root)!r}, _importer.ImportOptions(move={move!r}))\n"
+        f"_importer.import_tree({str(workspace)!r}, {str(root)!r}, ImportOptions(move={move!r}))\n"
     )
 
 

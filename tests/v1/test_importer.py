@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from httk.workflow.engine import init
 from httk.workflow.v1._errors import ImportRefusedError
+from httk.workflow.v1._import_options import ImportOptions
 from httk.workflow.v1._import_report import ImportAction
-from httk.workflow.v1._importer import ImportOptions, import_tree
+from httk.workflow.v1._importer import import_tree
 from httk.workflow.v1._jobdoc import NAMESPACE
 from httk.workflow.v1._runner import runner_sha256
 

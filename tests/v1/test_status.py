@@ -7,7 +7,8 @@ import json
 import re
 from pathlib import Path
 
-from httk.workflow.v1._importer import ImportOptions, import_tree
+from httk.workflow.v1._import_options import ImportOptions
+from httk.workflow.v1._importer import import_tree
 from httk.workflow.v1._status import tree_status
 from httk.workflow.v1.cli import app
 from typer.testing import CliRunner

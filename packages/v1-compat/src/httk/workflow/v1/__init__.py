@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._errors import ImportRefusedError, TaskNameError, TemplateError, TreeError, V1Error
+    from ._import_options import ImportOptions
     from ._import_report import ImportAction, ImportEntry, ImportReport
-    from ._importer import ImportOptions, import_tree
+    from ._importer import import_tree
     from ._jobdoc import JobPlan, TaskRefusedError, plan_job
     from ._names import Status, TaskName
     from ._reader import STALE_SECONDS, Ignored, Problem, Task, Tree, View, live_evidence, read_tree
@@ -36,7 +37,7 @@ _HOMES = {
     "tree_status": "_status",
     "ImportAction": "_import_report",
     "ImportEntry": "_import_report",
-    "ImportOptions": "_importer",
+    "ImportOptions": "_import_options",
     "ImportRefusedError": "_errors",
     "ImportReport": "_import_report",
     "JobPlan": "_jobdoc",

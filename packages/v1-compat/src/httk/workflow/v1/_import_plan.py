@@ -11,14 +11,11 @@ only in the fields v1 changes are one task to v1). A task may hold any name: its
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
+from ._import_options import ImportOptions
 from ._import_report import ImportAction, ImportEntry
 from ._jobdoc import JobPlan, TaskRefusedError, plan_job
 from ._reader import Task, Tree, live_evidence
-
-if TYPE_CHECKING:
-    from ._importer import ImportOptions
 
 
 def classify(tree: Tree, options: ImportOptions, now: float) -> tuple[list[ImportEntry], list[JobPlan]]:

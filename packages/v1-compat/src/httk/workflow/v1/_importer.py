@@ -34,7 +34,6 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from httk.workflow.engine import Workspace, attach
@@ -42,12 +41,13 @@ from httk.workflow.protocol import InvalidNameError, WorkflowError, validate_pla
 
 from . import _mutations as mutations
 from ._errors import ImportRefusedError
+from ._import_options import ImportOptions
 from ._import_plan import classify, entry_for
 from ._import_report import ImportAction, ImportEntry, ImportReport
-from ._jobdoc import DEFAULT_ATTEMPTS, JobPlan, placement_in
+from ._jobdoc import JobPlan, placement_in
 from ._placements import ImportedJob, Placement, imported_from
 from ._placing import JobPlacer, alive
-from ._reader import STALE_SECONDS, Tree, read_tree
+from ._reader import Tree, read_tree
 
 STAGING_PREFIX = "v1-import."
 SETTLING = "importing v1 tasks"
@@ -62,26 +62,6 @@ def _silent(what: str, done: int) -> None:
 
 
 _COPY_BATCH_BYTES = 64 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class ImportOptions:
-    """How to import (the ``httk workflow v1 import`` options)."""
-
-    placement: str = "v1"
-    """The placement prefix: a task at ROOT/a/b/ht.task.* goes to <placement>/a/b (v1's category
-    directories, ``ht.waitstart/<p>``, ``ht.running``, ``ht.finished``, ..., left out)."""
-    move: bool = False
-    """Rename task directories into the workspace instead of copying them (one filesystem only)."""
-    include_finished: bool = False
-    """Import finished, broken, timeout and stopped tasks too: their first activation ends them so."""
-    force: bool = False
-    """Import tasks a live v1 task manager may own (treated as stale, their restart counted)."""
-    dry_run: bool = False
-    attempts: int = DEFAULT_ATTEMPTS
-    stale_after: float = STALE_SECONDS
-    durable: bool | None = None
-    """Override the workspace's durability for this import (None: the workspace's own mode)."""
 
 
 def import_tree(

@@ -119,7 +119,8 @@ def import_command(
     """Turn each top-level runnable task of a v1 tree into a job (see the package README)."""
     with _reporting():
         workspace, tree = bind([workspace, root], [("WORKSPACE", None), ("ROOT", None)], writes=not dry_run)
-        from ._importer import ImportOptions, import_tree
+        from ._import_options import ImportOptions
+        from ._importer import import_tree
 
         options = ImportOptions(
             placement=placement,
