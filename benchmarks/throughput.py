@@ -13,13 +13,16 @@ Prints, for this machine:
    the median over ``--repeat`` interleaved rounds of a ratio taken within one round. Then one
    ``httk workflow run WS --workers 2`` for comparison (``--no-cli`` skips it). The runners are
    confined (Landlock, where the kernel has it) as by default; the mode ``unconfined`` (non-durable,
-   ``ManagerConfig(confine=False)``, interleaved in each round) gives confinement's cost as a ratio;
+   ``ManagerConfig(confine=False)``, interleaved in each round) gives confinement's cost as ratios of
+   jobs/s and of the manager's CPU per job, and the unconfined manager's CPU per job;
 2. with ``--ready`` ready jobs in one flat placement: the time a fresh manager needs from ``start()`` to
    its first claimed marker, and the time of one scheduling pass (``MarkerStream.next_pass`` on ready);
 3. the on-disk bytes of an active (ready) marker: its directory entry, its blocks, and the journal frame
    it names;
 4. with ``--profile``: where the manager's time goes (cProfile of one library run of each mode with the
-   first runner): the phases of a tick, and the top functions by their own time.
+   first runner): the phases of a tick, and the top functions by their own time; non-durable on the
+   process's CPU clock (the manager's CPU per job is goal 1), durable on the wall clock (it waits for
+   fsync).
 
 Goals (issue 17): the manager's CPU per job at most 0.25 of the minimal runner's; end to end at least
 75 % of the limit non-durable, for every runner; durable at least 0.8 of non-durable; the first claim
@@ -550,9 +553,11 @@ PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("        launch", "_launch.py", "launch", ""),
     ("          prepare_attempt", "_attempt.py", "prepare_attempt", ""),
     ("          confine (the Landlock ruleset)", "_confine.py", "confine", ""),
+    ("            the confined start's thread (Confinement.within)", "_landlock.py", "within", ""),
     ("          spawn_gated", "_gate.py", "spawn_gated", ""),
     ("            posix_spawn", "~", "<built-in method posix.posix_spawn>", ""),
     ("            process identity (/proc)", "_liveness.py", "identity_of", ""),
+    ("            opening the logs (_open_log)", "_gate.py", "_open_log", ""),
     ("          write_process_file", "_liveness.py", "write_process_file", ""),
     ("          release (gate byte)", "_gate.py", "release", ""),
     ("  polling sleeps (clock.sleep)", "_clock.py", "sleep", ""),
@@ -569,6 +574,7 @@ PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("    after a marker or file rename", "_fsops.py", "fsync_dir", "rename"),
     ("    after an atomic write (context, process.json)", "_fsops.py", "fsync_dir", "write_file_atomic"),
     ("    after a mkdir (control directory)", "_fsops.py", "fsync_dir", "make_dir"),
+    ("    of a batch (fsync_dirs: renames, a launch's owed)", "_fsops.py", "fsync_dirs", ""),
     ("rmdir (removing control directories)", "~", "<built-in method posix.rmdir>", ""),
 )
 
@@ -593,7 +599,7 @@ def print_profile(profiler: cProfile.Profile, row: EndToEnd, clock: str) -> None
                 f"{seconds / total:>6.0%}"
             )
     print("top functions by own time:")
-    ranked = sorted(table.items(), key=lambda item: item[1][2], reverse=True)[:10]
+    ranked = sorted(table.items(), key=lambda item: item[1][2], reverse=True)[:15]
     for (filename, line, function), (_cc, calls, own, _cum, _callers) in ranked:
         where = function if filename == "~" else f"{Path(filename).name}:{line}({function})"
         print(f"  {where:<62} {calls:>8} {own:>7.2f} s")

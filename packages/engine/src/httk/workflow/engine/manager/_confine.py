@@ -24,11 +24,14 @@ short-lived thread that then starts the gate (:meth:`Confinement.within`), so th
 confined from its first instruction and the manager's own thread never is. ABI 1 cannot permit a rename
 across directories at all, and before ABI 3 ``truncate(2)`` is not covered.
 
-Cost per confined attempt: one ruleset descriptor, one ``landlock_add_rule`` per granted path, one
-``realpath``, ``open`` and ``fstat`` for each of its own paths (about six), and one thread. The broad
+Cost per confined attempt: one ruleset descriptor, one ``landlock_add_rule`` per granted path, for each
+of its own paths (about six) its real path from the kernel (``_writable.resolved``: an ``O_PATH`` open,
+``fstat`` and the descriptor's name) and the rule's ``open`` and ``fstat``, and one thread. The broad
 paths, and around a workspace inside one of them every entry beside the way down, are listed and opened
 ``O_PATH`` once per :data:`BROAD_REFRESH_SECONDS` and their rules kept (one descriptor each, closed with
-the manager). Measured by ``benchmarks/throughput.py`` against the same run unconfined.
+the manager), with what depends only on the workspace and the environment: its real path, and whether
+the temporary directory holds it. Measured by ``benchmarks/throughput.py`` against the same run
+unconfined (jobs/s and the manager's CPU per job).
 """
 
 from __future__ import annotations
