@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import cProfile
 import os
 import pstats
@@ -55,13 +56,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from httk.workflow.engine.core._clock import SYSTEM_CLOCK
 from httk.workflow.engine.core._jobs import read_frame
@@ -87,6 +89,9 @@ from httk.workflow.engine.manager._state import ManagerConfig, ManagerState
 from httk.workflow.engine.publish._runners import publish_runner
 from httk.workflow.engine.publish._submit import JobSpec, submit_jobs
 from httk.workflow.protocol import RecordRef
+
+if TYPE_CHECKING:
+    from _typeshed import HasFileno
 
 WORKERS = 2
 PLACEMENT = "flat"
@@ -213,10 +218,41 @@ class EndToEnd:
     manager_cpu: float | None  # CPU seconds of the manager process (None: not separable, the CLI run)
     children_cpu: float  # CPU seconds of the gates, runners and their commands (for the CLI, everything)
     timeline: Timeline | None = None
+    fsyncs: Fsyncs | None = None  # the manager's (the library runs)
 
     @property
     def rate(self) -> float:
         return self.jobs / self.seconds
+
+
+@dataclass
+class Fsyncs:
+    """The manager's fsyncs: in its own thread (each waited for in turn) and in the threads of a batch's
+    concurrent flush (``_fsops.fsync_dirs``), which storage answers together."""
+
+    own: int = 0
+    concurrent: int = 0
+
+
+@contextlib.contextmanager
+def counting_fsyncs() -> Iterator[Fsyncs]:
+    """Count every ``os.fsync`` of this process while inside (a count, not a timing: noise-free)."""
+    counts, real, main = Fsyncs(), os.fsync, threading.main_thread()
+    lock = threading.Lock()
+
+    def fsync(fd: int | HasFileno) -> None:
+        real(fd)
+        with lock:
+            if threading.current_thread() is main:
+                counts.own += 1
+            else:
+                counts.concurrent += 1
+
+    os.fsync = fsync
+    try:
+        yield counts
+    finally:
+        os.fsync = real
 
 
 def bench_library(
@@ -239,7 +275,8 @@ def bench_library(
     start = time.perf_counter()
     if profiler is not None:
         profiler.enable()
-    summary: RunSummary = Manager(root, ManagerConfig(workers=WORKERS, confine=confine)).run()
+    with counting_fsyncs() as fsyncs:
+        summary: RunSummary = Manager(root, ManagerConfig(workers=WORKERS, confine=confine)).run()
     if profiler is not None:
         profiler.disable()
     seconds = time.perf_counter() - start
@@ -247,7 +284,8 @@ def bench_library(
     name = f"library, {label}" + (" (profiled)" if profiler is not None else "")
     timeline = journal_timeline(root)
     shutil.rmtree(root, ignore_errors=True)
-    return EndToEnd(name, jobs, seconds, summary.census.kinds["succeeded"], cpu, children, timeline)
+    succeeded = summary.census.kinds["succeeded"]
+    return EndToEnd(name, jobs, seconds, succeeded, cpu, children, timeline, fsyncs)
 
 
 @dataclass
@@ -723,12 +761,18 @@ def run_end_to_end(base: Path, runner_files: dict[str, Path], args: argparse.Nam
     )
     print_goals(rounds)
     for (name, durable), done in rounds.items():
-        timeline = done[-1].run.timeline
+        timeline, fsyncs = done[-1].run.timeline, done[-1].run.fsyncs
         if timeline is not None:
             t = timeline
             print(
                 f"  {name} {'durable' if durable else 'non-durable'} timeline (ms, last round): launch "
                 f"{t.launch:.2f}, attempt {t.attempt:.2f}, commit {t.commit:.2f}, refill {t.refill:.2f}"
+            )
+        if durable and fsyncs is not None:
+            jobs = done[-1].run.jobs
+            print(
+                f"  {name} durable: the manager's fsyncs per job {fsyncs.own / jobs:.2f} in its own thread, "
+                f"{fsyncs.concurrent / jobs:.2f} in batches' concurrent flushes (last round)"
             )
 
 

@@ -3,10 +3,11 @@
 spec/01 "Durability": an attempt's context.json and process.json are synchronized, contents and the
 directory entries that name them, before the runner is launched against them. A manager launching a
 batch leaves the directories of each preparation (the payload's new control directory, ``.httk-job/``,
-``logs/`` and workdir; context.json and process.json in the control directory) to one synchronization
-shared with the running renames (``_fsops.OwedSyncs``). This test records every mutation, every fsync
-(from any thread: the shared one runs concurrently) and every gate release of a real durable manager
-launching three jobs at once, and checks the order for each attempt.
+``logs/`` and workdir; context.json and process.json in the control directory), and those of the claim
+renames before it, to one synchronization shared with the running renames (``_fsops.OwedSyncs``).
+This test records every mutation, every fsync (from any thread: the shared one runs concurrently) and
+every gate release of a real durable manager launching three jobs at once, and checks the order for
+each attempt.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._liveness import write_process_file
+from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import init
 from httk.workflow.engine.manager import _launch
 from httk.workflow.engine.manager._gate import GatedProcess
@@ -28,6 +30,7 @@ from httk.workflow.engine.manager._state import ManagerConfig
 from tests.runners import current_marker, publish_scripted_runner, scripted_job, submit
 
 JOBS = 3
+CLAIMED, READY = Kind.CLAIMED.value, Kind.READY.value
 Event = tuple[str, str, str]  # (what, its kind or pid, the path)
 
 
@@ -96,7 +99,17 @@ def test_each_new_entry_of_a_durable_launch_is_synchronized_before_its_runner_is
         ]
         names = {os.path.basename(path) for _index, path in made}
         assert {os.path.basename(control), ".httk-job", "logs", "context.json", "process.json"} <= names
-        for index, path in made:
+        key = os.path.basename(payload)
+        [(claim, claimed)] = [
+            (index, path)
+            for index, (what, kind, path) in enumerate(events[:released])
+            if what == "mutation"
+            and kind == "rename"
+            and f"/state/{CLAIMED}/" in path
+            and os.path.basename(path).startswith(f"{key}.")
+        ]
+        ready = os.path.join(os.path.dirname(claimed).replace(f"/state/{CLAIMED}/", f"/state/{READY}/"), "x")
+        for index, path in [*made, (claim, claimed), (claim, ready)]:
             parent = os.path.dirname(path)
             synced = [
                 i
@@ -104,5 +117,5 @@ def test_each_new_entry_of_a_durable_launch_is_synchronized_before_its_runner_is
                 if what == "fsync" and p == parent
             ]
             assert synced, (
-                f"{path} was made at event {index} but {parent} was not synchronized before the release"
+                f"{parent} changed at event {index} ({path}) and was not synchronized before the release"
             )

@@ -132,14 +132,20 @@ class OwedSyncs:
 
     def __init__(self) -> None:
         self.owed: list[tuple[int, str, str]] = []  # (mutation number, its kind, the directory)
+        self.plain: set[str] = set()  # directories owed for no mutation of their own (a rename's source)
 
     def owe(self, directory: Path | str) -> None:
         """The directory of the latest mutation, which it leaves unsynchronized."""
         self.owed.append((_count, _last, os.fspath(directory)))
 
+    def owe_renames(self, parents: Iterable[str], renames: Mapping[int, Path | str]) -> None:
+        """A batch of renames' directories (``renames`` as :func:`fsync_dirs` takes it)."""
+        self.plain.update(parents)
+        self.owed.extend((index, "rename", os.fspath(directory)) for index, directory in renames.items())
+
     @property
     def directories(self) -> set[str]:
-        return {directory for _index, _what, directory in self.owed}
+        return {*self.plain, *(directory for _index, _what, directory in self.owed)}
 
 
 def fsync_dirs(

@@ -204,11 +204,15 @@ def choose(
 
 def claim_all(state: ManagerState, chosen: Sequence[Chosen]) -> int:
     """Claim the chosen candidates as one group commit, then launch those won; how many were won. A
-    storage error is contained for the claim it concerns (for each of them when it is the batch's)."""
+    storage error is contained for the claim it concerns (for each of them when it is the batch's).
+
+    Durable, the claim renames' directories are synchronized with the launch batch's (their frames
+    before the renames, as ever): what follows a claim depends on its having won, and what depends
+    on its being durable, a released runner, waits for the launch batch."""
+    owed = OwedSyncs() if state.workspace.durable else None
     won: list[tuple[MarkerLocation, Chosen]] = []
-    for c, outcome in zip(
-        chosen, move_each(state, [(c.marker, c.frame, Trigger.CLAIM) for c in chosen]), strict=True
-    ):
+    claims = [(c.marker, c.frame, Trigger.CLAIM) for c in chosen]
+    for c, outcome in zip(chosen, move_each(state, claims, owe_to=owed), strict=True):
         if isinstance(outcome, BaseException):
             state.storage.note("claim", c.marker.job_key, outcome)
         elif outcome.won and outcome.current is not None:
@@ -220,21 +224,25 @@ def claim_all(state: ManagerState, chosen: Sequence[Chosen]) -> int:
                 "" if c.allocation is None else f" allocating {describe(c.allocation)}",
             )
             won.append((outcome.current, c))
-    launch_all(state, won)
+    launch_all(state, won, owed)
     return len(won)
 
 
 def move_each(
-    state: ManagerState, moves: Sequence[Move], owed: OwedSyncs | None = None
+    state: ManagerState,
+    moves: Sequence[Move],
+    owed: OwedSyncs | None = None,
+    *,
+    owe_to: OwedSyncs | None = None,
 ) -> list[TransitionResult | BaseException]:
     """The moves as one group commit (:meth:`ManagerState.move_all`, which also makes the directory
-    synchronizations ``owed``), each result or, in its place, the storage or marker error that kept
-    that move from happening: every move's, when it was the batch's."""
+    synchronizations ``owed``, or leaves its own to ``owe_to``), each result or, in its place, the
+    storage or marker error that kept that move from happening: every move's, when it was the batch's."""
     if not moves:
         return []
     errors: dict[int, BaseException] = {}
     try:
-        results = state.move_all(moves, failed=errors.__setitem__, owed=owed)
+        results = state.move_all(moves, failed=errors.__setitem__, owed=owed, owe_to=owe_to)
     except CONTAINED as exc:
         return [exc] * len(moves)
     return [errors.get(index, result) for index, result in enumerate(results)]
@@ -296,7 +304,9 @@ class _Started:
     process: GatedProcess
 
 
-def launch_all(state: ManagerState, claims: Sequence[tuple[MarkerLocation, Chosen]]) -> None:
+def launch_all(
+    state: ManagerState, claims: Sequence[tuple[MarkerLocation, Chosen]], owed: OwedSyncs | None = None
+) -> None:
     """Launch claimed attempts: prepare and spawn each behind its gate, commit their running markers as
     one group commit, then release each whose rename won (the module header's order, per attempt).
 
@@ -308,8 +318,10 @@ def launch_all(state: ManagerState, claims: Sequence[tuple[MarkerLocation, Chose
     process.json) are synchronized once for the batch, together with the running renames' directories
     (:class:`~httk.workflow.engine.core._fsops.OwedSyncs`), instead of once per entry one after another:
     spec/01 asks that context.json and process.json be durable, contents and names, before the runner
-    is launched against them, and a runner is released only after :func:`move_each` returned."""
-    owed = OwedSyncs() if state.workspace.durable else None
+    is launched against them, and a runner is released only after :func:`move_each` returned. ``owed``
+    may hold what the claims owe already (:func:`claim_all`)."""
+    if owed is None and state.workspace.durable:
+        owed = OwedSyncs()
     started = [
         s
         for s in (

@@ -211,10 +211,12 @@ class ManagerState:
         *,
         failed: Callable[[int, Exception], None] | None = None,
         owed: OwedSyncs | None = None,
+        owe_to: OwedSyncs | None = None,
     ) -> list[TransitionResult]:
         """Several jobs' moves as one group commit (:func:`move_markers`, which tells ``failed`` of a
-        rename that failed, and synchronizes the directories ``owed`` with the renames')."""
-        results = move_markers(self.workspace, moves, failed=failed, owed=owed)
+        rename that failed, synchronizes the directories ``owed`` with the renames', or leaves the
+        renames' to the later batch ``owe_to``)."""
+        results = move_markers(self.workspace, moves, failed=failed, owed=owed, owe_to=owe_to)
         self.unseen.published(results)
         return results
 
