@@ -167,7 +167,7 @@ def fsync_dirs(
         failure = _faults.fsync_failure(index, "rename", directory)
         if failure is not None:
             raise failure
-    if owed is not None and owed.owed:
+    if owed is not None:
         for index, what, directory in owed.owed:
             failure = _faults.fsync_failure(index, what, directory)
             if failure is not None:
