@@ -94,9 +94,11 @@ def test_an_fsync_fault_at_any_rename_of_a_batch_fails_its_shared_directory_sync
     synced: list[list[str]] = []
     fsync_dirs = _fsops.fsync_dirs
 
-    def recording(paths: list[str], renames: dict[int, str] | None = None) -> None:
+    def recording(
+        paths: list[str], renames: dict[int, str] | None = None, owed: _fsops.OwedSyncs | None = None
+    ) -> None:
         synced.append(list(paths))
-        fsync_dirs(paths, renames)
+        fsync_dirs(paths, renames, owed)
 
     monkeypatch.setattr(_fsops, "fsync_dirs", recording)
     results = move_markers(workspace, moves)

@@ -121,7 +121,38 @@ _SYNC_THREADS = 8
 _sync_pool: object | None = None  # a ThreadPoolExecutor, made on the first batch that needs one
 
 
-def fsync_dirs(paths: Collection[Path | str], renames: Mapping[int, Path | str] | None = None) -> None:
+class OwedSyncs:
+    """Directory synchronizations a batch owes and makes together, once, before what depends on them.
+
+    A durable :func:`make_dir` or :func:`write_file_atomic` given one (``owed=``) synchronizes the
+    file's contents as ever but leaves its directory to the batch: :func:`fsync_dirs` then synchronizes
+    every owed directory with the others, concurrently. Whoever passes one must not let anything that
+    depends on those names happen before that (a launch: no runner is released before it).
+    """
+
+    def __init__(self) -> None:
+        self.owed: list[tuple[int, str, str]] = []  # (mutation number, its kind, the directory)
+        self.plain: set[str] = set()  # directories owed for no mutation of their own (a rename's source)
+
+    def owe(self, directory: Path | str) -> None:
+        """The directory of the latest mutation, which it leaves unsynchronized."""
+        self.owed.append((_count, _last, os.fspath(directory)))
+
+    def owe_renames(self, parents: Iterable[str], renames: Mapping[int, Path | str]) -> None:
+        """A batch of renames' directories (``renames`` as :func:`fsync_dirs` takes it)."""
+        self.plain.update(parents)
+        self.owed.extend((index, "rename", os.fspath(directory)) for index, directory in renames.items())
+
+    @property
+    def directories(self) -> set[str]:
+        return {*self.plain, *(directory for _index, _what, directory in self.owed)}
+
+
+def fsync_dirs(
+    paths: Collection[Path | str],
+    renames: Mapping[int, Path | str] | None = None,
+    owed: OwedSyncs | None = None,
+) -> None:
     """Synchronize several directories, concurrently when there are several.
 
     Storage serves concurrent flushes together (one device cache flush answers all that wait for it),
@@ -129,12 +160,19 @@ def fsync_dirs(paths: Collection[Path | str], renames: Mapping[int, Path | str] 
     they would cost one each. Returns once every directory is synchronized; the first error is raised.
     ``renames`` maps the number of each rename whose durability these fsyncs complete (made with
     ``durable=False``) to the directory of its new name: an fsync fault planned at any of them fails
-    this batch, as it would have failed that rename's own fsync.
+    this batch, as it would have failed that rename's own fsync. The directories ``owed`` are
+    synchronized too, and answer for their mutations' fsync faults likewise.
     """
     for index, directory in (renames or {}).items():
         failure = _faults.fsync_failure(index, "rename", directory)
         if failure is not None:
             raise failure
+    if owed is not None:
+        for index, what, directory in owed.owed:
+            failure = _faults.fsync_failure(index, what, directory)
+            if failure is not None:
+                raise failure
+        paths = sorted({*(os.fspath(path) for path in paths), *owed.directories})
     if len(paths) <= 1:
         for path in paths:
             fsync_dir(path)
@@ -200,10 +238,13 @@ def create_for_append(path: Path | str) -> int:
     return fd
 
 
-def write_file_atomic(path: Path | str, data: bytes, *, durable: bool, mode: int = 0o644) -> None:
+def write_file_atomic(
+    path: Path | str, data: bytes, *, durable: bool, mode: int = 0o644, owed: OwedSyncs | None = None
+) -> None:
     """Replace ``path`` with ``data`` through an exclusively created temporary name and a rename.
 
-    Readers see the old contents or the new, never a torn file.
+    Readers see the old contents or the new, never a torn file. With ``owed`` a durable write leaves
+    the directory's synchronization to that batch (:class:`OwedSyncs`).
     """
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}.{os.urandom(4).hex()}")
@@ -215,7 +256,7 @@ def write_file_atomic(path: Path | str, data: bytes, *, durable: bool, mode: int
         raise
     _mutated("rename", target)
     if durable:
-        fsync_dir(target.parent)
+        _sync_dir_of(target.parent, owed)
     _faults.after(_count, "rename", tmp, target)
 
 
@@ -224,19 +265,29 @@ def _unlink_quietly(path: Path) -> None:
         os.unlink(path)
 
 
-def make_dir(path: Path | str, *, durable: bool, exist_ok: bool = False) -> bool:
-    """Create one directory; return whether it was created (``False`` only when ``exist_ok``)."""
+def make_dir(
+    path: Path | str, *, durable: bool, exist_ok: bool = False, owed: OwedSyncs | None = None
+) -> bool:
+    """Create one directory; return whether it was created (``False`` only when ``exist_ok``). With
+    ``owed`` a durable one leaves its parent's synchronization to that batch (:class:`OwedSyncs`)."""
     try:
         _call("mkdir", lambda: os.mkdir(path), path)
     except FileExistsError:
-        if not exist_ok or not Path(path).is_dir():
+        if not exist_ok or not os.path.isdir(path):
             raise
         return False
     _mutated("mkdir", path)
     if durable:
-        fsync_dir(Path(path).parent)
+        _sync_dir_of(Path(path).parent, owed)
     _faults.after(_count, "mkdir", path)
     return True
+
+
+def _sync_dir_of(directory: Path | str, owed: OwedSyncs | None) -> None:
+    if owed is None:
+        fsync_dir(directory)
+    else:
+        owed.owe(directory)
 
 
 def make_dirs(path: Path | str, *, durable: bool) -> None:

@@ -365,11 +365,14 @@ def _group_has_live_member(pgid: int) -> bool:
 
 
 # -- process.json ----------------------------------------------------------------------------------
-def write_process_file(control_dir: Path, identity: ProcessIdentity, durable: bool) -> Path:
-    """Record the gated process in ``<control>/process.json``; synchronized before it returns if durable."""
+def write_process_file(
+    control_dir: Path, identity: ProcessIdentity, durable: bool, owed: _fsops.OwedSyncs | None = None
+) -> Path:
+    """Record the gated process in ``<control>/process.json``; synchronized before it returns if durable
+    (its directory by the batch ``owed``, when given: :func:`._fsops.write_file_atomic`)."""
     path = control_dir / PROCESS_FILE
     document = {"format": PROCESS_FORMAT, "format_version": 1, **identity}
-    _fsops.write_file_atomic(path, dump_compact(document), durable=durable)
+    _fsops.write_file_atomic(path, dump_compact(document), durable=durable, owed=owed)
     return path
 
 

@@ -117,6 +117,8 @@ def move_markers(
     moves: Sequence[Move],
     *,
     failed: Callable[[int, Exception], None] | None = None,
+    owed: _fsops.OwedSyncs | None = None,
+    owe_to: _fsops.OwedSyncs | None = None,
 ) -> list[TransitionResult]:
     """Move several jobs' markers as :func:`move_marker` does each, with one group commit.
 
@@ -132,6 +134,14 @@ def move_markers(
     move of the batch and is raised. An error of one rename is raised too, unless ``failed`` is given:
     then ``failed(index, error)`` is told, that move's result is lost (``won=False``, no current marker
     known) and the other renames go on, their frames being as durable as ever.
+
+    ``owed`` (durable only) holds the directory synchronizations of what the caller made for these moves
+    (an attempt's control directory, context.json and process.json, made before its running move): they
+    are made together with the renames' own, before this returns, and so before anything that depends
+    on the moves happens (a runner is released only after its running move returned). With ``owe_to``
+    the renames' own directory synchronizations are not made here but added to that later batch, for a
+    caller whose next batch depends on these moves only having won, not on their being durable yet (a
+    claim: no runner of it is released before its launch batch made them).
     """
     journal = workspace.journal()
     planned: list[tuple[MarkerLocation, MarkerLocation]] = []
@@ -167,13 +177,16 @@ def move_markers(
                 for path in (marker.path_text(workspace), target.path_text(workspace))
             }
         )
+        if owe_to is not None:
+            owe_to.owe_renames(parents, renames)
+            return results
         try:
-            _fsops.fsync_dirs(parents, renames)
+            _fsops.fsync_dirs(parents, renames, owed)
         except OSError:
             # As a lone rename whose fsync failed is verified and synchronized again (verified_rename):
             # the renames happened, so their directories are synchronized once more; a second failure
             # is the caller's storage error.
-            _fsops.fsync_dirs(parents)
+            _fsops.fsync_dirs(sorted({*parents, *(owed.directories if owed is not None else ())}))
     return results
 
 

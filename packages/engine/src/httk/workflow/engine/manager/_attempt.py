@@ -124,6 +124,7 @@ def prepare_attempt(
     python: str = sys.executable,
     bash_apis: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
+    owed: _fsops.OwedSyncs | None = None,
 ) -> PreparedAttempt:
     """Create the attempt's control directory and workdir, resolve its runner, write context.json.
 
@@ -132,7 +133,8 @@ def prepare_attempt(
     (``HTTK_WORKFLOW_BASH_API``, an add-on's ``HTTK_WORKFLOW_<NAME>_BASH_API``) to its path. Raises
     :class:`RunnerFailure` for a job whose runner or workdir cannot be used, ``ValueError`` for a backend
     other than ``path`` (the manager must leave those unclaimed), and ``FileExistsError`` when the
-    attempt's control directory already exists.
+    attempt's control directory already exists. Durable, the directories of what it makes are
+    synchronized before it returns, or left to the batch ``owed`` when given (:func:`._launch.launch_all`).
     """
     runner = plan.job["runner"]
     backend = runner.get("backend", "path")
@@ -142,8 +144,8 @@ def prepare_attempt(
     durable = plan.workspace.durable
     job_dir = Path(os.path.abspath(plan.job_dir))
     control = job_dir / f"{ATTEMPT_DIR_PREFIX}{plan.attempt_id}"
-    _fsops.make_dir(control, durable=durable)
-    workdir, reused = _prepare_workdir(plan, job_dir, durable)
+    _fsops.make_dir(control, durable=durable, owed=owed)
+    workdir, reused = _prepare_workdir(plan, job_dir, durable, owed)
     entry = resolve_runner(
         runner,
         job_dir=job_dir,
@@ -153,7 +155,7 @@ def prepare_attempt(
         pkg_modules=pkg_modules,
     )
     context = _context(plan, job_dir, control, workdir, reused)
-    _fsops.write_file_atomic(control / CONTEXT_FILE, dump_pretty(context), durable=durable)
+    _fsops.write_file_atomic(control / CONTEXT_FILE, dump_pretty(context), durable=durable, owed=owed)
     env = settings_environment(plan.settings, os.environ if environ is None else environ)
     env.update(_protocol_environment(context, python))
     env.update({name: os.path.abspath(path) for name, path in (bash_apis or {}).items()})
@@ -169,17 +171,21 @@ def prepare_attempt(
 
 
 # -- workdir ---------------------------------------------------------------------------------------
-def _prepare_workdir(plan: AttemptPlan, job_dir: Path, durable: bool) -> tuple[Path, bool]:
+def _prepare_workdir(
+    plan: AttemptPlan, job_dir: Path, durable: bool, owed: _fsops.OwedSyncs | None
+) -> tuple[Path, bool]:
     """The attempt's workdir and whether it already existed."""
     if plan.job["workdir"]["mode"] == "isolated":
         workdir = job_dir / f"run.{plan.attempt_id}"
-        _fsops.make_dir(workdir, durable=durable)
+        _fsops.make_dir(workdir, durable=durable, owed=owed)
         _populate_isolated_workdir(plan, workdir)
         return workdir, False
-    return _persistent_workdir(job_dir, plan.job["workdir"]["path"], durable)
+    return _persistent_workdir(job_dir, plan.job["workdir"]["path"], durable, owed)
 
 
-def _persistent_workdir(job_dir: Path, relative: str, durable: bool) -> tuple[Path, bool]:
+def _persistent_workdir(
+    job_dir: Path, relative: str, durable: bool, owed: _fsops.OwedSyncs | None = None
+) -> tuple[Path, bool]:
     """Walk (creating what is missing) the persistent workdir; refuse symbolic links and non-directories.
 
     A runner may symlink freely inside its workdir, but the manager follows nothing inside the payload.
@@ -194,7 +200,7 @@ def _persistent_workdir(job_dir: Path, relative: str, durable: bool) -> tuple[Pa
         try:
             mode = os.lstat(current).st_mode
         except FileNotFoundError:
-            _fsops.make_dir(current, durable=durable, exist_ok=True)
+            _fsops.make_dir(current, durable=durable, exist_ok=True, owed=owed)
             existed = False
             continue
         if not stat.S_ISDIR(mode):

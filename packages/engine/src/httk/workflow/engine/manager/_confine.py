@@ -24,11 +24,14 @@ short-lived thread that then starts the gate (:meth:`Confinement.within`), so th
 confined from its first instruction and the manager's own thread never is. ABI 1 cannot permit a rename
 across directories at all, and before ABI 3 ``truncate(2)`` is not covered.
 
-Cost per confined attempt: one ruleset descriptor, one ``landlock_add_rule`` per granted path, one
-``realpath``, ``open`` and ``fstat`` for each of its own paths (about six), and one thread. The broad
+Cost per confined attempt: one ruleset descriptor, one ``landlock_add_rule`` per granted path, for each
+of its own paths (about six) its real path from the kernel (``_writable.resolved``: an ``O_PATH`` open,
+``fstat`` and the descriptor's name) and the rule's ``open`` and ``fstat``, and one thread. The broad
 paths, and around a workspace inside one of them every entry beside the way down, are listed and opened
 ``O_PATH`` once per :data:`BROAD_REFRESH_SECONDS` and their rules kept (one descriptor each, closed with
-the manager). Measured by ``benchmarks/throughput.py`` against the same run unconfined.
+the manager), with what depends only on the workspace and the environment: its real path, and whether
+the temporary directory holds it. Measured by ``benchmarks/throughput.py`` against the same run
+unconfined (jobs/s and the manager's CPU per job).
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ class _KeptBroad:
     listed_at: float
     inside: list[tuple[str, Path]]  # broad paths inside the workspace: granted per attempt, as its own
     rules: OpenedRules
+    root: str  # the workspace's real path
+    private_tmp: bool  # whether the usual temporary directory holds the workspace (:func:`_private_tmpdir`)
 
     def close(self) -> None:
         self.rules.close()
@@ -93,6 +98,7 @@ class Confiner:
         self._reported: set[tuple[str, str]] = set()  # refusals logged already: (path, origin)
         # The broad part of the writable set, for one workspace root and set of broad paths (its key).
         self._broad: tuple[object, _KeptBroad] | None = None
+        self._broad_paths: tuple[object, list[tuple[str, Path]]] | None = None  # by the variables they read
         self._finalizer: weakref.finalize[[], Confiner] | None = None  # closes the kept rules' descriptors
 
     def notice(self) -> str | None:
@@ -106,8 +112,10 @@ class Confiner:
             return f"landlock ABI {self.kernel.abi}"
         return "off" if not self.enabled else "unavailable"
 
-    def confine(self, attempt: Attempt) -> Confinement:
-        """Create ``.httk-job/`` and ``logs/``, and build the attempt's ruleset (or say why there is none)."""
+    def confine(self, attempt: Attempt, owed: _fsops.OwedSyncs | None = None) -> Confinement:
+        """Create ``.httk-job/`` and ``logs/``, and build the attempt's ruleset (or say why there is none).
+
+        Durable, the payload's synchronization after those two is left to ``owed`` when given."""
         if not self.enabled:
             return Confinement({"enforced": False, "reason": "manager", "detail": "--no-confine"})
         if _turned_off(attempt):
@@ -116,7 +124,7 @@ class Confiner:
             return Confinement(
                 {"enforced": False, "reason": "unavailable", "detail": str(self.kernel.reason)}
             )
-        plan, kept = self._plan(attempt)  # raises RunnerFailure for a packaged runner's bad declaration
+        plan, kept = self._plan(attempt, owed)  # raises RunnerFailure for a packaged runner's bad declaration
         ruleset = Ruleset(self.kernel)
         try:
             ruleset.add_all(kept.rules.rules)
@@ -151,11 +159,11 @@ class Confiner:
                 )
 
     # -- the writable set --------------------------------------------------------------------------
-    def _plan(self, attempt: Attempt) -> tuple[WritableSet, _KeptBroad]:
+    def _plan(self, attempt: Attempt, owed: _fsops.OwedSyncs | None) -> tuple[WritableSet, _KeptBroad]:
         """The attempt's writable set, and the kept rules of its broad part (which the set includes)."""
         durable = attempt.workspace.durable
         for name in (".httk-job", "logs"):
-            _fsops.make_dir(attempt.payload / name, durable=durable, exist_ok=True)
+            _fsops.make_dir(attempt.payload / name, durable=durable, exist_ok=True, owed=owed)
         own: list[tuple[str, Path]] = [
             ("workdir", attempt.workdir),
             ("attempt control", attempt.control_dir),
@@ -165,13 +173,13 @@ class Confiner:
         transactional = (attempt.job.get("data") or {}).get("mode") == "transactional"
         if not transactional and os.path.isdir(attempt.payload / "data"):
             own.append(("data", attempt.payload / "data"))
-        boundary = Boundary(attempt, transactional)
+        kept = self._broad_part(attempt.workspace.root)
+        boundary = Boundary(attempt, transactional, kept.root)
         plan = WritableSet()
-        kept = self._broad_part(boundary)
         for origin, path in [*own, *kept.inside]:
             boundary.grant(plan, origin, path, declared=False)
         plan.merge(kept.plan)
-        plan.tmpdir = _private_tmpdir(attempt, boundary)
+        plan.tmpdir = _private_tmpdir(attempt) if kept.private_tmp else None
         module, declarer = self._declarer_for(attempt)
         packaged = declared_by_runner(module, declarer, attempt)
         for origin, entry in [*packaged, *listed(attempt)]:
@@ -179,13 +187,14 @@ class Confiner:
         refuse_bad_declaration(module, plan)
         return plan, kept
 
-    def _broad_part(self, boundary: Boundary) -> _KeptBroad:
+    def _broad_part(self, workspace_root: Path) -> _KeptBroad:
         """The rules of the broad paths, listed and opened again at most every
         :data:`BROAD_REFRESH_SECONDS`. They depend only on the workspace (a broad path holding it is
         granted around it), not on the job: a broad path inside the workspace is left to the attempt
-        (:meth:`_plan` grants it, judged against the job's payload, like its own paths)."""
-        broad = _broad_paths()
-        key = (boundary.root, tuple((origin, str(path)) for origin, path in broad))
+        (:meth:`_plan` grants it, judged against the job's payload, like its own paths). So do the
+        workspace's real path and whether the usual temporary directory holds it: resolved with them."""
+        broad_key, broad = self._broad_list()
+        key = (os.fspath(workspace_root), broad_key)
         now = self._monotonic()
         if self._broad is not None:
             kept_key, kept = self._broad
@@ -193,18 +202,30 @@ class Confiner:
                 return kept
             kept.close()
             self._broad = None
+        root = os.path.realpath(workspace_root)
+        boundary = Boundary.of_workspace(root)
         part, inside = WritableSet(), []
         for origin, path in broad:
-            if within(real_path(path) or "", boundary.root):
+            if within(real_path(path) or "", root):
                 inside.append((origin, path))
             else:
                 boundary.grant(part, origin, path, declared=False)
-        kept = _KeptBroad(part, now, inside, OpenedRules(self.kernel, part.grants))
+        usual = real_path(Path(os.environ.get("TMPDIR") or "/tmp"))
+        private_tmp = usual is not None and within(root, usual)
+        kept = _KeptBroad(part, now, inside, OpenedRules(self.kernel, part.grants), root, private_tmp)
         self._broad = (key, kept)
         if self._finalizer is not None:
             self._finalizer.detach()
         self._finalizer = weakref.finalize(self, kept.close)
         return kept
+
+    def _broad_list(self) -> tuple[object, list[tuple[str, Path]]]:
+        """The broad paths (:func:`_broad_paths`), made again only when a variable they name changed:
+        the account database is not read for every attempt."""
+        key = (os.environ.get("TMPDIR"), os.environ.get("HOME"), os.getuid())
+        if self._broad_paths is None or self._broad_paths[0] != key:
+            self._broad_paths = (key, _broad_paths())
+        return self._broad_paths
 
     def close(self) -> None:
         """Close the descriptors the kept rules hold (a manager's end; garbage collection does it too)."""
@@ -254,14 +275,11 @@ def _homes() -> list[Path]:
     return homes
 
 
-def _private_tmpdir(attempt: Attempt, boundary: Boundary) -> str | None:
-    """``<attempt control>/tmp``, made now, when the temporary directory the runner would use (``$TMPDIR``,
-    else ``/tmp``) holds the workspace: that one is granted only around the workspace, so nothing new
-    could be made directly in it (``mktemp`` would fail). The control directory is writable already
-    and retired with the attempt; and it is on the filesystem the usual one is."""
-    usual = real_path(Path(os.environ.get("TMPDIR") or "/tmp"))
-    if usual is None or not within(boundary.root, usual):
-        return None
+def _private_tmpdir(attempt: Attempt) -> str:
+    """``<attempt control>/tmp``, made now; for when the temporary directory the runner would use
+    (``$TMPDIR``, else ``/tmp``) holds the workspace: that one is granted only around the workspace, so
+    nothing new could be made directly in it (``mktemp`` would fail). The control directory is writable
+    already and retired with the attempt; and it is on the filesystem the usual one is."""
     private = attempt.control_dir / "tmp"
     _fsops.make_dir(private, durable=False, exist_ok=True)  # scratch: never synchronized
     return str(private)

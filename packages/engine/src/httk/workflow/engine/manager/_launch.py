@@ -35,6 +35,7 @@ from httk.workflow.engine.core._frames import (
     protocol_failure,
     released,
 )
+from httk.workflow.engine.core._fsops import OwedSyncs
 from httk.workflow.engine.core._jobs import LoadedJob, check_identity, check_owned_marker
 from httk.workflow.engine.core._liveness import write_process_file
 from httk.workflow.engine.core._states import Trigger
@@ -203,11 +204,15 @@ def choose(
 
 def claim_all(state: ManagerState, chosen: Sequence[Chosen]) -> int:
     """Claim the chosen candidates as one group commit, then launch those won; how many were won. A
-    storage error is contained for the claim it concerns (for each of them when it is the batch's)."""
+    storage error is contained for the claim it concerns (for each of them when it is the batch's).
+
+    Durable, the claim renames' directories are synchronized with the launch batch's (their frames
+    before the renames, as ever): what follows a claim depends on its having won, and what depends
+    on its being durable, a released runner, waits for the launch batch."""
+    owed = OwedSyncs() if state.workspace.durable else None
     won: list[tuple[MarkerLocation, Chosen]] = []
-    for c, outcome in zip(
-        chosen, move_each(state, [(c.marker, c.frame, Trigger.CLAIM) for c in chosen]), strict=True
-    ):
+    claims = [(c.marker, c.frame, Trigger.CLAIM) for c in chosen]
+    for c, outcome in zip(chosen, move_each(state, claims, owe_to=owed), strict=True):
         if isinstance(outcome, BaseException):
             state.storage.note("claim", c.marker.job_key, outcome)
         elif outcome.won and outcome.current is not None:
@@ -219,18 +224,25 @@ def claim_all(state: ManagerState, chosen: Sequence[Chosen]) -> int:
                 "" if c.allocation is None else f" allocating {describe(c.allocation)}",
             )
             won.append((outcome.current, c))
-    launch_all(state, won)
+    launch_all(state, won, owed)
     return len(won)
 
 
-def move_each(state: ManagerState, moves: Sequence[Move]) -> list[TransitionResult | BaseException]:
-    """The moves as one group commit (:meth:`ManagerState.move_all`), each result or, in its place, the
+def move_each(
+    state: ManagerState,
+    moves: Sequence[Move],
+    owed: OwedSyncs | None = None,
+    *,
+    owe_to: OwedSyncs | None = None,
+) -> list[TransitionResult | BaseException]:
+    """The moves as one group commit (:meth:`ManagerState.move_all`, which also makes the directory
+    synchronizations ``owed``, or leaves its own to ``owe_to``), each result or, in its place, the
     storage or marker error that kept that move from happening: every move's, when it was the batch's."""
     if not moves:
         return []
     errors: dict[int, BaseException] = {}
     try:
-        results = state.move_all(moves, failed=errors.__setitem__)
+        results = state.move_all(moves, failed=errors.__setitem__, owed=owed, owe_to=owe_to)
     except CONTAINED as exc:
         return [exc] * len(moves)
     return [errors.get(index, result) for index, result in enumerate(results)]
@@ -292,22 +304,34 @@ class _Started:
     process: GatedProcess
 
 
-def launch_all(state: ManagerState, claims: Sequence[tuple[MarkerLocation, Chosen]]) -> None:
+def launch_all(
+    state: ManagerState, claims: Sequence[tuple[MarkerLocation, Chosen]], owed: OwedSyncs | None = None
+) -> None:
     """Launch claimed attempts: prepare and spawn each behind its gate, commit their running markers as
     one group commit, then release each whose rename won (the module header's order, per attempt).
 
     A storage error is contained for the attempt it concerns: its gate is aborted, so nothing of its
-    runner runs, and its job is given back to ready (:func:`give_back`)."""
+    runner runs, and its job is given back to ready (:func:`give_back`).
+
+    Durable, the directories the preparations made entries in (each attempt's payload and control
+    directory: the control directory itself, ``.httk-job/``, ``logs/``, the workdir, context.json,
+    process.json) are synchronized once for the batch, together with the running renames' directories
+    (:class:`~httk.workflow.engine.core._fsops.OwedSyncs`), instead of once per entry one after another:
+    spec/01 asks that context.json and process.json be durable, contents and names, before the runner
+    is launched against them, and a runner is released only after :func:`move_each` returned. ``owed``
+    may hold what the claims owe already (:func:`claim_all`)."""
+    if owed is None and state.workspace.durable:
+        owed = OwedSyncs()
     started = [
         s
         for s in (
-            state.storage.contain("launch", c.job_key, _start, state, c, chosen) for c, chosen in claims
+            state.storage.contain("launch", c.job_key, _start, state, c, chosen, owed) for c, chosen in claims
         )
         if s is not None
     ]
     if not started:
         return
-    outcomes = move_each(state, [(s.claimed, s.running, Trigger.LAUNCH) for s in started])
+    outcomes = move_each(state, [(s.claimed, s.running, Trigger.LAUNCH) for s in started], owed)
     for s, outcome in zip(started, outcomes, strict=True):
         if isinstance(outcome, BaseException) or not outcome.won or outcome.current is None:
             s.process.abort()  # the gate exits without running anything
@@ -335,9 +359,12 @@ def launch_all(state: ManagerState, claims: Sequence[tuple[MarkerLocation, Chose
         )
 
 
-def _start(state: ManagerState, claimed: MarkerLocation, chosen: Chosen) -> _Started | None:
+def _start(
+    state: ManagerState, claimed: MarkerLocation, chosen: Chosen, owed: OwedSyncs | None = None
+) -> _Started | None:
     """Prepare the attempt and spawn it behind its gate, process.json written; ``None`` when that failed
-    (the claim has then moved to failed, or back to ready after a storage error)."""
+    (the claim has then moved to failed, or back to ready after a storage error). The directory
+    synchronizations of what it made are left to ``owed`` when given (:func:`launch_all`)."""
     frame, job = chosen.frame, chosen.job
     try:
         attempt = plan(state, claimed, frame, job, chosen.allocation)
@@ -346,6 +373,7 @@ def _start(state: ManagerState, claimed: MarkerLocation, chosen: Chosen) -> _Sta
             runner_search_path=state.config.runner_search_path,
             pkg_modules=frozenset(state.config.runner_modules),
             bash_apis=bash_apis(state),
+            owed=owed,
         )
         where = Attempt(
             state.workspace,
@@ -355,7 +383,7 @@ def _start(state: ManagerState, claimed: MarkerLocation, chosen: Chosen) -> _Sta
             prepared.workdir,
             attempt.settings,
         )
-        confinement = state.confiner.confine(where)
+        confinement = state.confiner.confine(where, owed)
         prepared.env.update(confinement.environment)  # a private TMPDIR, when it needs one
         try:
             process = spawn_gated(prepared, confinement=confinement)
@@ -373,7 +401,7 @@ def _start(state: ManagerState, claimed: MarkerLocation, chosen: Chosen) -> _Sta
         return None
     try:
         identity = process.identity
-        write_process_file(prepared.control_dir, identity, durable=state.workspace.durable)
+        write_process_file(prepared.control_dir, identity, durable=state.workspace.durable, owed=owed)
     except STORAGE_ERRORS as exc:
         process.abort()  # never released: nothing of the runner ran
         give_back(state, claimed, frame, exc)

@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from httk.workflow.engine.core._clock import Clock, age_seconds
 from httk.workflow.engine.core._frames import Frame
+from httk.workflow.engine.core._fsops import OwedSyncs
 from httk.workflow.engine.core._jobs import JobCache, LoadedJob, check_owned_marker, load_job, read_frame
 from httk.workflow.engine.core._liveness import manager_gone, read_heartbeat, read_manifest
 from httk.workflow.engine.core._scan import Anomaly, walk_markers
@@ -205,11 +206,17 @@ class ManagerState:
         return result
 
     def move_all(
-        self, moves: Sequence[Move], *, failed: Callable[[int, Exception], None] | None = None
+        self,
+        moves: Sequence[Move],
+        *,
+        failed: Callable[[int, Exception], None] | None = None,
+        owed: OwedSyncs | None = None,
+        owe_to: OwedSyncs | None = None,
     ) -> list[TransitionResult]:
         """Several jobs' moves as one group commit (:func:`move_markers`, which tells ``failed`` of a
-        rename that failed)."""
-        results = move_markers(self.workspace, moves, failed=failed)
+        rename that failed, synchronizes the directories ``owed`` with the renames', or leaves the
+        renames' to the later batch ``owe_to``)."""
+        results = move_markers(self.workspace, moves, failed=failed, owed=owed, owe_to=owe_to)
         self.unseen.published(results)
         return results
 

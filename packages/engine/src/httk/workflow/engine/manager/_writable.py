@@ -74,9 +74,36 @@ class WritableSet:
         self.refused.extend(other.refused)
 
 
-def real_path(path: Path) -> str | None:
+def real_path(path: Path | str) -> str | None:
+    """The real path of what exists at ``path`` (``None`` for nothing there)."""
+    found = resolved(path)
+    return None if found is None else found[0]
+
+
+def resolved(path: Path | str) -> tuple[str, int] | None:
+    """The real path of what exists at ``path`` and its mode, or ``None`` for nothing there.
+
+    Resolved by the kernel: the name of an ``O_PATH`` descriptor in ``/proc/self/fd``, four system calls
+    where ``os.path.realpath`` makes one ``lstat`` per component in Python (a confined launch resolves
+    about six paths). Without ``/proc`` it is ``realpath`` and ``stat``.
+    """
     try:
-        return os.path.realpath(path, strict=True)
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        mode = os.fstat(fd).st_mode
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            real = ""
+    finally:
+        os.close(fd)
+    if real.startswith("/") and not real.endswith(" (deleted)"):
+        return real, mode
+    try:
+        real = os.path.realpath(path, strict=True)
+        return real, os.stat(real).st_mode
     except OSError:
         return None
 
@@ -174,19 +201,24 @@ class Boundary:
     bind to and much cheaper than comparing ``Path`` parents for every entry around a workspace.
     """
 
-    attempt: Attempt
+    attempt: Attempt | None
     transactional: bool
+    root: str  # the workspace's real path
 
     def __post_init__(self) -> None:
-        self.root = os.path.realpath(self.attempt.workspace.root)
-        self.payload = os.path.realpath(self.attempt.payload)
-        never = [
-            (os.path.join(self.root, CONTROL_DIR), "the workspace's control directory"),
-            (os.path.join(self.payload, "job.json"), "job.json"),
-        ]
+        never = [(os.path.join(self.root, CONTROL_DIR), "the workspace's control directory")]
+        self.payload = _NO_PATH  # no job: every path in the workspace lies outside its payload
+        if self.attempt is not None:
+            self.payload = real_path(self.attempt.payload) or os.path.realpath(self.attempt.payload)
+            never.append((os.path.join(self.payload, "job.json"), "job.json"))
         if self.transactional:
             never.append((os.path.join(self.payload, "data"), "committed data/ of a transactional job"))
         self.never = never
+
+    @classmethod
+    def of_workspace(cls, root: str) -> Boundary:
+        """The line of the workspace at the real path ``root`` for paths of no job (the broad paths)."""
+        return cls(None, False, root)
 
     def declared(self, plan: WritableSet, origin: str, entry: object) -> None:
         named = self._path_of(entry)
@@ -203,7 +235,9 @@ class Boundary:
             return None
         if text.startswith("~/") or text == "~":
             return Path(os.path.expanduser(text))
-        return Path(text) if os.path.isabs(text) else self.attempt.payload / text
+        if os.path.isabs(text):
+            return Path(text)
+        return None if self.attempt is None else self.attempt.payload / text
 
     def grant(self, plan: WritableSet, origin: str, path: Path, *, declared: bool) -> None:
         """Add ``path`` to ``plan`` (around the workspace when it holds it), or record why not."""
@@ -211,13 +245,12 @@ class Boundary:
         def refuse(reason: str) -> None:
             plan.refused.append({"path": str(path), "origin": origin, "reason": reason})
 
-        try:
-            real = os.path.realpath(path, strict=True)
-            mode = os.stat(real).st_mode
-        except OSError:
+        found = resolved(path)
+        if found is None:
             if declared:
                 refuse(MISSING)
             return
+        real, mode = found
         if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
             refuse("is neither a directory, a regular file nor a device")
             return
@@ -287,6 +320,10 @@ def _transactional(payload: str) -> bool:
         return True
     data = document.get("data")
     return not isinstance(data, dict) or data.get("mode") == "transactional"
+
+
+_NO_PATH = "\0"
+"""A path no real path is or lies below (none holds a NUL byte)."""
 
 
 def within(path: str, ancestor: str) -> bool:
