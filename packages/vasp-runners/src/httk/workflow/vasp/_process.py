@@ -252,7 +252,7 @@ def run_vasp(
     """
     process_file = os.path.join(workdir, PROCESS_FILE)
     _remove(os.path.join(workdir, STOPCAR))
-    os.makedirs(os.path.dirname(process_file), exist_ok=True)
+    _make_dir(os.path.dirname(process_file))
     started = time.monotonic()
     with (
         _Signals() as signals,
@@ -355,6 +355,15 @@ def _stop(process: Child, workdir: StrPath, signals: _Signals, stop_grace: float
 def write_json(path: StrPath, document: object) -> None:
     """A small JSON file through a temporary name and a rename."""
     write_atomically(path, (json.dumps(document, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def _make_dir(path: str) -> None:
+    """Create the directory ``path`` unless it exists (``Path.mkdir(exist_ok=True)``)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
 
 
 def _remove(path: str) -> None:
