@@ -265,6 +265,23 @@ def runner_cases(root: Path) -> list[Case]:
     ]
 
 
+def instructions(case: Case) -> int:
+    """Instructions ``case`` executes in its own processes, counted by valgrind's callgrind.
+
+    A forked shell is followed until it executes another program, which runs uncounted: for the v1
+    runner that is its own Bash work (the parsing of the Bash API and its libraries included), without
+    the step program and the coreutils it starts or the kernel's work for their forks and executions.
+    """
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *case.argv],
+        cwd=case.cwd, env=case.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != case.status:
+        raise SystemExit(f"{case.label} under valgrind: exit status {done.returncode}, not {case.status}")
+    case.reset()
+    return sum(int(line.split()[-1]) for line in done.stderr.splitlines() if "Collected :" in line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -308,6 +325,14 @@ def main() -> None:
             f"  of that, the Bash SDK floor (any Bash runner's step) is {floor - bare:.1f} ms "
             f"({(floor - bare) / python:.2f} of a start), the v1 runner's own work {runner - floor:.1f} ms"
         )
+        if shutil.which("valgrind") is not None:  # the figure load does not move
+            counted = {case.label: instructions(case) for case in (cases[0], cases[2], cases[3])}
+            start, sdk, v1 = counted.values()
+            print(
+                f"  instructions (valgrind, the runner's own processes): python -c pass {start / 1e6:.1f} M, "
+                f"Bash SDK floor {sdk / 1e6:.1f} M ({sdk / start:.2f} starts), "
+                f"v1 runner {v1 / 1e6:.1f} M ({v1 / start:.2f} starts)"
+            )
 
 
 if __name__ == "__main__":
