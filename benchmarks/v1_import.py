@@ -265,6 +265,30 @@ def runner_cases(root: Path) -> list[Case]:
     ]
 
 
+def instructions(case: Case, logs: Path) -> int:
+    """Instructions ``case``'s own process executes, counted by valgrind's callgrind.
+
+    The programs it starts run uncounted: for the v1 runner that is its own Bash work (the parsing of
+    the Bash API and its libraries included), without the step program and the coreutils it starts or
+    the kernel's work for their forks and executions. Each process valgrind follows (a forked shell,
+    until it executes a program) writes its own log below ``logs``; the count is the started process's.
+    Under valgrind a signal can miss a forked shell while it executes a program, so the watchdog's
+    ``sleep`` may outlive the runner: it is given a minute, and nothing waits for it.
+    """
+    logs.mkdir(exist_ok=True)
+    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", f"--log-file={logs}/%p"]
+    process = subprocess.Popen(
+        [*valgrind, *case.argv],
+        cwd=case.cwd, env={**case.env, "HT_TASKMGR_TIMEOUT": "60"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    if process.wait() != case.status:
+        raise SystemExit(f"{case.label} under valgrind: exit status {process.returncode}, not {case.status}")
+    case.reset()
+    log = (logs / str(process.pid)).read_text()
+    return next(int(line.split()[-1]) for line in log.splitlines() if "Collected :" in line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -308,6 +332,15 @@ def main() -> None:
             f"  of that, the Bash SDK floor (any Bash runner's step) is {floor - bare:.1f} ms "
             f"({(floor - bare) / python:.2f} of a start), the v1 runner's own work {runner - floor:.1f} ms"
         )
+        if shutil.which("valgrind") is not None:  # the figure load does not move
+            logs = base / "valgrind"
+            counted = {case.label: instructions(case, logs) for case in (cases[0], cases[2], cases[3])}
+            start, sdk, v1 = counted.values()
+            print(
+                f"  instructions (valgrind, the runner's own process): python -c pass {start / 1e6:.1f} M, "
+                f"Bash SDK floor {sdk / 1e6:.1f} M ({sdk / start:.2f} starts), "
+                f"v1 runner {v1 / 1e6:.1f} M ({v1 / start:.2f} starts)"
+            )
 
 
 if __name__ == "__main__":

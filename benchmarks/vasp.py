@@ -352,11 +352,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="httk-bench-vasp-") as scratch:
         root = Path(scratch)
         if "overhead" in parts:
-            print("runner overhead per VASP step:")
+            load = os.getloadavg()[0]
+            print(f"runner overhead per VASP step ({os.cpu_count()} CPUs, load average {load:.2f}):")
             (root / "overhead").mkdir()
             runner_overhead(options.rounds, root / "overhead")
             (root / "instructions").mkdir()
             runner_instructions(root / "instructions")
+            print(f"  (load average {os.getloadavg()[0]:.2f} at the end)")
         if "parsing" in parts:
             print("parsing large outputs:")
             (root / "parse").mkdir()

@@ -156,8 +156,20 @@ PY
   [[ ${calls[2]} == "sync -- $CONTROL" ]]
 }
 
+@test "sourcing the library does not load the children functions; the first call does, again after a second source" {
+  run --separate-stderr bash -c '
+    cd "$(dirname "$1")" && source ./httk-workflow.sh && cd /
+    if declare -F _httk_workflow_split_object >/dev/null; then exit 9; fi
+    httk_workflow_children names
+    declare -F _httk_workflow_split_object
+    source "$1"
+    httk_workflow_children names && printf "[%s]\n" "$names"' _ "$LIBRARY"
+  [[ $status -eq 0 && $output == $'_httk_workflow_split_object\n[]' ]]
+}
+
 @test "the splitter keeps strings exactly and drops only the whitespace around them" {
   local text
+  _httk_workflow_load_part children test
   text=$' { "a" : "x \\" } { , : ]" ,\n\t"b":[ 1 , { "c" : "\\\\" } ] , "d" : null,"e":-1.5e3 } '
   _httk_workflow_split_object "$text"
   [[ ${_httk_workflow_split_keys[*]} == '"a" "b" "d" "e"' ]]

@@ -26,8 +26,8 @@ def test_an_event_is_one_compact_line_in_the_contracts_order(tmp_path: Path) -> 
     layout = make_attempt(tmp_path, step="relax", attempt_ordinal=3)
     attempt = Attempt.load(layout.context_path, environ=layout.environ())
     path = attempt.record_event("vasp.error", "ZPOTRF", {"problem": "zpotrf", "run": 2})
-    assert path == layout.job_dir / ".httk-job" / "events.jsonl"
-    assert untimed(path.read_bytes()) == (
+    assert path == str(layout.job_dir / ".httk-job" / "events.jsonl")
+    assert untimed(Path(path).read_bytes()) == (
         b'{"format":"httk-workflow-runner-event","format_version":1,"time":"T","step":"relax",'
         b'"attempt_id":"' + ATTEMPT_ID.encode() + b'","attempt_ordinal":3,"kind":"vasp.error",'
         b'"message":"ZPOTRF","details":{"problem":"zpotrf","run":2}}\n'

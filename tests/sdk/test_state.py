@@ -102,8 +102,8 @@ def test_declarations_are_written_compactly_by_name(layout: Layout) -> None:
     a.declare("outputs.v2", {})
     a.declare("outputs", {"files": ["OUTCAR", "vasprun.xml"]})
 
-    assert path == layout.job_dir / ".httk-job" / "declarations" / "outputs.json"
-    assert path.read_bytes() == b'{"files":["OUTCAR","vasprun.xml"]}\n'
+    assert path == str(layout.job_dir / ".httk-job" / "declarations" / "outputs.json")
+    assert Path(path).read_bytes() == b'{"files":["OUTCAR","vasprun.xml"]}\n'
     assert job_area(layout) == [
         ".httk-job/declarations",
         ".httk-job/declarations/outputs.json",

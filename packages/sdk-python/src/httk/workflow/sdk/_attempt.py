@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from . import _checks, _outcome, _settings
 from ._context import context_path_from, read_context
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._children import ChildRef
+    from ._files import StrPath
 
 _JOB_FILE = "job.json"
 _SPAWNING_ACTIONS = frozenset({"advance", "succeed", "wait"})
@@ -76,7 +76,7 @@ class Attempt(Spawning, JobRecords):
         self,
         context: Mapping[str, Any],
         *,
-        context_path: Path | None = None,
+        context_path: StrPath | None = None,
         environ: Mapping[str, str] | None = None,
         runner_steps: Sequence[str] | None = None,
     ) -> None:
@@ -129,7 +129,7 @@ class Attempt(Spawning, JobRecords):
         1
         """
         environ = os.environ if environ is None else environ
-        path = context_path_from(environ) if context_path is None else Path(context_path)
+        path = context_path_from(environ) if context_path is None else os.fspath(context_path)
         return cls(read_context(path), context_path=path, environ=environ, runner_steps=runner_steps)
 
     def __repr__(self) -> str:
@@ -156,13 +156,13 @@ class Attempt(Spawning, JobRecords):
         job = self._read_job()
         inputs = job.get("inputs", {}) if isinstance(job, dict) else None
         if not isinstance(inputs, dict):
-            raise ContextError("must be a JSON object", path=self.job_dir / _JOB_FILE, member="inputs")
+            raise ContextError("must be a JSON object", path=self._job_file, member="inputs")
         return inputs
 
     def _read_job(self) -> object:
         """The job's own decoded ``job.json``, read once (it is immutable after submission)."""
         if self._job is None:
-            path = self.job_dir / _JOB_FILE
+            path = self._job_file
             try:
                 with open(path, "rb") as stream:
                     self._job = json.loads(stream.read())
@@ -175,8 +175,16 @@ class Attempt(Spawning, JobRecords):
     def _job_document(self) -> dict[str, Any]:
         job = self._read_job()
         if not isinstance(job, dict):
-            raise ContextError("is not a JSON object", path=self.job_dir / _JOB_FILE)
+            raise ContextError("is not a JSON object", path=self._job_file)
         return job
+
+    @property
+    def _job_file(self) -> str:
+        return os.path.join(self._job_dir, _JOB_FILE)
+
+    @property
+    def _ready_path(self) -> str:
+        return os.path.join(self._control_dir, _outcome.READY_NAME)
 
     def setting(self, name: str, default: Any = _settings.MISSING) -> Any:
         """An application setting, resolved in layers; the first layer that holds it wins.
@@ -247,7 +255,7 @@ class Attempt(Spawning, JobRecords):
         >>> a.published
         True
         """
-        return self._published or os.path.lexists(self.control_dir / _outcome.READY_NAME)
+        return self._published or os.path.lexists(self._ready_path)
 
     def advance(
         self,
@@ -429,7 +437,7 @@ class Attempt(Spawning, JobRecords):
         """
         self._refuse_late("transaction")
         if self._transaction is None:
-            if self.data_generation is None or self.data_dir is None:
+            if self.data_generation is None or self._context.get("data_dir") is None:
                 raise TransactionError(
                     "this job is not transactional: only a job with data.mode 'transactional' in a "
                     "workspace with the transactional-data-v1 extension can contribute to data/"
@@ -440,12 +448,12 @@ class Attempt(Spawning, JobRecords):
 
     def _refuse_second(self) -> None:
         if self.published:
-            raise OutcomeAlreadyPublishedError(self.control_dir / _outcome.READY_NAME)
+            raise OutcomeAlreadyPublishedError(self._ready_path)
 
     def _refuse_late(self, operation: str) -> None:
         """Refuse a transaction call after the outcome: the transaction went out (or was dropped) with it."""
         if self.published:
-            raise OutcomeAlreadyPublishedError(self.control_dir / _outcome.READY_NAME, operation=operation)
+            raise OutcomeAlreadyPublishedError(self._ready_path, operation=operation)
 
     def _publish(
         self,
@@ -492,7 +500,7 @@ class Attempt(Spawning, JobRecords):
         if transaction and generation is not None:
             draft = self._stage(transaction, generation, draft)
         self._draft = None
-        _outcome.publish(self.control_dir, document, durable=self.durable, draft=draft)
+        _outcome.publish(self._control_dir, document, durable=self.durable, draft=draft)
         self._published = True
 
     def _stage(
@@ -502,10 +510,10 @@ class Attempt(Spawning, JobRecords):
         self._refuse_second()
         if draft is None:
             try:
-                draft = _outcome.Draft(self.control_dir)
+                draft = _outcome.Draft(self._control_dir)
             except OSError as exc:
                 raise OutcomeError(
-                    f"cannot create an outcome draft: {exc.strerror or exc}", path=self.control_dir
+                    f"cannot create an outcome draft: {exc.strerror or exc}", path=self._control_dir
                 ) from exc
         try:
             stage_transaction(

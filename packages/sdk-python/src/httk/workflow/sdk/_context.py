@@ -15,14 +15,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType
 
 from ._errors import ContextError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from pathlib import Path
+    from typing import Any, Literal
+
+    from ._files import StrPath
+
+    Directory = Literal["workspace_dir", "job_dir", "control_dir", "workdir"]
 
 CONTEXT_FORMAT = "httk-workflow-attempt-context"
 CONTEXT_VARIABLE = "HTTK_WORKFLOW_CONTEXT"
@@ -51,7 +55,7 @@ _OPTIONAL: dict[str, tuple[type, ...]] = {
 _JSON_TYPE = {str: "a string", int: "an integer", bool: "true or false", dict: "an object", list: "an array"}
 
 
-def context_path_from(environ: Mapping[str, str]) -> Path:
+def context_path_from(environ: Mapping[str, str]) -> str:
     """The context.json the manager named in ``HTTK_WORKFLOW_CONTEXT``."""
     value = environ.get(CONTEXT_VARIABLE)
     if not value:
@@ -59,10 +63,10 @@ def context_path_from(environ: Mapping[str, str]) -> Path:
             f"{CONTEXT_VARIABLE} is not set: this process was not started by a workflow manager for an "
             "attempt (to run a step by hand, pass context_path= the attempt's context.json)"
         )
-    return Path(value)
+    return value
 
 
-def read_context(path: Path) -> dict[str, Any]:
+def read_context(path: StrPath) -> dict[str, Any]:
     """The decoded context.json at ``path``; :class:`ContextError` when it is unreadable or not an object."""
     try:
         with open(path, "rb") as stream:
@@ -76,7 +80,7 @@ def read_context(path: Path) -> dict[str, Any]:
     return document
 
 
-def check_context(context: Mapping[str, Any], path: Path | None) -> None:
+def check_context(context: Mapping[str, Any], path: StrPath | None) -> None:
     """Refuse a context that lacks a member the schema requires or has one of the wrong JSON type."""
 
     def fail(member: str, rule: str) -> ContextError:
@@ -134,7 +138,7 @@ class AttemptContext:
         self,
         context: Mapping[str, Any],
         *,
-        context_path: Path | None = None,
+        context_path: StrPath | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         check_context(context, context_path)
@@ -142,19 +146,55 @@ class AttemptContext:
         self._context_path = context_path
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
         self._children: tuple[Mapping[str, Any], ...] = freeze(self._context.get("children") or [])
-        control = self._path("control_dir", "HTTK_WORKFLOW_CONTROL_DIR")
+        control = self._text("control_dir", "HTTK_WORKFLOW_CONTROL_DIR")
         if control is None:
             if context_path is None:
                 raise ContextError(
                     "is required when the context is not read from a file", member="control_dir"
                 )
-            control = Path(os.path.abspath(context_path)).parent
+            control = os.path.dirname(os.path.abspath(context_path))
         self._control_dir = control
-        self._job_dir = self._path("job_dir", "HTTK_WORKFLOW_JOB_DIR") or control.parent
+        self._job_dir = self._text("job_dir", "HTTK_WORKFLOW_JOB_DIR") or _parent(control)
 
-    def _path(self, member: str, variable: str) -> Path | None:
+    def _text(self, member: str, variable: str) -> str | None:
         value = self._context.get(member) or self._environ.get(variable)
-        return Path(value) if value else None
+        return str(value) if value else None
+
+    def directory(self, name: Directory) -> str:
+        """One of the attempt's directories as a string: what the property of that name holds as a Path.
+
+        The SDK itself works on strings, and a runner that does too never imports :mod:`pathlib` (with
+        what it imports, a third of a bare interpreter start on every attempt).
+
+        Parameters
+        ----------
+        name
+            ``workdir``, ``job_dir``, ``control_dir`` or ``workspace_dir``.
+
+        Raises
+        ------
+        ContextError
+            For ``workspace_dir``, when neither the context nor the environment names it.
+
+        Examples
+        --------
+        >>> a.directory("workdir") == str(a.workdir)
+        True
+        """
+        if name == "control_dir":
+            return self._control_dir
+        if name == "job_dir":
+            return self._job_dir
+        if name == "workdir":
+            return self._text("workdir", "HTTK_WORKFLOW_WORKDIR") or os.getcwd()
+        if name == "workspace_dir":
+            path = self._text("workspace_dir", "HTTK_WORKFLOW_WORKSPACE_DIR")
+            if path is None:
+                raise ContextError(
+                    "is not recorded and HTTK_WORKFLOW_WORKSPACE_DIR is not set", member="workspace_dir"
+                )
+            return path
+        raise ValueError(f"{name!r} is not one of the attempt's directories")
 
     @property
     def context(self) -> dict[str, Any]:
@@ -198,7 +238,7 @@ class AttemptContext:
         >>> a.job_key
         'silicon-relax--01234567-89ab-cdef-0123-456789abcdef'
         """
-        return str(self._context.get("job_key") or self._job_dir.name)
+        return str(self._context.get("job_key") or os.path.basename(self._job_dir.rstrip("/")))
 
     @property
     def placement(self) -> str:
@@ -355,7 +395,7 @@ class AttemptContext:
         True
         """
         value = self._context.get("data_dir")
-        return None if value is None else Path(value)
+        return None if value is None else _as_path(value)
 
     @property
     def durable(self) -> bool:
@@ -438,7 +478,7 @@ class AttemptContext:
         >>> a.control_dir.name.startswith(".httk-attempt.")
         True
         """
-        return self._control_dir
+        return _as_path(self._control_dir)
 
     @property
     def job_dir(self) -> Path:
@@ -449,7 +489,7 @@ class AttemptContext:
         >>> (a.job_dir / "job.json").is_file()
         True
         """
-        return self._job_dir
+        return _as_path(self._job_dir)
 
     @property
     def workdir(self) -> Path:
@@ -460,7 +500,7 @@ class AttemptContext:
         >>> a.workdir.name
         'run'
         """
-        return self._path("workdir", "HTTK_WORKFLOW_WORKDIR") or Path.cwd()
+        return _as_path(self.directory("workdir"))
 
     @property
     def workspace_dir(self) -> Path:
@@ -476,9 +516,16 @@ class AttemptContext:
         >>> (a.workspace_dir / ".httk-workflow").is_dir()
         True
         """
-        path = self._path("workspace_dir", "HTTK_WORKFLOW_WORKSPACE_DIR")
-        if path is None:
-            raise ContextError(
-                "is not recorded and HTTK_WORKFLOW_WORKSPACE_DIR is not set", member="workspace_dir"
-            )
-        return path
+        return _as_path(self.directory("workspace_dir"))
+
+
+def _parent(path: str) -> str:
+    """The directory holding ``path``, as ``Path(path).parent`` names it (a trailing slash aside)."""
+    return os.path.dirname(path.rstrip("/")) or ("/" if path.startswith("/") else ".")
+
+
+def _as_path(path: str) -> Path:
+    """``path`` as the :class:`~pathlib.Path` the public properties hold, pathlib imported on first use."""
+    from pathlib import Path
+
+    return Path(path)

@@ -32,7 +32,10 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from os import PathLike
 
 
 class SdkError(Exception):
@@ -65,7 +68,9 @@ class ContextError(SdkError):
     "/w/context.json: member 'attempt_ordinal' must be an integer"
     """
 
-    def __init__(self, message: str, *, path: Path | str | None = None, member: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: str | PathLike[str] | None = None, member: str | None = None
+    ) -> None:
         self.path = None if path is None else str(path)
         self.member = member
         text = message if member is None else f"member {member!r} {message}"
@@ -113,7 +118,9 @@ class OutcomeError(SdkError, ValueError):
     'argument priority must be an integer from 0 through 999, not 1000'
     """
 
-    def __init__(self, message: str, *, argument: str | None = None, path: Path | str | None = None) -> None:
+    def __init__(
+        self, message: str, *, argument: str | None = None, path: str | PathLike[str] | None = None
+    ) -> None:
         self.argument = argument
         self.path = None if path is None else str(path)
         text = message if argument is None else f"argument {argument} {message}"
@@ -143,7 +150,7 @@ class OutcomeAlreadyPublishedError(OutcomeError):
     '/w/outcome.ready: put_file refused: the attempt has already published its one outcome'
     """
 
-    def __init__(self, path: Path | str, *, operation: str | None = None) -> None:
+    def __init__(self, path: str | PathLike[str], *, operation: str | None = None) -> None:
         self.operation = operation
         message = "the attempt has already published its one outcome"
         if operation is not None:
@@ -220,6 +227,6 @@ class StateError(SdkError):
     '/w/.httk-job/state.json: is not a JSON object'
     """
 
-    def __init__(self, message: str, *, path: Path | str | None = None) -> None:
+    def __init__(self, message: str, *, path: str | PathLike[str] | None = None) -> None:
         self.path = None if path is None else str(path)
         super().__init__(message if self.path is None else f"{self.path}: {message}")

@@ -26,7 +26,6 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from pathlib import Path
 
 from . import _checks
 from ._errors import StateError
@@ -36,6 +35,8 @@ from ._state import JOB_STATE_DIR
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from ._files import StrPath
 
 FORMAT = "httk-workflow-runner-event"
 FORMAT_VERSION = 1
@@ -96,7 +97,7 @@ def event_document(
     return document
 
 
-def encoded_event(document: Mapping[str, Any], path: Path) -> bytes:
+def encoded_event(document: Mapping[str, Any], path: str) -> bytes:
     """The event's line; :class:`StateError` when it is not JSON or too long."""
     problem = _checks.json_problem(document)
     if problem is not None:
@@ -111,9 +112,10 @@ def encoded_event(document: Mapping[str, Any], path: Path) -> bytes:
     return line
 
 
-def append_event(job_dir: Path, line: bytes) -> Path:
+def append_event(job_dir: StrPath, line: bytes) -> str:
     """Append one encoded event to the job's record, rotating it first when it would grow too large."""
-    path = job_dir / JOB_STATE_DIR / EVENTS_FILE
+    folder = os.path.join(job_dir, JOB_STATE_DIR)
+    path = os.path.join(folder, EVENTS_FILE)
     try:
         make_dirs(job_dir, JOB_STATE_DIR, durable=False)
         fd = os.open(path, _APPEND, 0o666)
@@ -122,7 +124,7 @@ def append_event(job_dir: Path, line: bytes) -> Path:
             if size and size + len(line) > ROTATE_BYTES:
                 os.close(fd)
                 fd = -1
-                os.replace(path, path.with_name(PREVIOUS_FILE))
+                os.replace(path, os.path.join(folder, PREVIOUS_FILE))
                 fd = os.open(path, _APPEND, 0o666)
                 size = 0
             if size and os.pread(fd, 1, size - 1) != b"\n":

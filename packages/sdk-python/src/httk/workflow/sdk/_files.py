@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from contextlib import suppress
-from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeAlias
+
+    # What the SDK's file functions take: strings on the attempt's own path (pathlib's import would cost
+    # every runner a third of an interpreter start), any path-like object from a caller.
+    StrPath: TypeAlias = "str | os.PathLike[str]"
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 
@@ -53,7 +55,7 @@ def nonce() -> str:
     return f"{os.getpid()}.{os.urandom(6).hex()}"
 
 
-def write_new(path: Path, data: bytes, *, sync: bool = False, mode: int = 0o644) -> None:
+def write_new(path: StrPath, data: bytes, *, sync: bool = False, mode: int = 0o644) -> None:
     """Create ``path`` exclusively (``mode``, less the umask) and write ``data``; ``sync`` fsyncs it."""
     fd = os.open(path, _CREATE, mode)
     try:
@@ -66,7 +68,7 @@ def write_new(path: Path, data: bytes, *, sync: bool = False, mode: int = 0o644)
         os.close(fd)
 
 
-def fsync_path(path: Path, *, directory: bool = False) -> None:
+def fsync_path(path: StrPath, *, directory: bool = False) -> None:
     """Synchronize a file's contents, or a directory's names, to storage."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0))
     try:
@@ -75,37 +77,45 @@ def fsync_path(path: Path, *, directory: bool = False) -> None:
         os.close(fd)
 
 
-def make_dirs(root: Path, relative: str, *, durable: bool) -> Path:
+def make_dirs(root: StrPath, relative: str, *, durable: bool) -> str:
     """Create the missing directories of ``root/relative`` (``root`` exists); return the full path.
 
     With ``durable`` the parent of every directory created is synchronized, so the new name survives.
     """
-    current = root
+    current = os.fspath(root)
     for part in relative.split("/"):
-        current = current / part
+        parent, current = current, os.path.join(current, part)
         try:
             os.mkdir(current)
         except FileExistsError:
             continue
         if durable:
-            fsync_path(current.parent, directory=True)
+            fsync_path(parent, directory=True)
     return current
 
 
-def replace_atomically(path: Path, data: bytes, *, durable: bool) -> None:
+def replace_atomically(path: StrPath, data: bytes, *, durable: bool) -> None:
     """Replace ``path`` with ``data`` through a temporary name in the same directory.
 
     Order: write the temporary file, synchronize it (durable), rename it over ``path``, synchronize the
     directory (durable). On any failure the temporary file is removed and the error propagates. The file
     is created 0666 less the umask, as the Bash API's redirection creates the same documents.
     """
-    temporary = path.with_name(f".{path.name}.tmp.{nonce()}")
+    folder, name = os.path.split(os.fspath(path))
+    temporary = os.path.join(folder, f".{name}.tmp.{nonce()}")
     try:
         write_new(temporary, data, sync=durable, mode=0o666)
         os.rename(temporary, path)
     except BaseException:
-        with suppress(OSError):
-            os.unlink(temporary)
+        remove_quietly(temporary)
         raise
     if durable:
-        fsync_path(path.parent, directory=True)
+        fsync_path(folder or ".", directory=True)
+
+
+def remove_quietly(path: StrPath) -> None:
+    """Unlink ``path`` if it can be: what is left of a failed write, which nothing will read."""
+    try:
+        os.unlink(path)
+    except OSError:
+        return

@@ -8,8 +8,8 @@ is read on first use and cached; :meth:`JobRecords.save_state` replaces it on di
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from . import _events, _state
 from ._context import AttemptContext
@@ -43,7 +43,7 @@ class JobRecords(AttemptContext):
         0
         """
         if self._state is None:
-            self._state = _state.read_state(self.job_dir)
+            self._state = _state.read_state(self._job_dir)
         return self._state
 
     def save_state(self, state: Mapping[str, Any]) -> None:
@@ -67,9 +67,9 @@ class JobRecords(AttemptContext):
         >>> a.state["ionic_steps"]
         61
         """
-        self._state = _state.write_state(self.job_dir, state, durable=self.durable)
+        self._state = _state.write_state(self._job_dir, state, durable=self.durable)
 
-    def declare(self, name: str, document: Mapping[str, Any]) -> Path:
+    def declare(self, name: str, document: Mapping[str, Any]) -> str:
         """Record what the job observed for one of its declarations, replacing an earlier observation.
 
         Written atomically to ``.httk-job/declarations/<name>.json``; tools report it beside the
@@ -84,7 +84,7 @@ class JobRecords(AttemptContext):
 
         Returns
         -------
-        pathlib.Path
+        str
             The file written.
 
         Raises
@@ -94,12 +94,12 @@ class JobRecords(AttemptContext):
 
         Examples
         --------
-        >>> a.declare("outputs", {"files": ["OUTCAR", "vasprun.xml"]}).name
+        >>> os.path.basename(a.declare("outputs", {"files": ["OUTCAR", "vasprun.xml"]}))
         'outputs.json'
         """
-        return _state.write_declaration(self.job_dir, name, document, durable=self.durable)
+        return _state.write_declaration(self._job_dir, name, document, durable=self.durable)
 
-    def record_event(self, kind: str, message: str, details: Mapping[str, Any] | None = None) -> Path:
+    def record_event(self, kind: str, message: str, details: Mapping[str, Any] | None = None) -> str:
         """Append one event to the job's runner-reported events, for ``job show`` and ``job why``.
 
         The record (``.httk-job/events.jsonl``, docs/runner-events.md) keeps the most recent events of
@@ -117,7 +117,7 @@ class JobRecords(AttemptContext):
 
         Returns
         -------
-        pathlib.Path
+        str
             The file appended to.
 
         Raises
@@ -127,10 +127,10 @@ class JobRecords(AttemptContext):
 
         Examples
         --------
-        >>> a.record_event("vasp.remedy", "ZPOTRF: switched symmetry off", {"problem": "zpotrf"}).name
+        >>> os.path.basename(a.record_event("vasp.remedy", "ZPOTRF: switched symmetry off"))
         'events.jsonl'
         """
-        path = self.job_dir / _state.JOB_STATE_DIR / _events.EVENTS_FILE
+        path = os.path.join(self._job_dir, _state.JOB_STATE_DIR, _events.EVENTS_FILE)
         for argument, problem in (
             ("kind", _events.kind_problem(kind)),
             ("message", _events.message_problem(message)),
@@ -140,4 +140,4 @@ class JobRecords(AttemptContext):
         if details is not None and not isinstance(details, Mapping):
             raise StateError(f"argument details must be a mapping, not {type(details).__name__}", path=path)
         document = _events.event_document(self._context, kind, message, details)
-        return _events.append_event(self.job_dir, _events.encoded_event(document, path))
+        return _events.append_event(self._job_dir, _events.encoded_event(document, path))

@@ -25,16 +25,16 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
-from pathlib import Path
 
 from . import _checks
 from ._errors import OutcomeAlreadyPublishedError, OutcomeError
-from ._files import compact_json, fsync_path, nonce, plain_json, write_new
+from ._files import compact_json, fsync_path, nonce, plain_json, remove_quietly, write_new
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from ._files import StrPath
 
 FORMAT = "httk-workflow-outcome"
 FORMAT_VERSION = 1
@@ -136,15 +136,15 @@ class Draft:
         The attempt's control directory, which must exist.
     """
 
-    def __init__(self, control_dir: Path) -> None:
-        self.control_dir = control_dir
-        self.path = control_dir / f"{DRAFT_PREFIX}{nonce()}"
+    def __init__(self, control_dir: StrPath) -> None:
+        self.control_dir = os.fspath(control_dir)
+        self.path = os.path.join(self.control_dir, f"{DRAFT_PREFIX}{nonce()}")
         os.mkdir(self.path)
-        self._dirs: list[Path] = [self.path]
-        self._files: list[Path] = []
+        self._dirs: list[str] = [self.path]
+        self._files: list[str] = []
         self._published = False
 
-    def add_file(self, relative: str, data: bytes, *, mode: int = 0o666) -> Path:
+    def add_file(self, relative: str, data: bytes, *, mode: int = 0o666) -> str:
         """Write a new file at the ``/``-separated ``relative`` path in the draft (mode less the umask).
 
         The default is what a Bash redirection creates, so outcome.json, spawn.json and a child's job.json
@@ -153,18 +153,18 @@ class Draft:
         target = self.path
         *parents, name = relative.split("/")
         for part in parents:
-            target = target / part
+            target = os.path.join(target, part)
             if target not in self._dirs:
                 os.mkdir(target)
                 self._dirs.append(target)
-        target = target / name
+        target = os.path.join(target, name)
         self._files.append(target)
         write_new(target, data, mode=mode)
         return target
 
-    def publish(self, *, durable: bool) -> Path:
+    def publish(self, *, durable: bool) -> str:
         """Synchronize the draft (durable), rename it to ``outcome.ready``, synchronize the control dir."""
-        ready = self.control_dir / READY_NAME
+        ready = os.path.join(self.control_dir, READY_NAME)
         if durable:
             for file in self._files:
                 fsync_path(file)
@@ -186,11 +186,12 @@ class Draft:
         if self._published:
             return
         for file in reversed(self._files):
-            with suppress(OSError):
-                os.unlink(file)
+            remove_quietly(file)
         for folder in reversed(self._dirs):
-            with suppress(OSError):
+            try:
                 os.rmdir(folder)
+            except OSError:  # not empty (a staged bundle, removed below) or gone already
+                continue
         if os.path.lexists(self.path):
             # Something this draft did not write itself is inside: a staged transaction bundle. The
             # draft is this process's own name, and rmtree removes a link without following it.
@@ -205,8 +206,8 @@ class Draft:
 
 
 def publish(
-    control_dir: Path, document: Mapping[str, Any], *, durable: bool, draft: Draft | None = None
-) -> Path:
+    control_dir: StrPath, document: Mapping[str, Any], *, durable: bool, draft: Draft | None = None
+) -> str:
     """Publish ``document`` as the attempt's outcome; return the ``outcome.ready`` path.
 
     ``draft`` is a draft that already holds the outcome's bundles (children); by default a fresh one.
@@ -214,7 +215,7 @@ def publish(
     :class:`OutcomeError` when the draft cannot be written or renamed. A draft that was not published
     is removed.
     """
-    ready = control_dir / READY_NAME
+    ready = os.path.join(control_dir, READY_NAME)
     if os.path.lexists(ready):
         if draft is not None:
             draft.discard()

@@ -254,7 +254,7 @@ class Spawning(AttemptContext):
         bundle = f"{_children.BUNDLE_PREFIX}{child.job_key}"
         try:
             if self._draft is None:
-                self._draft = _outcome.Draft(self.control_dir)
+                self._draft = _outcome.Draft(self._control_dir)
             self._draft.add_file(f"{bundle}/{_JOB_FILE}", compact_json(document))
             if runner is not None:
                 relative, content, mode = runner
@@ -263,5 +263,5 @@ class Spawning(AttemptContext):
                 self._draft.add_file(f"{bundle}/{relative}", data)
         except OSError as exc:
             raise OutcomeError(
-                f"cannot write the child's bundle: {exc.strerror or exc}", path=self.control_dir
+                f"cannot write the child's bundle: {exc.strerror or exc}", path=self._control_dir
             ) from exc

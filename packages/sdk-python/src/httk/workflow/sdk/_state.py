@@ -12,8 +12,8 @@ document is checked before anything is written: it must be a mapping that JSON c
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from . import _checks
 from ._errors import StateError
@@ -23,17 +23,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._files import StrPath
+
 JOB_STATE_DIR = ".httk-job"
 STATE_FILE = "state.json"
 DECLARATIONS_DIR = "declarations"
 
 
-def state_path(job_dir: Path) -> Path:
+def state_path(job_dir: StrPath) -> str:
     """Where the job's state lives."""
-    return job_dir / JOB_STATE_DIR / STATE_FILE
+    return os.path.join(job_dir, JOB_STATE_DIR, STATE_FILE)
 
 
-def read_state(job_dir: Path) -> dict[str, Any]:
+def read_state(job_dir: StrPath) -> dict[str, Any]:
     """The job's state: the object in ``.httk-job/state.json``, or ``{}`` when there is none yet."""
     path = state_path(job_dir)
     try:
@@ -52,7 +54,7 @@ def read_state(job_dir: Path) -> dict[str, Any]:
     return state
 
 
-def _encoded(document: object, what: str, path: Path) -> bytes:
+def _encoded(document: object, what: str, path: str) -> bytes:
     if not isinstance(document, Mapping):
         raise StateError(f"{what} must be a mapping, not {type(document).__name__}", path=path)
     problem = _checks.json_problem(document)
@@ -61,8 +63,8 @@ def _encoded(document: object, what: str, path: Path) -> bytes:
     return compact_json(document)
 
 
-def _write(job_dir: Path, relative: str, data: bytes, *, durable: bool) -> Path:
-    path = job_dir / relative
+def _write(job_dir: StrPath, relative: str, data: bytes, *, durable: bool) -> str:
+    path = os.path.join(job_dir, relative)
     try:
         make_dirs(job_dir, relative.rpartition("/")[0], durable=durable)
         replace_atomically(path, data, durable=durable)
@@ -71,7 +73,7 @@ def _write(job_dir: Path, relative: str, data: bytes, *, durable: bool) -> Path:
     return path
 
 
-def write_state(job_dir: Path, state: object, *, durable: bool) -> dict[str, Any]:
+def write_state(job_dir: StrPath, state: object, *, durable: bool) -> dict[str, Any]:
     """Replace the job's state; return it as a later :func:`read_state` will (a fresh copy)."""
     data = _encoded(state, "the job state", state_path(job_dir))
     _write(job_dir, f"{JOB_STATE_DIR}/{STATE_FILE}", data, durable=durable)
@@ -79,12 +81,12 @@ def write_state(job_dir: Path, state: object, *, durable: bool) -> dict[str, Any
     return written
 
 
-def write_declaration(job_dir: Path, name: object, document: object, *, durable: bool) -> Path:
+def write_declaration(job_dir: StrPath, name: object, document: object, *, durable: bool) -> str:
     """Replace the observed declaration ``name``; return its path."""
-    folder = job_dir / JOB_STATE_DIR / DECLARATIONS_DIR
+    folder = os.path.join(job_dir, JOB_STATE_DIR, DECLARATIONS_DIR)
     problem = _checks.declaration_name_problem(name)
     if problem is not None:
         raise StateError(f"invalid declaration name {name!r}: {problem}", path=folder)
     relative = f"{JOB_STATE_DIR}/{DECLARATIONS_DIR}/{name}.json"
-    data = _encoded(document, f"the declaration {name!r}", job_dir / relative)
+    data = _encoded(document, f"the declaration {name!r}", os.path.join(job_dir, relative))
     return _write(job_dir, relative, data, durable=durable)

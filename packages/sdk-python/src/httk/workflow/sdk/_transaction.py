@@ -41,7 +41,6 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from pathlib import Path
 
 from ._errors import OutcomeError
 from ._files import compact_json, write_new
@@ -50,6 +49,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._files import StrPath
+
 FORMAT = "httk-workflow-transaction"
 FORMAT_VERSION = 1
 BUNDLE_DIR = "transaction"
@@ -57,8 +58,9 @@ MANIFEST_FILE = "manifest.json"
 PAYLOAD_DIR = "payload"
 TRASH_DIR = "trash"
 
-_OPERATION_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}\Z")
-_SHA256_RE = re.compile(r"[0-9a-f]{64}\Z")
+# Compiled by re on first use and cached there: most transactions name no operation id and no digest.
+_OPERATION_ID = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}\Z"
+_SHA256 = r"[0-9a-f]{64}\Z"
 _CONTROL_NAMES = frozenset({".httk-workflow", ".httk-job"})
 _ATTEMPT_PREFIX = ".httk-attempt."
 _MAX_COMPONENT_BYTES = 255
@@ -90,7 +92,7 @@ class TransactionError(OutcomeError):
         *,
         operation: str | None = None,
         argument: str | None = None,
-        path: Path | str | None = None,
+        path: StrPath | None = None,
     ) -> None:
         prefix = "" if operation is None else f"operation {operation!r}: "
         body = message if argument is None else f"argument {argument} {message}"
@@ -100,7 +102,7 @@ class TransactionError(OutcomeError):
 
 
 class _Pending:
-    """One operation as added; ``content`` is the bytes or source path of a put.
+    """One operation as added; ``content`` is the bytes, or the absolute source path, of a put.
 
     A plain class rather than a dataclass: importing the SDK must not load ``dataclasses``.
     """
@@ -113,7 +115,7 @@ class _Pending:
         op: str,
         path: str,
         *,
-        content: bytes | Path | None,
+        content: bytes | str | None,
         parents: bool,
         missing_ok: bool,
         require_absent: bool,
@@ -215,7 +217,7 @@ class Transaction:
         """
         self._check_open("put_file")
         if isinstance(source, bytes | bytearray | memoryview):
-            content: bytes | Path = bytes(source)
+            content: bytes | str = bytes(source)
         else:
             content = _existing(source, "file", "source")
         return self._add(
@@ -311,7 +313,7 @@ class Transaction:
         path: str,
         op_id: str | None,
         *,
-        content: bytes | Path | None = None,
+        content: bytes | str | None = None,
         parents: bool = False,
         missing_ok: bool = False,
         require_absent: bool = False,
@@ -322,7 +324,7 @@ class Transaction:
         if problem is not None:
             raise TransactionError(problem, operation=chosen, argument="path")
         if expected_sha256 is not None and (
-            not isinstance(expected_sha256, str) or not _SHA256_RE.match(expected_sha256)
+            not isinstance(expected_sha256, str) or not re.match(_SHA256, expected_sha256)
         ):
             raise TransactionError(
                 f"must be 64 lowercase hexadecimal digits, not {expected_sha256!r}",
@@ -357,7 +359,7 @@ class Transaction:
             while f"op{number}" in self._ids:
                 number += 1
             return f"op{number}"
-        if not isinstance(op_id, str) or not _OPERATION_ID_RE.match(op_id):
+        if not isinstance(op_id, str) or not re.match(_OPERATION_ID, op_id):
             raise TransactionError(
                 f"must match [A-Za-z0-9_][A-Za-z0-9._-]{{0,63}}, not {op_id!r}", argument="op_id"
             )
@@ -398,7 +400,14 @@ def _boolean(value: object, argument: str) -> bool:
     return value
 
 
-def _existing(source: str | os.PathLike[str], want: str, argument: str) -> Path:
+def _existing(source: str | os.PathLike[str], want: str, argument: str) -> str:
+    """``source`` made absolute (not resolved), once it is known to be a ``want`` (file or dir).
+
+    Named as pathlib names it (``src/`` is ``src``, the empty path ``.``), as the Bash API's errors do;
+    pathlib is imported here, by the first copy from a file, not by every attempt.
+    """
+    from pathlib import Path
+
     try:
         path = Path(os.fspath(source))
         mode = os.stat(path).st_mode
@@ -407,7 +416,7 @@ def _existing(source: str | os.PathLike[str], want: str, argument: str) -> Path:
     if (want == "file" and not stat.S_ISREG(mode)) or (want == "dir" and not stat.S_ISDIR(mode)):
         kind = "a regular file" if want == "file" else "a directory"
         raise TransactionError(f"must be {kind}", argument=argument, path=path)
-    return path.absolute()
+    return str(path.absolute())
 
 
 def _path_problem(path: object) -> str | None:
@@ -436,7 +445,7 @@ def _path_problem(path: object) -> str | None:
 
 # -- staging ---------------------------------------------------------------------------------------
 def stage_transaction(
-    draft_dir: Path, transaction: Transaction, *, expected_data_generation: int, durable: bool
+    draft_dir: StrPath, transaction: Transaction, *, expected_data_generation: int, durable: bool
 ) -> dict[str, Any]:
     """Write ``transaction/`` (manifest, payload copies, empty trash) into the outcome draft.
 
@@ -463,12 +472,12 @@ def stage_transaction(
         raise TransactionError("must be an unsigned 64-bit integer", argument="expected_data_generation")
     from ._transaction_stage import Stager, uuid4  # only when an outcome carries a transaction
 
-    root = draft_dir / BUNDLE_DIR
+    root = os.path.join(draft_dir, BUNDLE_DIR)
     stager = Stager(root, durable)
     try:
         stager.make_dir(root)
-        stager.make_dir(root / PAYLOAD_DIR)
-        stager.make_dir(root / TRASH_DIR)
+        stager.make_dir(os.path.join(root, PAYLOAD_DIR))
+        stager.make_dir(os.path.join(root, TRASH_DIR))
         operations = [stager.stage(op) for op in transaction._operations]
         manifest = {
             "format": FORMAT,
@@ -477,7 +486,7 @@ def stage_transaction(
             "expected_data_generation": expected_data_generation,
             "operations": operations,
         }
-        manifest_path = root / MANIFEST_FILE
+        manifest_path = os.path.join(root, MANIFEST_FILE)
         write_new(manifest_path, compact_json(manifest), sync=durable)
         if durable:
             stager.synchronize(draft_dir)

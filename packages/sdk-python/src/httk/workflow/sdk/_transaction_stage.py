@@ -18,8 +18,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Sequence
-from contextlib import suppress
-from pathlib import Path
 
 from ._files import fsync_path, write_new
 from ._sha256 import sha256_hex
@@ -29,6 +27,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._files import StrPath
+
 _CHUNK = 1 << 20
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
@@ -37,12 +37,12 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 class Stager:
     """Copies sources into ``payload/``, remembering every directory to synchronize."""
 
-    def __init__(self, root: Path, durable: bool) -> None:
+    def __init__(self, root: str, durable: bool) -> None:
         self.root = root
         self.durable = durable
-        self.dirs: list[Path] = []
+        self.dirs: list[str] = []
 
-    def make_dir(self, path: Path) -> None:
+    def make_dir(self, path: str) -> None:
         os.mkdir(path)
         self.dirs.append(path)
 
@@ -51,8 +51,7 @@ class Stager:
         if self.dirs:
             import shutil  # only on failure: shutil pulls in the compression modules
 
-            with suppress(OSError):
-                shutil.rmtree(self.dirs[0])
+            shutil.rmtree(self.dirs[0], ignore_errors=True)
 
     def stage(self, op: _Pending) -> dict[str, Any]:
         document: dict[str, Any] = {"id": op.id, "op": op.op}
@@ -62,7 +61,7 @@ class Stager:
             if op.op == "put-file":
                 digest = self._copy_file(op.content, target, op.id)
             else:
-                assert isinstance(op.content, Path)
+                assert isinstance(op.content, str)
                 self._copy_tree(op.content, target, op.id)
                 from httk.workflow.protocol._digest import tree_digest  # only when a tree is staged
 
@@ -80,16 +79,16 @@ class Stager:
             document["expected_sha256"] = op.expected_sha256
         return document
 
-    def _parent_dirs(self, relative: str) -> Path:
-        current = self.root / PAYLOAD_DIR
+    def _parent_dirs(self, relative: str) -> str:
+        current = os.path.join(self.root, PAYLOAD_DIR)
         *parents, name = relative.split("/")
         for part in parents:
-            current = current / part
+            current = os.path.join(current, part)
             if not os.path.isdir(current):
                 self.make_dir(current)
-        return current / name
+        return os.path.join(current, name)
 
-    def _copy_file(self, content: bytes | Path, target: Path, op_id: str, *, follow: bool = True) -> str:
+    def _copy_file(self, content: bytes | str, target: str, op_id: str, *, follow: bool = True) -> str:
         if isinstance(content, bytes):
             write_new(target, content, sync=self.durable)
             return sha256_hex(content)
@@ -106,22 +105,22 @@ class Stager:
         finally:
             os.close(in_fd)
 
-    def _copy_tree(self, source: Path, target: Path, op_id: str) -> None:
+    def _copy_tree(self, source: str, target: str, op_id: str) -> None:
         # Invariant: the staged tree holds only directories and regular files, each a new inode.
         self.make_dir(target)
-        stack: list[tuple[Path, Path]] = [(source, target)]
+        stack: list[tuple[str, str]] = [(source, target)]
         while stack:
             source_dir, target_dir = stack.pop()
             with os.scandir(source_dir) as entries:
                 children: Sequence[os.DirEntry[str]] = sorted(entries, key=lambda entry: entry.name)
             for entry in children:
                 mode = entry.stat(follow_symlinks=False).st_mode
-                child = target_dir / entry.name
+                child = os.path.join(target_dir, entry.name)
                 if stat.S_ISDIR(mode):
                     self.make_dir(child)
-                    stack.append((Path(entry.path), child))
+                    stack.append((entry.path, child))
                 elif stat.S_ISREG(mode):
-                    self._copy_file(Path(entry.path), child, op_id, follow=False)
+                    self._copy_file(entry.path, child, op_id, follow=False)
                 else:
                     what = "a symbolic link" if stat.S_ISLNK(mode) else "a device, socket or FIFO"
                     raise TransactionError(
@@ -130,13 +129,13 @@ class Stager:
                         path=entry.path,
                     )
 
-    def synchronize(self, draft_dir: Path) -> None:
+    def synchronize(self, draft_dir: StrPath) -> None:
         for directory in reversed(self.dirs):  # the deepest first, transaction/ itself last
             fsync_path(directory, directory=True)
         fsync_path(draft_dir, directory=True)
 
 
-def _copy_hashing(in_fd: int, target: Path, mode: int, *, sync: bool) -> str:
+def _copy_hashing(in_fd: int, target: str, mode: int, *, sync: bool) -> str:
     import hashlib  # a file of any size: OpenSSL's digest (see ._sha256)
 
     hasher = hashlib.sha256()

@@ -25,8 +25,7 @@ Examples
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
+import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -183,13 +182,15 @@ def bash_api_path() -> str:
     >>> bash_api_path().endswith("/httk-workflow-vasp.sh")
     True
     """
-    return str(Path(__file__).resolve().parent / "bash" / "httk-workflow-vasp.sh")
+    return os.path.join(os.path.dirname(os.path.realpath(__file__)), "bash", "httk-workflow-vasp.sh")
 
 
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # the runner imports its modules by name: only a public name's first use needs this
+
     value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
     globals()[name] = value
     return value

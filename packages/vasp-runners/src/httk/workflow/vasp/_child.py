@@ -21,8 +21,10 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Mapping
-from contextlib import suppress
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._files import StrPath
 
 # Signals whose disposition the child resets before the exec; SIGXFSZ is one Python ignores, as SIGPIPE.
 _RESET = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)
@@ -65,13 +67,11 @@ class Child:
 def death_signal() -> Callable[[], None] | None:
     """What the child calls to be killed when the runner dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``).
 
-    The C library is loaded here, in the parent: loading it between fork and exec would make every VASP
+    The C function is found here, in the parent: loading it between fork and exec would make every VASP
     start wait for an import.
     """
-    import ctypes
-
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        prctl = c_function("prctl")
     except (OSError, AttributeError):
         return None
     kill = int(signal.SIGKILL)
@@ -82,9 +82,35 @@ def death_signal() -> Callable[[], None] | None:
     return die_with_parent
 
 
+def c_function(name: str) -> Callable[..., int]:
+    """The C library's function ``name`` of C ints, as ``ctypes.CDLL(None, use_errno=True)`` finds it.
+
+    It is made with ``_ctypes``, the extension :mod:`ctypes` is written on, as ctypes would make it: a
+    function pointer type with the C calling convention, errno saved, a C int returned. Importing ctypes
+    itself defines its whole type system for this one call (valgrind: 5 M instructions, an eighth of a
+    bare interpreter start, on every attempt).
+
+    Raises
+    ------
+    OSError, AttributeError
+        The C library or the function cannot be found.
+    """
+    import _ctypes
+
+    class Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_int (generic only in typeshed)
+        _type_ = "i"
+
+    class Function(_ctypes.CFuncPtr):  # the function type ctypes.CDLL gives its functions
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = Int
+
+    program = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]  # NULL: the program and libc
+    return Function(_ctypes.dlsym(program, name))
+
+
 def spawn(
     argv: list[str],
-    workdir: Path,
+    workdir: StrPath,
     *,
     stdout: int,
     stderr: int,
@@ -108,8 +134,7 @@ def spawn(
             )
         os.close(report_write)
         report_write = -1
-        with suppress(OSError):  # the child has exec'd already, having set it itself
-            os.setpgid(pid, pid)
+        _own_group(pid)
         failure = _read_all(report_read)
     finally:
         os.close(report_read)
@@ -122,9 +147,17 @@ def spawn(
     return Child(pid)
 
 
+def _own_group(pid: int) -> None:
+    """The parent's ``setpgid`` of the child (both sides set it, so that neither waits for the other)."""
+    try:
+        os.setpgid(pid, pid)
+    except OSError:  # the child has exec'd already, having set it itself
+        return
+
+
 def _exec_child(
     argv: list[str],
-    workdir: Path,
+    workdir: StrPath,
     outputs: tuple[int, int],
     environment: dict[str, str],
     *,
@@ -162,8 +195,10 @@ def _close_inherited(keep: int) -> None:
         open_fds = list(range(3, os.sysconf("SC_OPEN_MAX")))
     for fd in open_fds:
         if fd > 2 and fd != keep:
-            with suppress(OSError):  # the directory listing's own, closed already, or never open
+            try:
                 os.close(fd)
+            except OSError:  # the directory listing's own, closed already, or never open
+                continue
 
 
 def _read_all(fd: int) -> bytes:

@@ -20,12 +20,13 @@ Every decision is also recorded as a runner-reported event, for ``job show`` and
 
 from __future__ import annotations
 
+import os
 import signal
 
 from httk.workflow.sdk import Attempt
 
 from ._detect import diagnose
-from ._files import write_atomically
+from ._files import read_text, write_atomically
 from ._incar import Incar
 from ._knobs import Knobs
 from ._kpoints import parse_kpoints
@@ -38,7 +39,10 @@ from ._structure import Structure, format_poscar, parse_poscar
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    Parsed = TypeVar("Parsed")
 
 AFTER_RELAX = {"vasp-relax-static": "static"}
 RESTART_FILES = ("WAVECAR", "CHGCAR", "CHG")
@@ -98,9 +102,9 @@ def record_run(
     ``runs/<NN>-<stage>/``) and is no longer ``running``. Returns the record, what a remedy may look at
     (read before the outputs were archived), and the parsed outputs.
     """
-    workdir = attempt.workdir
-    poscar = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
-    incar = Incar.parse((workdir / "INCAR").read_text(), path=str(workdir / "INCAR"))
+    workdir = attempt.directory("workdir")
+    poscar = _read_input(workdir, "POSCAR", parse_poscar)
+    incar = _read_input(workdir, "INCAR", Incar.parse)
     outputs = read_outputs(workdir)
     diagnosis = diagnose(workdir, outputs, report, incar)
     record = run_record(attempt, index, attempt.step, outputs, report)
@@ -110,7 +114,7 @@ def record_run(
         workdir=workdir,
         incar=incar,
         structure=poscar,
-        kpoints=parse_kpoints((workdir / "KPOINTS").read_text(), path=str(workdir / "KPOINTS")),
+        kpoints=_read_input(workdir, "KPOINTS", parse_kpoints),
         contcar=usable_contcar(workdir, poscar),
         ionic_steps=len(outputs.oszicar),
         nbands=record["nbands"],
@@ -122,16 +126,23 @@ def record_run(
     return record, calculation, outputs
 
 
+def _read_input(workdir: str, name: str, parse: Callable[..., Parsed]) -> Parsed:
+    """The input file ``name`` of the workdir, parsed (errors name its path)."""
+    path = os.path.join(workdir, name)
+    return parse(read_text(path), path=path)
+
+
 def recorded_calculation(attempt: Attempt, record: dict[str, Any]) -> Calculation:
     """What a remedy may look at for a run recorded earlier: the workdir's inputs, the archive's CONTCAR."""
-    workdir = attempt.workdir
-    poscar = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
+    workdir = attempt.directory("workdir")
+    poscar = _read_input(workdir, "POSCAR", parse_poscar)
+    archive = record.get("archive")
     return Calculation(
         workdir=workdir,
-        incar=Incar.parse((workdir / "INCAR").read_text(), path=str(workdir / "INCAR")),
+        incar=_read_input(workdir, "INCAR", Incar.parse),
         structure=poscar,
-        kpoints=parse_kpoints((workdir / "KPOINTS").read_text(), path=str(workdir / "KPOINTS")),
-        contcar=usable_contcar(workdir / record["archive"], poscar) if record.get("archive") else None,
+        kpoints=_read_input(workdir, "KPOINTS", parse_kpoints),
+        contcar=usable_contcar(os.path.join(workdir, archive), poscar) if archive else None,
         ionic_steps=len(record["ionic_steps"]),
         nbands=record.get("nbands"),
         seed=record["index"],
@@ -163,7 +174,7 @@ def _stopped(run: _Run, report: RunReport) -> Decision:
     run.record["outcome"] = "stopped"
     calculation = run.calculation
     if calculation.contcar is not None and calculation.relaxation and calculation.ionic_steps >= 1:
-        write_atomically(calculation.workdir / "POSCAR", format_poscar(calculation.contcar))
+        write_atomically(os.path.join(calculation.workdir, "POSCAR"), format_poscar(calculation.contcar))
     message = (
         f"the runner received {name} and stopped VASP ({report.stop_stage}); it continues from its CONTCAR"
     )
@@ -246,7 +257,8 @@ def _relaxed(run: _Run) -> Decision | None:
         "tolerance": threshold,
     }
     write_atomically(
-        calculation.workdir / "POSCAR", format_poscar(calculation.contcar or calculation.structure)
+        os.path.join(calculation.workdir, "POSCAR"),
+        format_poscar(calculation.contcar or calculation.structure),
     )
     if converged:
         record["outcome"] = "converged"
@@ -287,7 +299,7 @@ def _done(run: _Run, structure: Structure, relaxation: dict[str, Any] | None) ->
         stage=attempt.step,
         outputs=run.outputs,
         structure=structure,
-        initial=job_structure(attempt.job_dir, attempt.inputs),
+        initial=job_structure(attempt.directory("job_dir"), attempt.inputs),
         state=run.state,
         incar=run.calculation.incar.typed(),
         argv=run.knobs.argv,
@@ -295,9 +307,10 @@ def _done(run: _Run, structure: Structure, relaxation: dict[str, Any] | None) ->
     )
     removed = []
     if not run.knobs.keep_wavefunctions:
+        workdir = attempt.directory("workdir")
         for name in RESTART_FILES:
-            if (attempt.workdir / name).exists():
-                (attempt.workdir / name).unlink()
+            if os.path.exists(path := os.path.join(workdir, name)):
+                os.unlink(path)
                 removed.append(name)
     energy = document["energy"]["energy"]
     message = (

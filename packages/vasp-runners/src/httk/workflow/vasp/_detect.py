@@ -10,9 +10,9 @@ that found it.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterable
-from pathlib import Path
 
 from ._catalog import CATALOG, OUTCAR, STDOUT, Problem
 from ._process import STDERR
@@ -22,6 +22,7 @@ from ._scan import chunks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._files import StrPath
     from ._incar import Incar
     from ._process import RunReport
     from ._restart import Outputs
@@ -32,7 +33,7 @@ _FILES = {STDOUT: (STDOUT_FILE, STDERR), OUTCAR: ("OUTCAR",)}
 class TextScanner:
     """Signatures of ``rows`` in the run's text files, read incrementally (see the module docstring)."""
 
-    def __init__(self, workdir: Path, rows: Iterable[Problem]) -> None:
+    def __init__(self, workdir: StrPath, rows: Iterable[Problem]) -> None:
         self._workdir = workdir
         self._needles: dict[str, list[tuple[bytes, str]]] = {}
         for row in rows:
@@ -45,7 +46,7 @@ class TextScanner:
     def scan(self) -> dict[str, str]:
         """Read what the files gained since the last scan; every problem found so far, with its evidence."""
         for name, needles in self._needles.items():
-            path = self._workdir / name
+            path = os.path.join(self._workdir, name)
             try:
                 for offset, buffer, end in chunks(path, start=self._offsets.get(name, 0)):
                     if buffer[end - 1 : end] != b"\n":
@@ -75,7 +76,7 @@ class Diagnosis(NamedTuple):
         return self.problems[0] if self.problems else None
 
 
-def diagnose(workdir: Path, outputs: Outputs, report: RunReport | None, incar: Incar) -> Diagnosis:
+def diagnose(workdir: StrPath, outputs: Outputs, report: RunReport | None, incar: Incar) -> Diagnosis:
     """Every problem of the run: text signatures, then the derived rows (see :mod:`._catalog`)."""
     found = dict(TextScanner(workdir, CATALOG).scan())
     outcar = outputs.outcar

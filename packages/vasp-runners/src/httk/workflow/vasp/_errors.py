@@ -24,7 +24,9 @@ True
 
 from __future__ import annotations
 
-from pathlib import Path
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._files import StrPath
 
 
 class VaspError(Exception):
@@ -46,7 +48,7 @@ class VaspError(Exception):
     'run/CONTCAR'
     """
 
-    def __init__(self, message: str, *, path: Path | str | None = None, line: int | None = None) -> None:
+    def __init__(self, message: str, *, path: StrPath | None = None, line: int | None = None) -> None:
         self.message = message
         self.path = None if path is None else str(path)
         self.line = line

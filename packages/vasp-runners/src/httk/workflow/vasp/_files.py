@@ -7,12 +7,27 @@ reader -- VASP, or the next attempt -- sees the old file or the new one, never a
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    # What the package's file functions take: the runner's own paths are strings (pathlib's import would
+    # cost every attempt a third of an interpreter start), any path-like object from a caller.
+    StrPath: TypeAlias = "str | os.PathLike[str]"
 
 
-def write_atomically(path: Path, text: str | bytes) -> None:
+def write_atomically(path: StrPath, text: str | bytes) -> None:
     """Replace ``path`` through a temporary name in the same directory."""
-    temporary = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    folder, name = os.path.split(os.fspath(path))
+    temporary = os.path.join(folder, f".{name}.tmp.{os.getpid()}")
     data = text.encode("ascii", errors="replace") if isinstance(text, str) else text
-    temporary.write_bytes(data)
+    with open(temporary, "wb") as stream:
+        stream.write(data)
     os.replace(temporary, path)
+
+
+def read_text(path: StrPath) -> str:
+    """A small text file of the workdir, whole, decoded as ``Path.read_text()`` decodes it."""
+    with open(path) as stream:
+        return stream.read()

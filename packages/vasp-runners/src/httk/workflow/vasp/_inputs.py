@@ -22,8 +22,8 @@ from there into results.json.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from . import _defaults
 from ._errors import PseudoLibraryError, VaspInputError
@@ -37,6 +37,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._files import StrPath
     from ._knobs import Setting
 
 DEFAULT_DENSITY = 1000.0
@@ -52,19 +53,20 @@ def species_of(value: object) -> list[str] | None:
     return names
 
 
-def read_input(job_dir: Path, inputs: Mapping[str, Any], name: str) -> tuple[str, str] | None:
+def read_input(job_dir: StrPath, inputs: Mapping[str, Any], name: str) -> tuple[str, str] | None:
     """The text of the file input ``name`` and its path, or ``None`` when the job did not give it."""
     relative = inputs.get(name)
     if relative is None:
         return None
-    path = job_dir / str(relative)
+    path = os.path.join(job_dir, str(relative))
     try:
-        return path.read_text(encoding="ascii", errors="replace"), str(path)
+        with open(path, encoding="ascii", errors="replace") as stream:
+            return stream.read(), path
     except OSError as exc:
         raise VaspInputError(f"the {name} input cannot be read: {exc.strerror or exc}", path=path) from exc
 
 
-def job_structure(job_dir: Path, inputs: Mapping[str, Any]) -> Structure:
+def job_structure(job_dir: StrPath, inputs: Mapping[str, Any]) -> Structure:
     """The job's structure input, with the ``species`` input applied."""
     found = read_input(job_dir, inputs, "structure")
     if found is None:
@@ -73,7 +75,7 @@ def job_structure(job_dir: Path, inputs: Mapping[str, Any]) -> Structure:
     return parse_poscar(text, path=path, species=species_of(inputs.get("species")))
 
 
-def user_incar(job_dir: Path, inputs: Mapping[str, Any]) -> Incar:
+def user_incar(job_dir: StrPath, inputs: Mapping[str, Any]) -> Incar:
     """The job's INCAR input (empty when none was given)."""
     found = read_input(job_dir, inputs, "incar")
     return Incar() if found is None else Incar.parse(found[0], path=found[1])
@@ -81,8 +83,8 @@ def user_incar(job_dir: Path, inputs: Mapping[str, Any]) -> Incar:
 
 def prepare(
     kind: str,
-    workdir: Path,
-    job_dir: Path,
+    workdir: StrPath,
+    job_dir: StrPath,
     inputs: Mapping[str, Any],
     setting: Setting,
     *,
@@ -118,10 +120,10 @@ def prepare(
     potcar_text, datasets, potcar_source = _potcar(structure, job_dir, inputs, setting, digest=digest)
     incar, user_tags, added = _incar(kind, structure, datasets, user_incar(job_dir, inputs))
     kpoints, kpoints_source = _kpoints(structure, job_dir, inputs)
-    write_atomically(workdir / "POSCAR", format_poscar(structure))
-    write_atomically(workdir / "INCAR", incar.format())
-    write_atomically(workdir / "KPOINTS", kpoints.format())
-    write_atomically(workdir / "POTCAR", potcar_text)
+    write_atomically(os.path.join(workdir, "POSCAR"), format_poscar(structure))
+    write_atomically(os.path.join(workdir, "INCAR"), incar.format())
+    write_atomically(os.path.join(workdir, "KPOINTS"), kpoints.format())
+    write_atomically(os.path.join(workdir, "POTCAR"), potcar_text)
     return {
         "kind": kind,
         "natoms": structure.natoms,
@@ -153,7 +155,7 @@ def _incar(
     return tags, user_tags, added
 
 
-def _kpoints(structure: Structure, job_dir: Path, inputs: Mapping[str, Any]) -> tuple[Kpoints, str]:
+def _kpoints(structure: Structure, job_dir: StrPath, inputs: Mapping[str, Any]) -> tuple[Kpoints, str]:
     found = read_input(job_dir, inputs, "kpoints")
     if found is not None:
         return parse_kpoints(found[0], path=found[1]), "input"
@@ -167,7 +169,7 @@ def _kpoints(structure: Structure, job_dir: Path, inputs: Mapping[str, Any]) -> 
 
 
 def _potcar(
-    structure: Structure, job_dir: Path, inputs: Mapping[str, Any], setting: Setting, *, digest: bool
+    structure: Structure, job_dir: StrPath, inputs: Mapping[str, Any], setting: Setting, *, digest: bool
 ) -> tuple[str, list[PotcarDataset], str]:
     found = read_input(job_dir, inputs, "potcar")
     if found is not None:
@@ -189,6 +191,6 @@ def _potcar(
     if not isinstance(choices, Mapping):
         raise PseudoLibraryError(f"vasp.pseudopotentials must map elements to choices, not {choices!r}")
     text, datasets = assemble_potcar(
-        Path(str(library)), structure.species, {str(k): str(v) for k, v in choices.items()}, digest=digest
+        str(library), structure.species, {str(k): str(v) for k, v in choices.items()}, digest=digest
     )
     return text, datasets, f"library {library}"

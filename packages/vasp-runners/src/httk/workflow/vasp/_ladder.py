@@ -15,9 +15,9 @@ problem shows again and the same rung is chosen again -- so a half-written chang
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from collections.abc import Mapping
-from pathlib import Path
 
 from ._catalog import Problem
 from ._remedies import REMEDIES, Calculation, Change, apply_change
@@ -26,13 +26,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._files import StrPath
+
 BACKUPS = ".httk-vasp/backups"
 
 
-def digest(path: Path) -> str | None:
+def digest(path: StrPath) -> str | None:
     """The SHA-256 of a file, or ``None`` when it does not exist."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        with open(path, "rb") as stream:
+            return hashlib.sha256(stream.read()).hexdigest()
     except FileNotFoundError:
         return None
 
@@ -60,36 +63,38 @@ def climbed(ladders: Mapping[str, Any], problem: str, rung: int) -> dict[str, An
     return {**ladders, problem: {"rung": rung, "uses": uses}}
 
 
-def back_up(workdir: Path, number: int, problem: str, change: Change) -> dict[str, Any]:
+def back_up(workdir: StrPath, number: int, problem: str, change: Change) -> dict[str, Any]:
     """Copy the files ``change`` rewrites into a numbered backup; the pending record of the remedy."""
     relative = f"{BACKUPS}/{number:03d}-{problem}"
-    folder = workdir / relative
-    if folder.exists():
+    folder = os.path.join(workdir, relative)
+    if os.path.exists(folder):
         shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+    os.makedirs(folder)
     before: dict[str, str | None] = {}
     for name in change.files():
-        if (workdir / name).is_file():
-            shutil.copy2(workdir / name, folder / name)
-        before[name] = digest(workdir / name)
+        path = os.path.join(workdir, name)
+        if os.path.isfile(path):
+            shutil.copy2(path, os.path.join(folder, name))
+        before[name] = digest(path)
     return {"backup": relative, "before": before}
 
 
 def apply_with_record(calculation: Calculation, change: Change, record: dict[str, Any]) -> dict[str, Any]:
     """Write ``change``; the record completed with what it did and the digests after."""
     apply_change(calculation, change)
-    after = {name: digest(calculation.workdir / name) for name in change.files()}
+    after = {name: digest(os.path.join(calculation.workdir, name)) for name in change.files()}
     return {**record, "description": change.description, "deleted": list(change.delete), "after": after}
 
 
-def restore(workdir: Path, pending: Mapping[str, Any]) -> list[str]:
+def restore(workdir: StrPath, pending: Mapping[str, Any]) -> list[str]:
     """Put back the files of an interrupted remedy from its backup; the names restored."""
-    folder = workdir / str(pending.get("backup", ""))
+    folder = os.path.join(workdir, str(pending.get("backup", "")))
     restored = []
     for name, before in dict(pending.get("before", {})).items():
-        if digest(workdir / name) == before:
+        path = os.path.join(workdir, name)
+        if digest(path) == before:
             continue
-        if (folder / name).is_file():
-            shutil.copy2(folder / name, workdir / name)
+        if os.path.isfile(backup := os.path.join(folder, name)):
+            shutil.copy2(backup, path)
             restored.append(name)
     return restored

@@ -11,11 +11,14 @@ step.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from ._errors import VaspOutputError
 from ._record import Record
 from ._scan import number
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._files import StrPath
 
 _ELECTRONIC = re.compile(r"^\s*[A-Z][A-Za-z ]{1,4}:\s+\d+\s")
 _IONIC = re.compile(r"^\s*(\d+)\s+(?:T=.*?)?F=\s*(\S+)\s+E0=\s*(\S+)")
@@ -56,7 +59,7 @@ class OszicarStep(Record):
         self.magnetization = magnetization
 
 
-def read_oszicar(path: Path) -> list[OszicarStep]:
+def read_oszicar(path: StrPath) -> list[OszicarStep]:
     """The ionic steps of an OSZICAR, in order; an unfinished last step is left out.
 
     Raises
@@ -66,7 +69,7 @@ def read_oszicar(path: Path) -> list[OszicarStep]:
 
     Examples
     --------
-    >>> steps = read_oszicar(Path("run/OSZICAR"))  # doctest: +SKIP
+    >>> steps = read_oszicar("run/OSZICAR")  # doctest: +SKIP
     >>> [round(s.energy, 3) for s in steps]  # doctest: +SKIP
     [-17.614, -17.689, -17.712]
     """

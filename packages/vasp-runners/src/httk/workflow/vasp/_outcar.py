@@ -18,11 +18,14 @@ incomplete, so only steps whose energy block was written count.
 from __future__ import annotations
 
 from io import BufferedReader
-from pathlib import Path
 
 from ._errors import VaspOutputError
 from ._record import Record
 from ._scan import chunks, number, read_lines, tail
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._files import StrPath
 
 _HEADER_END = "Iteration"
 # name: (the key, whether the key begins its line); each is read as the word after "KEY =".
@@ -105,7 +108,7 @@ class Outcar(Record):
         return None if value is None else int(value)
 
 
-def read_outcar(path: Path) -> Outcar:
+def read_outcar(path: StrPath) -> Outcar:
     """Read an OUTCAR (see the module docstring).
 
     Raises
@@ -115,7 +118,7 @@ def read_outcar(path: Path) -> Outcar:
 
     Examples
     --------
-    >>> outcar = read_outcar(Path("run/OUTCAR"))  # doctest: +SKIP
+    >>> outcar = read_outcar("run/OUTCAR")  # doctest: +SKIP
     >>> outcar.finished, outcar.parameter("nsw"), outcar.steps[-1].energy  # doctest: +SKIP
     (True, 40, -17.72137374)
     """
@@ -135,7 +138,7 @@ def read_outcar(path: Path) -> Outcar:
     return result
 
 
-def _read_header(path: Path, result: Outcar) -> int:
+def _read_header(path: StrPath, result: Outcar) -> int:
     """Read the header line by line; return the offset where the iterations begin."""
     offset = 0
     with open(path, "rb") as stream:
@@ -224,7 +227,7 @@ def _scan_chunk(buffer: bytes, end: int, offset: int, result: Outcar, last: dict
     return end
 
 
-def _locate_blocks(path: Path, start: int, result: Outcar, last: dict[str, int]) -> None:
+def _locate_blocks(path: StrPath, start: int, result: Outcar, last: dict[str, int]) -> None:
     """Where the last forces, cell and magnetization blocks begin, and the last stress, from ``start``.
 
     Only the end of the file is searched, from the free-energy line before the last one: every block
@@ -245,14 +248,14 @@ def _locate_blocks(path: Path, start: int, result: Outcar, last: dict[str, int])
                 last[name] = offset + where
 
 
-def _read_tail(path: Path, result: Outcar) -> None:
+def _read_tail(path: StrPath, result: Outcar) -> None:
     """What only the end of an OUTCAR says: the relaxation's verdict and the closing banner."""
     _, data = tail(path, _TAIL_BYTES)
     result.finished = _FINISHED in data
     result.reached_accuracy = _REACHED in data
 
 
-def _read_blocks(path: Path, result: Outcar, last: dict[str, int]) -> None:
+def _read_blocks(path: StrPath, result: Outcar, last: dict[str, int]) -> None:
     """Read the last forces, cell and magnetization blocks the scan located."""
     nions = result.parameter("nions")
     with open(path, "rb") as stream:

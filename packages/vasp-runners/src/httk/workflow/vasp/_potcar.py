@@ -17,12 +17,16 @@ The digests may be left out (``digest=False``) and taken later from the POTCAR w
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from ._errors import PseudoLibraryError, VaspInputError
 from ._record import NamedTuple
 from ._structure import element_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._files import StrPath
 
 _END = "End of Dataset"
 _NUMBER = frozenset("+-0123456789.Ee")
@@ -188,7 +192,7 @@ def parse_choices(text: str) -> dict[str, str]:
 
 
 def assemble_potcar(
-    library: Path, species: Sequence[str], choices: Mapping[str, str] | None = None, *, digest: bool = True
+    library: StrPath, species: Sequence[str], choices: Mapping[str, str] | None = None, *, digest: bool = True
 ) -> tuple[str, list[PotcarDataset]]:
     """The POTCAR text for ``species`` from ``library``, and the provenance of every dataset.
 
@@ -211,11 +215,12 @@ def assemble_potcar(
 
     Examples
     --------
-    >>> text, used = assemble_potcar(Path("/opt/potpaw_PBE"), ["Fe", "O"], {"Fe": "Fe_pv"})  # doctest: +SKIP
+    >>> text, used = assemble_potcar("/opt/potpaw_PBE", ["Fe", "O"], {"Fe": "Fe_pv"})  # doctest: +SKIP
     >>> [d.choice for d in used]  # doctest: +SKIP
     ['Fe_pv', 'O']
     """
-    if not library.is_dir():
+    library = os.fspath(library)
+    if not os.path.isdir(library):
         raise PseudoLibraryError(
             "is not a directory (set vasp.pseudo_library to a POTCAR library)", path=library
         )
@@ -225,8 +230,9 @@ def assemble_potcar(
     for name in species:
         element = element_of(name)
         choice = choices.get(name) or choices.get(element) or name
-        path, text = _read_choice(library, element, choice)
-        datasets = parse_potcar(text, path=str(path), digest=digest)
+        relative, text = _read_choice(library, element, choice)
+        path = os.path.join(library, relative)
+        datasets = parse_potcar(text, path=path, digest=digest)
         if len(datasets) != 1 or datasets[0].element != element:
             raise PseudoLibraryError(
                 f"must hold exactly one dataset for {element}, not {', '.join(d.element for d in datasets)}",
@@ -240,7 +246,7 @@ def assemble_potcar(
                 element,
                 dataset.sha256,
                 choice=choice,
-                file=str(path.relative_to(library)),
+                file=relative,
                 enmax=dataset.enmax,
             )
         )
@@ -248,17 +254,18 @@ def assemble_potcar(
     return "".join(parts), used
 
 
-def _read_choice(library: Path, element: str, choice: str) -> tuple[Path, str]:
-    folder = library / choice
+def _read_choice(library: str, element: str, choice: str) -> tuple[str, str]:
+    """The library-relative path of the POTCAR of ``choice``, and its text."""
     for candidate in _CANDIDATES:
-        path = folder / candidate
-        if path.is_file():
-            return path, _decoded(path)
-    variants = sorted(
-        entry.name
-        for entry in library.iterdir()
-        if entry.is_dir() and (entry.name == element or entry.name.startswith(f"{element}_"))
-    )
+        relative = os.path.join(choice, candidate)
+        if os.path.isfile(os.path.join(library, relative)):
+            return relative, _decoded(os.path.join(library, relative))
+    with os.scandir(library) as entries:
+        variants = sorted(
+            entry.name
+            for entry in entries
+            if entry.is_dir() and (entry.name == element or entry.name.startswith(f"{element}_"))
+        )
     hint = f"; it has {', '.join(variants)}" if variants else f"; it has nothing for {element}"
     raise PseudoLibraryError(
         f"has no {choice}/POTCAR{hint} (choose one with the pseudopotentials input, e.g. "
@@ -267,18 +274,18 @@ def _read_choice(library: Path, element: str, choice: str) -> tuple[Path, str]:
     )
 
 
-def _decoded(path: Path) -> str:
+def _decoded(path: str) -> str:
     try:
-        if path.name.endswith(".gz"):
+        with open(path, "rb") as stream:
+            data = stream.read()
+        if path.endswith(".gz"):
             import gzip  # a compressed library is the exception: not paid for at import
 
-            data = gzip.decompress(path.read_bytes())
-        elif path.name.endswith(".bz2"):
+            data = gzip.decompress(data)
+        elif path.endswith(".bz2"):
             import bz2
 
-            data = bz2.decompress(path.read_bytes())
-        else:
-            data = path.read_bytes()
+            data = bz2.decompress(data)
         return data.decode("ascii", errors="replace")
     except (OSError, EOFError, ValueError) as exc:
         raise PseudoLibraryError(f"cannot be read: {exc}", path=path) from exc

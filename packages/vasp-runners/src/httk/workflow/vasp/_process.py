@@ -28,12 +28,15 @@ import shlex
 import signal
 import time
 from collections.abc import Callable, Mapping
-from contextlib import suppress
-from pathlib import Path
 
 from ._child import Child, death_signal, spawn
 from ._errors import VaspCommandError
+from ._files import write_atomically
 from ._record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._files import StrPath
 
 PROCESS_FILE = ".httk-vasp/process.json"
 STOPCAR = "STOPCAR"
@@ -108,11 +111,14 @@ def command_argv(command: object, procs: int) -> list[str]:
 
 
 def process_identity(pid: int) -> dict[str, object]:
-    """Host, pid, process group, start time (clock ticks since boot) and boot id of a live process."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stream:
-        fields = stream.read().rsplit(")", 1)[1].split()
-    with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as stream:
-        boot = stream.read().strip()
+    """Host, pid, process group, start time (clock ticks since boot) and boot id of a live process.
+
+    The files are read as bytes and decoded as ASCII: a text stream would load the ASCII codec module.
+    """
+    with open(f"/proc/{pid}/stat", "rb") as stream:
+        fields = stream.read().decode("ascii").rsplit(")", 1)[1].split()
+    with open("/proc/sys/kernel/random/boot_id", "rb") as stream:
+        boot = stream.read().decode("ascii").strip()
     return {
         "host": os.uname().nodename,
         "pid": pid,
@@ -133,15 +139,16 @@ def still_running(identity: Mapping[str, object]) -> bool | None:
     return current["start"] == identity.get("start") and current["boot"] == identity.get("boot")
 
 
-def stop_leftover(workdir: Path, grace: float) -> str | None:
+def stop_leftover(workdir: StrPath, grace: float) -> str | None:
     """Stop a VASP a dead runner left running (its process.json), before anything touches the workdir.
 
     Returns what was found: ``None`` (nothing recorded), ``gone``, ``stopped``, or ``elsewhere`` (recorded
     on another host; the manager's takeover evidence that its allocation ended is trusted then).
     """
-    path = workdir / PROCESS_FILE
+    path = os.path.join(workdir, PROCESS_FILE)
     try:
-        identity = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as stream:
+            identity = json.loads(stream.read())
     except (OSError, ValueError):
         return None
     alive = still_running(identity)
@@ -153,7 +160,7 @@ def stop_leftover(workdir: Path, grace: float) -> str | None:
             if _wait_gone(identity, wait):
                 break
         _signal_group(pgid, signal.SIGKILL)  # whatever else of its group is left
-    path.unlink(missing_ok=True)
+    _remove(path)
     return verdict
 
 
@@ -167,9 +174,12 @@ def _wait_gone(identity: Mapping[str, object], seconds: float) -> bool:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    if pgid > 1:
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
+    if pgid <= 1:
+        return
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):  # gone, or no longer ours to signal
+        return
 
 
 class _Signals:
@@ -219,7 +229,7 @@ class _Signals:
 
 def run_vasp(
     argv: list[str],
-    workdir: Path,
+    workdir: StrPath,
     *,
     timeout: float | None,
     stop_grace: float,
@@ -240,10 +250,15 @@ def run_vasp(
     VaspCommandError
         ``vasp.command_unavailable`` when the executable cannot be started.
     """
-    (workdir / STOPCAR).unlink(missing_ok=True)
-    (workdir / PROCESS_FILE).parent.mkdir(exist_ok=True)
+    process_file = os.path.join(workdir, PROCESS_FILE)
+    _remove(os.path.join(workdir, STOPCAR))
+    _make_dir(os.path.dirname(process_file))
     started = time.monotonic()
-    with _Signals() as signals, open(workdir / STDOUT, "wb") as out, open(workdir / STDERR, "wb") as err:
+    with (
+        _Signals() as signals,
+        open(os.path.join(workdir, STDOUT), "wb") as out,
+        open(os.path.join(workdir, STDERR), "wb") as err,
+    ):
         try:
             process = spawn(
                 argv,
@@ -259,7 +274,7 @@ def run_vasp(
                 code="vasp.command_unavailable",
             ) from None
         identity = process_identity(process.pid)
-        write_json(workdir / PROCESS_FILE, identity)
+        write_json(process_file, identity)
         report = RunReport(status=0, seconds=0.0, argv=argv)
         try:
             if on_start is not None:
@@ -276,7 +291,7 @@ def run_vasp(
             )
         finally:
             _signal_group(process.pid, signal.SIGKILL)  # no launched rank outlives its launcher
-            (workdir / PROCESS_FILE).unlink(missing_ok=True)
+            _remove(process_file)
     report.status = process.wait()  # reaped already: _supervise returns once it has ended
     report.seconds = time.monotonic() - started
     report.runner_signal = signals.received
@@ -285,7 +300,7 @@ def run_vasp(
 
 def _supervise(
     process: Child,
-    workdir: Path,
+    workdir: StrPath,
     signals: _Signals,
     report: RunReport,
     *,
@@ -316,9 +331,10 @@ def _supervise(
             return
 
 
-def _stop(process: Child, workdir: Path, signals: _Signals, stop_grace: float, kill_grace: float) -> str:
+def _stop(process: Child, workdir: StrPath, signals: _Signals, stop_grace: float, kill_grace: float) -> str:
     """STOPCAR, then SIGTERM, then SIGKILL of the group; the stage that ended the process."""
-    (workdir / STOPCAR).write_text("LABORT = .TRUE.\n", encoding="ascii")
+    with open(os.path.join(workdir, STOPCAR), "w", encoding="ascii") as stopcar:
+        stopcar.write("LABORT = .TRUE.\n")
     for stage, action, grace in (
         ("stopcar", None, stop_grace),
         ("sigterm", signal.SIGTERM, kill_grace),
@@ -336,8 +352,23 @@ def _stop(process: Child, workdir: Path, signals: _Signals, stop_grace: float, k
     return "sigkill"
 
 
-def write_json(path: Path, document: object) -> None:
+def write_json(path: StrPath, document: object) -> None:
     """A small JSON file through a temporary name and a rename."""
-    temporary = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    temporary.write_text(json.dumps(document, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    write_atomically(path, (json.dumps(document, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def _make_dir(path: str) -> None:
+    """Create the directory ``path`` unless it exists (``Path.mkdir(exist_ok=True)``)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+
+
+def _remove(path: str) -> None:
+    """Unlink ``path`` if it exists (``Path.unlink(missing_ok=True)``)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return

@@ -13,8 +13,8 @@ README's table shows.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from types import MappingProxyType
 
 from ._files import write_atomically
@@ -23,13 +23,17 @@ from ._kpoints import GAMMA, MONKHORST_PACK, Kpoints
 from ._record import NamedTuple
 from ._structure import Structure, format_poscar
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._files import StrPath
+
 MAX_NELM = 400
 
 
 class Calculation(NamedTuple):
     """What a remedy may look at."""
 
-    workdir: Path
+    workdir: StrPath
     incar: Incar
     structure: Structure
     kpoints: Kpoints
@@ -70,13 +74,16 @@ def apply_change(calculation: Calculation, change: Change) -> None:
                 del incar[tag]
         for tag, value in change.incar.items():
             incar[tag] = value
-        write_atomically(calculation.workdir / "INCAR", incar.format())
+        write_atomically(os.path.join(calculation.workdir, "INCAR"), incar.format())
     if change.kpoints is not None:
-        write_atomically(calculation.workdir / "KPOINTS", change.kpoints.format())
+        write_atomically(os.path.join(calculation.workdir, "KPOINTS"), change.kpoints.format())
     if change.poscar is not None:
-        write_atomically(calculation.workdir / "POSCAR", format_poscar(change.poscar))
+        write_atomically(os.path.join(calculation.workdir, "POSCAR"), format_poscar(change.poscar))
     for name in change.delete:
-        (calculation.workdir / name).unlink(missing_ok=True)
+        try:
+            os.unlink(os.path.join(calculation.workdir, name))
+        except FileNotFoundError:
+            continue
 
 
 def _set(c: Calculation, description: str, delete: tuple[str, ...] = (), **tags: object) -> Change | None:
@@ -262,7 +269,7 @@ def expand_cell(c: Calculation) -> Change | None:
 
 
 def fresh_start(c: Calculation) -> Change | None:
-    present = tuple(name for name in ("WAVECAR", "CHGCAR") if (c.workdir / name).exists())
+    present = tuple(name for name in ("WAVECAR", "CHGCAR") if os.path.exists(os.path.join(c.workdir, name)))
     if not present and c.incar.get_int("ISTART") == 0 and c.incar.get_int("ICHARG") == 2:
         return None
     return Change(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from pathlib import Path
 
 from ._errors import VaspInputError, VaspOutputError
 from ._oszicar import OszicarStep, read_oszicar
@@ -29,6 +28,10 @@ from ._record import NamedTuple
 from ._scan import chunks
 from ._structure import Structure, parse_poscar
 from ._vasprun import Vasprun, read_vasprun
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._files import StrPath
 
 RUNS_DIR = "runs"
 OUTPUTS = (
@@ -67,36 +70,38 @@ class Outputs(NamedTuple):
         return self.outcar is not None and self.outcar.finished
 
 
-def read_outputs(workdir: Path) -> Outputs:
+def read_outputs(workdir: StrPath) -> Outputs:
     """Parse the outputs present in ``workdir``."""
     oszicar: list[OszicarStep] = []
     outcar = vasprun = None
-    if (workdir / "OSZICAR").is_file():
-        oszicar = read_oszicar(workdir / "OSZICAR")
-    if (workdir / "OUTCAR").is_file():
-        outcar = read_outcar(workdir / "OUTCAR")
-    if (workdir / "vasprun.xml").is_file():
+    if os.path.isfile(path := os.path.join(workdir, "OSZICAR")):
+        oszicar = read_oszicar(path)
+    if os.path.isfile(path := os.path.join(workdir, "OUTCAR")):
+        outcar = read_outcar(path)
+    if os.path.isfile(path := os.path.join(workdir, "vasprun.xml")):
         try:
-            vasprun = read_vasprun(workdir / "vasprun.xml")
+            vasprun = read_vasprun(path)
         except VaspOutputError:
             vasprun = None  # cut short inside its head: nothing there the OUTCAR does not also say
     return Outputs(oszicar, outcar, vasprun)
 
 
-def usable_contcar(workdir: Path, poscar: Structure) -> Structure | None:
+def usable_contcar(workdir: StrPath, poscar: Structure) -> Structure | None:
     """The CONTCAR when it is non-empty, parses and holds the POSCAR's atoms; else ``None``."""
+    path = os.path.join(workdir, "CONTCAR")
     try:
-        text = (workdir / "CONTCAR").read_text(encoding="ascii", errors="replace")
-        contcar = parse_poscar(text, path=str(workdir / "CONTCAR"), species=poscar.species)
+        with open(path, encoding="ascii", errors="replace") as stream:
+            text = stream.read()
+        contcar = parse_poscar(text, path=path, species=poscar.species)
     except (OSError, VaspInputError):
         return None
     return contcar if contcar.same_atoms(poscar) else None
 
 
-def wavecar_complete(path: Path) -> bool:
+def wavecar_complete(path: StrPath) -> bool:
     """Whether a WAVECAR is as long as its header says (records x (2 + spins x k-points x (bands + 1)))."""
     try:
-        size = path.stat().st_size
+        size = os.stat(path).st_size
         with open(path, "rb") as stream:
             first = stream.read(24)
             if len(first) < 24:
@@ -112,7 +117,7 @@ def wavecar_complete(path: Path) -> bool:
     return size == int(record) * (2 + int(spins) * int(kpoints) * (int(bands) + 1))
 
 
-def chgcar_complete(path: Path) -> bool:
+def chgcar_complete(path: StrPath) -> bool:
     """Whether a CHGCAR holds every value of its first grid (read in chunks, not whole)."""
     try:
         expected: int | None = None
@@ -149,46 +154,52 @@ def _grid_size(header: list[str]) -> int | None:
     return grid[0] * grid[1] * grid[2]
 
 
-def judge_restart_files(workdir: Path) -> dict[str, str]:
+def judge_restart_files(workdir: StrPath) -> dict[str, str]:
     """Delete an incomplete WAVECAR or CHGCAR; say what became of each (``kept``, ``removed``, absent)."""
     verdicts: dict[str, str] = {}
     for name, complete in (("WAVECAR", wavecar_complete), ("CHGCAR", chgcar_complete)):
-        path = workdir / name
-        if not path.exists():
+        path = os.path.join(workdir, name)
+        if not os.path.exists(path):
             continue
         if complete(path):
             verdicts[name] = "kept"
         else:
-            path.unlink()
+            os.unlink(path)
             verdicts[name] = "removed (incomplete)"
     return verdicts
 
 
-def archive_outputs(workdir: Path, index: int, stage: str) -> str:
+def archive_outputs(workdir: StrPath, index: int, stage: str) -> str:
     """Move the run's outputs (and copy its inputs) into ``runs/<NN>-<stage>/``; return that path."""
     relative = f"{RUNS_DIR}/{index:02d}-{stage}"
-    target = workdir / relative
-    if target.exists():
+    target = os.path.join(workdir, relative)
+    if os.path.exists(target):
         import shutil  # the exception: a previous archiving of this run was interrupted
 
         shutil.rmtree(target)  # do it again whole
-    target.mkdir(parents=True)
+    os.makedirs(target)
     for name in INPUTS:
-        if (workdir / name).is_file():
-            (target / name).write_bytes((workdir / name).read_bytes())  # small: read whole
+        if os.path.isfile(source := os.path.join(workdir, name)):
+            _copy_small(source, os.path.join(target, name))
     for name in OUTPUTS:
-        source = workdir / name
-        if not source.is_file():
+        source = os.path.join(workdir, name)
+        if not os.path.isfile(source):
             continue
         if name in COMPRESSED:
-            _gzip(source, target / f"{name}.gz")
-            source.unlink()
+            _gzip(source, os.path.join(target, f"{name}.gz"))
+            os.unlink(source)
         else:
-            os.replace(source, target / name)
+            os.replace(source, os.path.join(target, name))
     return relative
 
 
-def _gzip(source: Path, target: Path) -> None:
+def _copy_small(source: str, target: str) -> None:
+    """Copy an input file whole (they are small) into the archive."""
+    with open(source, "rb") as reader, open(target, "wb") as writer:
+        writer.write(reader.read())
+
+
+def _gzip(source: StrPath, target: StrPath) -> None:
     """``target``: ``source`` gzip-compressed, a megabyte at a time.
 
     zlib writes the gzip format itself (``wbits`` 31); the :mod:`gzip` module would cost a runner its

@@ -15,7 +15,10 @@ import math
 import os
 from collections.abc import Iterator
 from io import FileIO
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._files import StrPath
 
 CHUNK_BYTES = 1 << 22
 
@@ -38,7 +41,7 @@ def read_lines(stream: FileIO, offset: int, size: int = CHUNK_BYTES) -> tuple[by
     return data, end
 
 
-def chunks(path: Path, *, start: int = 0, size: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes, int]]:
+def chunks(path: StrPath, *, start: int = 0, size: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes, int]]:
     """``(offset, buffer, end)`` for consecutive pieces of ``path`` from byte ``start``: ``buffer[:end]``
     holds whole lines (the last piece of a file without a final newline excepted) beginning at ``offset``.
     """
@@ -52,7 +55,7 @@ def chunks(path: Path, *, start: int = 0, size: int = CHUNK_BYTES) -> Iterator[t
             offset += end
 
 
-def tail(path: Path, size: int) -> tuple[int, bytes]:
+def tail(path: StrPath, size: int) -> tuple[int, bytes]:
     """The offset and bytes of the last ``size`` bytes of ``path`` (all of it when smaller)."""
     with open(path, "rb") as stream:
         end = stream.seek(0, os.SEEK_END)

@@ -24,6 +24,7 @@ before the outcome is published, so every crash point leaves a state the next at
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -31,7 +32,7 @@ from httk.workflow.sdk import Attempt, SdkError
 
 from . import _knobs
 from ._errors import PseudoLibraryError, VaspCommandError, VaspInputError
-from ._files import write_atomically
+from ._files import read_text, write_atomically
 from ._process import RunReport, run_vasp, stop_leftover
 from ._record import NamedTuple
 from ._structure import format_poscar, parse_poscar
@@ -132,12 +133,19 @@ def prepare_stage(
     """
     from ._inputs import prepare
 
-    workdir = attempt.workdir
+    workdir = attempt.directory("workdir")
     structure = None
     if stage == "static" and "relax" in state["prepared"]:
-        structure = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
+        poscar = os.path.join(workdir, "POSCAR")
+        structure = parse_poscar(read_text(poscar), path=poscar)
     prepared = prepare(
-        stage, workdir, attempt.job_dir, attempt.inputs, attempt.setting, structure=structure, digest=digest
+        stage,
+        workdir,
+        attempt.directory("job_dir"),
+        attempt.inputs,
+        attempt.setting,
+        structure=structure,
+        digest=digest,
     )
     state["prepared"][stage] = prepared
     record_event(attempt, "vasp.prepared", f"{stage} inputs written", _prepared_summary(prepared))
@@ -164,7 +172,7 @@ def run_once(attempt: Attempt, state: dict[str, Any], knobs: _knobs.Knobs) -> tu
     try:
         report = run_vasp(
             knobs.argv,
-            attempt.workdir,
+            attempt.directory("workdir"),
             timeout=knobs.timeout,
             stop_grace=knobs.stop_grace,
             kill_grace=knobs.kill_grace,
@@ -200,17 +208,18 @@ def _while_vasp_runs(attempt: Attempt, state: dict[str, Any]) -> Callable[[], st
     from ._detect import TextScanner
     from ._potcar import digests
 
+    workdir = attempt.directory("workdir")
     datasets = [d for p in state["prepared"].values() for d in p["potcar"]["datasets"]]
     if any(d.get("sha256") is None for d in datasets):
-        potcar = attempt.workdir / "POTCAR"
-        taken = digests(potcar.read_text(encoding="ascii", errors="replace"))
+        with open(os.path.join(workdir, "POTCAR"), encoding="ascii", errors="replace") as potcar:
+            taken = digests(potcar.read())
         for prepared in state["prepared"].values():
             for dataset, sha256 in zip(prepared["potcar"]["datasets"], taken, strict=False):
                 dataset["sha256"] = sha256
         save_state(attempt, state)
     gc.freeze()
     gc.enable()
-    return TextScanner(attempt.workdir, [row for row in CATALOG if row.stop_running]).first
+    return TextScanner(workdir, [row for row in CATALOG if row.stop_running]).first
 
 
 def _prepared_summary(prepared: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +232,7 @@ def _prepared_summary(prepared: dict[str, Any]) -> dict[str, Any]:
 
 def recover(attempt: Attempt, state: dict[str, Any], stage: str, grace: float) -> None:
     """Step 2 of the module docstring: leave the workdir as a finished run would have left it."""
-    workdir = attempt.workdir
+    workdir = attempt.directory("workdir")
     leftover = stop_leftover(workdir, grace)
     if leftover is not None:
         record_event(
@@ -242,14 +251,15 @@ def recover(attempt: Attempt, state: dict[str, Any], stage: str, grace: float) -
             {"restored": restored, **{k: pending.get(k) for k in ("problem", "remedy", "run")}},
         )
     running = state.get("running")
-    if running is None and not (workdir / "OUTCAR").exists():
+    if running is None and not os.path.exists(os.path.join(workdir, "OUTCAR")):
         return
     from ._decide import run_record
     from ._restart import archive_outputs, judge_restart_files, read_outputs, usable_contcar
 
     index = running["run"] if running else len(state["runs"]) + 1
     run_stage_name = running["stage"] if running else stage
-    poscar = parse_poscar((workdir / "POSCAR").read_text(), path=str(workdir / "POSCAR"))
+    poscar_path = os.path.join(workdir, "POSCAR")
+    poscar = parse_poscar(read_text(poscar_path), path=poscar_path)
     outputs = read_outputs(workdir)
     contcar = usable_contcar(workdir, poscar)
     verdicts = judge_restart_files(workdir)
@@ -260,7 +270,7 @@ def recover(attempt: Attempt, state: dict[str, Any], stage: str, grace: float) -
     run["archive"] = archive_outputs(workdir, index, run_stage_name)
     moved = contcar is not None and len(outputs.oszicar) >= 1 and run_stage_name == "relax"
     if moved:
-        write_atomically(workdir / "POSCAR", format_poscar(contcar))  # type: ignore[arg-type]
+        write_atomically(poscar_path, format_poscar(contcar))  # type: ignore[arg-type]
     state["runs"].append(run)
     state["running"] = None
     record_event(

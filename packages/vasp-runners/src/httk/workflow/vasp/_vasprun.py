@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from ._errors import VaspOutputError
 from ._record import Record
@@ -39,6 +38,8 @@ from ._scan import CHUNK_BYTES, number, read_lines
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from io import FileIO
+
+    from ._files import StrPath
 
 _OPEN = b"<calculation>"
 _CLOSE = b"</calculation>"
@@ -98,7 +99,7 @@ class Vasprun(Record):
         self.complete = False
 
 
-def read_vasprun(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Vasprun:
+def read_vasprun(path: StrPath, *, chunk_bytes: int = CHUNK_BYTES) -> Vasprun:
     """Read vasprun.xml (see the module docstring).
 
     Raises
@@ -108,7 +109,7 @@ def read_vasprun(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Vasprun:
 
     Examples
     --------
-    >>> run = read_vasprun(Path("run/vasprun.xml"))  # doctest: +SKIP
+    >>> run = read_vasprun("run/vasprun.xml")  # doctest: +SKIP
     >>> run.complete, len(run.steps), run.steps[-1].energy  # doctest: +SKIP
     (True, 8, -17.72137374)
     """
