@@ -118,3 +118,21 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0]
     except (OSError, IndexError):
         return "zombie"  # gone while being read
+
+
+def test_the_death_signal_falls_back_to_ctypes_where_its_extension_differs() -> None:
+    """An interpreter whose ``_ctypes`` lacks what :func:`c_function` uses still gets the death signal,
+    through ctypes itself: the safety is never dropped for a start-up saving."""
+    probe = (
+        "import ctypes, signal\n"
+        "from httk.workflow.vasp import _child\n"
+        "def missing(name):\n"
+        "    raise AttributeError('_ctypes has no CFuncPtr')\n"
+        "_child.c_function = missing\n"
+        "_child.death_signal()()\n"
+        "value = ctypes.c_int()\n"
+        "ctypes.CDLL(None).prctl(2, ctypes.byref(value), 0, 0, 0)  # PR_GET_PDEATHSIG\n"
+        "print(value.value == signal.SIGKILL)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "True"

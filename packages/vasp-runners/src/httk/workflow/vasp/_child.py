@@ -70,9 +70,14 @@ def death_signal() -> Callable[[], None] | None:
     The C function is found here, in the parent: loading it between fork and exec would make every VASP
     start wait for an import.
     """
+    prctl: Callable[..., int] | None
     try:
         prctl = c_function("prctl")
-    except (OSError, AttributeError):
+    except AttributeError:  # an interpreter whose _ctypes differs: ctypes itself, at its import's cost
+        prctl = _ctypes_function("prctl")
+    except OSError:
+        return None
+    if prctl is None:
         return None
     kill = int(signal.SIGKILL)
 
@@ -106,6 +111,17 @@ def c_function(name: str) -> Callable[..., int]:
 
     program = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]  # NULL: the program and libc
     return Function(_ctypes.dlsym(program, name))
+
+
+def _ctypes_function(name: str) -> Callable[..., int] | None:
+    """``name`` through :mod:`ctypes` proper, or None where the C library lacks it."""
+    import ctypes
+
+    try:
+        function: Callable[..., int] = getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):
+        return None
+    return function
 
 
 def spawn(
