@@ -3144,7 +3144,7 @@ class Destination(BaseModel):
 
 class TransferAcknowledgement(BaseModel):
     """
-    An import's receipt: .httk-workflow/transfers/imported/<transfer-id>.json in the importing workspace (its duplicate suppression) and the same document in .httk-workflow/transfers/acks/<transfer-id>.json of the source workspace, where it lets the source retire its sealed bundle.
+    An import's receipt: .httk-workflow/transfers/imported/<transfer-id>.json in the importing workspace (its duplicate suppression), and the acknowledgement member of the source's ledger entry, whose retirement it decides (sources retired before the flat layout also kept it alone as .httk-workflow/transfers/acks/<transfer-id>.json).
     """
 
     model_config = ConfigDict(
@@ -3497,7 +3497,7 @@ class TransferManifest(BaseModel):
     """
     runners: list[Runner1]
     """
-    The store runners job.json references, carried below .httk-transfer/runners/<name>.
+    The store runners job.json references, carried as .httk-transfer/runner.<name> (below .httk-transfer/runners/<name> in bundles made before the flat layout, which import still reads).
     """
     source: Source
     """

@@ -43,7 +43,7 @@ from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._frames import kept
 from httk.workflow.engine.core._jobs import read_frame
 from httk.workflow.engine.core._scan import walk_markers
-from httk.workflow.engine.core._sealed import SEALED_DIR, is_sealed, unseal_marker
+from httk.workflow.engine.core._sealed import is_sealed, unseal_marker
 from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.engine.maintenance._gc import DELIVERED_MEMBER
@@ -54,8 +54,8 @@ from httk.workflow.protocol import TransferError, validate_placement
 from ._history import carried_history
 from ._transfer_bundle import (
     IMPORT_REASON,
-    RUNNERS,
     Bundle,
+    carried_runner,
     manifest_left_behind,
     read_bundle,
     read_document,
@@ -281,7 +281,7 @@ def _place(workspace: Workspace, bundle: Bundle, placed: Path) -> Bundle:
     _fsops.make_dirs(placed.parent, durable=durable)
     try:
         _fsops.rename(bundle.path, placed, durable=durable)
-        return Bundle(placed, bundle.manifest, bundle.job, bundle.marker)
+        return Bundle(placed, bundle.manifest, bundle.job, bundle.marker, bundle.history)
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
@@ -291,7 +291,7 @@ def _place(workspace: Workspace, bundle: Bundle, placed: Path) -> Bundle:
     copied = read_bundle(staged)  # what was copied is what is published
     _fsops.rename(staged, placed, durable=durable)
     _fsops.remove_dir(staged.parent, durable=False)
-    return Bundle(placed, copied.manifest, copied.job, copied.marker)
+    return Bundle(placed, copied.manifest, copied.job, copied.marker, copied.history)
 
 
 class _Store:
@@ -315,7 +315,7 @@ def _install_runners(workspace: Workspace, bundle: Bundle, store: _Store) -> Non
     for runner in bundle.manifest["runners"]:
         name, digest = str(runner["name"]), str(runner["digest"])
         if store.digest(name) is None:
-            source = bundle.path / SEALED_DIR / RUNNERS / name
+            source = carried_runner(bundle.path, name)
             publish_runner(workspace, name, source, expected_sha256=digest)
             store.published(name, digest)
 
@@ -323,7 +323,7 @@ def _install_runners(workspace: Workspace, bundle: Bundle, store: _Store) -> Non
 def _publish(workspace: Workspace, bundle: Bundle, placement: str) -> MarkerLocation:
     """Step 3: the import frame and the marker's rename into the state tree (the commit point); the
     marker now current."""
-    history = carried_history(bundle.path)
+    history = carried_history(bundle.path, bundle.history or None)
     last = history[-1].get("frame") if history else None
     manifest = bundle.manifest
     transfer = {

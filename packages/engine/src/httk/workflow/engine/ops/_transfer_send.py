@@ -128,13 +128,14 @@ def _pending(workspace: Workspace, stage: Path) -> list[dict[str, str]]:
     """The outbox copies whose sealed original still awaits acknowledgement, by job key."""
     rows = []
     for outgoing in outgoing_bundles(workspace):
-        copy = stage / outgoing.path.name
+        key = outgoing.job_key
+        copy = stage / key
         if is_sealed(outgoing.path) and _transfer_of(copy) == outgoing.transfer_id:
             manifest = read_manifest(copy)
             rows.append(
                 {
                     "transfer_id": outgoing.transfer_id,
-                    "job_key": outgoing.path.name,
+                    "job_key": key,
                     "placement": str(manifest["source"]["placement"]),
                 }
             )
