@@ -778,6 +778,27 @@ class LeftBehind(BaseModel):
     """
 
 
+Setting = TypeAliasType("Setting", Annotated[StrictStr, Field(min_length=1)])
+
+
+class Environment(BaseModel):
+    """
+    What only the source can tell of what the job needs, for the importing workspace's environment advisories (spec/03): the source's engine and the names of the settings a job may read there (not the machine's manager.* and slurm.* launch profile). Absent in bundles made before it; import then checks the jobs' own needs only.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    engine_version: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    The source's engine, as `httk-workflow <version>`.
+    """
+    settings: list[Setting] | None = None
+    """
+    The names of the source's workspace settings, sorted.
+    """
+
+
 class History(BaseModel):
     """
     The job's frame history, carried in .httk-transfer/history.json.
@@ -3470,6 +3491,10 @@ class TransferManifest(BaseModel):
     ]
     """
     When the job was detached.
+    """
+    environment: Environment | None = None
+    """
+    What only the source can tell of what the job needs, for the importing workspace's environment advisories (spec/03): the source's engine and the names of the settings a job may read there (not the machine's manager.* and slurm.* launch profile). Absent in bundles made before it; import then checks the jobs' own needs only.
     """
     format: Literal["httk-workflow-transfer-manifest"]
     """

@@ -61,6 +61,7 @@ from ._transfer_bundle import (
     tree_bytes,
     write_document,
 )
+from ._transfer_environment import source_environment
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,13 @@ class _Reads:
         self._digests: dict[str, str | None] = {}
         self._parent_made = False
         self.root = str(workspace.root.resolve())  # every manifest names it
+        self._environment: dict[str, Any] | None = None
+
+    def environment(self) -> dict[str, Any]:
+        """The manifest's ``environment`` (what an importing workspace checks itself against)."""
+        if self._environment is None:
+            self._environment = source_environment(self.workspace)
+        return self._environment
 
     def outgoing_parent(self, parent: Path) -> None:
         """Make ``transfers/outgoing/`` (once per command: only a detach creates it, gc never removes it)."""
@@ -396,6 +404,7 @@ def _prepare(
         },
         "runners": runners,
         "history": {"frames": len(entries), "digest": sha256_bytes(history)},
+        "environment": reads.environment(),
     }
     if patterns:
         manifest["left_behind"] = {

@@ -3,8 +3,9 @@
 Every bundle named is validated whole (:func:`~._transfer_bundle.read_bundle`) and checked against the
 target — no marker of its job id anywhere in the state tree (one walk per command), no import record
 of its transfer, nothing at ``<placement>/<job-key>``, no stored runner of the same name with other
-content, no job twice in one command — before anything changes; any refusal refuses the command. Then,
-per bundle:
+content, no job twice in one command — before anything changes; any refusal refuses the command. What
+the bundles need that the target lacks is then advised (``._transfer_environment``), and with
+``--strict-environment`` refuses the command too. Then, per bundle:
 
 1. the bundle is renamed to ``<placement>/<job-key>`` (still sealed, so still not schedulable), or on
    another filesystem copied through ``.httk-workflow/tmp/``, verified again and renamed there;
@@ -32,7 +33,7 @@ from __future__ import annotations
 import errno
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -64,6 +65,7 @@ from ._transfer_bundle import (
     require_extension,
     write_document,
 )
+from ._transfer_environment import bundle_requirements, environment_advisories
 from ._transfers import DELIVERED, Sources, acknowledge
 
 
@@ -109,16 +111,27 @@ DEFERRED = "deferred"
 
 
 def import_bundles(
-    workspace: Workspace, bundles: Sequence[Path | str], placement: str, *, acknowledge_source: bool = True
+    workspace: Workspace,
+    bundles: Sequence[Path | str],
+    placement: str,
+    *,
+    acknowledge_source: bool = True,
+    strict_environment: bool = False,
+    advise: Callable[[str], None] | None = None,
 ) -> list[Imported]:
     """Import every bundle at ``placement``; all of them, or none when one is refused.
 
-    Without ``acknowledge_source`` no source is acknowledged here (``transfer send`` does it)."""
+    Without ``acknowledge_source`` no source is acknowledged here (``transfer send`` does it). What the
+    bundles not yet imported need that this workspace lacks (spec/03) goes to ``advise``, one sentence
+    each, once every bundle passed validation; with ``strict_environment`` any of it refuses the import
+    before anything changes."""
     require_extension(workspace)
     validate_placement(placement)
     plans = [_plan(workspace, Path(bundle), placement) for bundle in bundles]
     store = _Store(workspace)
     _refuse_duplicates(workspace, plans, store)
+    if advise is not None or strict_environment:
+        _check_environment(workspace, plans, strict_environment, advise)
     sources = Sources()
     try:
         return [
@@ -187,6 +200,21 @@ def _refuse_duplicates(workspace: Workspace, plans: Sequence[_Plan], store: _Sto
             refusals += _runner_conflicts(store, plan.bundle)
     if refusals:
         raise TransferError(f"nothing was imported: {'; '.join(refusals)}")
+
+
+def _check_environment(
+    workspace: Workspace, plans: Sequence[_Plan], strict: bool, advise: Callable[[str], None] | None
+) -> None:
+    fresh = [plan.bundle for plan in plans if plan.stage is _Stage.FRESH and plan.bundle is not None]
+    advisories = environment_advisories(workspace, bundle_requirements(fresh))
+    for advisory in advisories:
+        if advise is not None:
+            advise(advisory)
+    if advisories and strict:
+        raise TransferError(
+            f"nothing was imported (--strict-environment): {workspace.root} lacks what the bundles need: "
+            + "; ".join(advisories)
+        )
 
 
 def _job_ids(workspace: Workspace) -> set[str]:

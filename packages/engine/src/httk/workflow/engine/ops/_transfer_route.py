@@ -44,15 +44,14 @@ from httk.workflow.protocol import RemoteError, TransferError, WorkflowError
 
 from ._remotes import Remote
 from ._ssh import connect, httk_line, run_httk, ssh_argv, ssh_options, unreachable
+from ._transfer_environment import environment_advisories, transfer_requirements
 from ._transfer_send import (
     acknowledge_records,
-    environment_advisories,
     fill_outbox,
     has_rsync,
     inbox_staging,
     mark_delivered,
     receive_and_import,
-    transfer_requirements,
     write_stream,
 )
 
