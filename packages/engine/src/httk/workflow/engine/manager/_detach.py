@@ -28,7 +28,7 @@ from httk.workflow.engine.core._liveness import list_managers
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import CONTROL_DIR, Workspace
-from httk.workflow.protocol import InvalidDocumentError
+from httk.workflow.protocol import InvalidDocumentError, WorkspaceError
 from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
 
 if TYPE_CHECKING:
@@ -49,6 +49,17 @@ def read_request(root: Path) -> dict[str, Any] | None:
         return read_json_object(path, document=REQUEST)
     except (InvalidDocumentError, OSError):
         return {"detach_id": None}  # torn by hand or unreadable: still a request not to serve it
+
+
+def refuse_detached(root: Path) -> None:
+    """Refuse to serve the workspace at ``root`` while its detach request is there (before a manager
+    publishes anything in it)."""
+    if read_request(root) is not None:
+        raise WorkspaceError(
+            "this workspace is detached (.httk-workflow/detach.json): run `httk workflow workspace attach` "
+            "before serving it again",
+            root,
+        )
 
 
 def request_detach(workspace: Workspace) -> str:
