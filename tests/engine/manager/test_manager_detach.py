@@ -35,6 +35,13 @@ from tests.runners import (
 )
 
 
+def _held_job(ws: Workspace, runner: dict[str, Any], release: Path) -> dict[str, Any]:
+    """A job submitted to ``ws`` whose attempt runs until ``release`` exists."""
+    job = scripted_job({"prepare": {"action": "succeed", "wait_for": str(release)}}, runner)
+    submit(ws, job)
+    return job
+
+
 def _tree(root: Path) -> list[str]:
     """Every path below ``root``: nothing published, submitted or started may appear."""
     return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
@@ -56,8 +63,7 @@ def test_a_library_manager_finishes_what_it_holds_then_acknowledges_and_stops(
     ws: Workspace, runner: dict[str, Any], tmp_path: Path
 ) -> None:
     release = tmp_path / "release"
-    held = scripted_job({"prepare": {"action": "succeed", "wait_for": str(release)}}, runner)
-    submit(ws, held)
+    held = _held_job(ws, runner, release)
     manager = Manager(attach(ws.root), ManagerConfig(idle=True))
     summaries: list[RunSummary] = []
     thread = threading.Thread(target=lambda: summaries.append(manager.run(rescan_interval=0.05)))
@@ -116,8 +122,7 @@ def test_job_debug_stops_when_a_detach_arrives_after_its_manager_acknowledged(
     ws: Workspace, runner: dict[str, Any], tmp_path: Path
 ) -> None:
     release = tmp_path / "release"
-    job = scripted_job({"prepare": {"action": "succeed", "wait_for": str(release)}}, runner)
-    submit(ws, job)
+    job = _held_job(ws, runner, release)
     requested: list[str] = []
 
     def detach_while_it_runs() -> None:

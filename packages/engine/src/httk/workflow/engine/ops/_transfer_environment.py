@@ -12,12 +12,13 @@ shortfall; ``--strict-environment`` turns any answer into a refusal before anyth
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from httk.workflow.engine.core._jobs import load_job
 from httk.workflow.engine.core._workspace import Workspace
 from httk.workflow.engine.publish._runners import RunnerReach, stored_digest
+from httk.workflow.protocol import TransferError
 
 from ._select import SelectorError, select_jobs
 
@@ -125,6 +126,18 @@ def environment_advisories(workspace: Workspace, requirements: Mapping[str, Any]
         if problem is not None:
             advisories.append(f"{job['job_key']}: {problem}")
     return advisories
+
+
+def advise_or_refuse(
+    advisories: Sequence[str], advise: Callable[[str], None] | None, *, strict: bool, refusal: str
+) -> None:
+    """Give each advisory to ``advise``; with ``strict``, any of them refuses the command before it
+    changed anything (``refusal`` says what was not done and what lacks what, the advisories follow)."""
+    for advisory in advisories:
+        if advise is not None:
+            advise(advisory)
+    if advisories and strict:
+        raise TransferError(f"{refusal}: " + "; ".join(advisories))
 
 
 def _runner_problem(workspace: Workspace, reach: RunnerReach, runner: Mapping[str, Any]) -> str | None:

@@ -65,7 +65,7 @@ from ._transfer_bundle import (
     require_extension,
     write_document,
 )
-from ._transfer_environment import bundle_requirements, environment_advisories
+from ._transfer_environment import advise_or_refuse, bundle_requirements, environment_advisories
 from ._transfers import DELIVERED, Sources, acknowledge
 
 
@@ -206,15 +206,12 @@ def _check_environment(
     workspace: Workspace, plans: Sequence[_Plan], strict: bool, advise: Callable[[str], None] | None
 ) -> None:
     fresh = [plan.bundle for plan in plans if plan.stage is _Stage.FRESH and plan.bundle is not None]
-    advisories = environment_advisories(workspace, bundle_requirements(fresh))
-    for advisory in advisories:
-        if advise is not None:
-            advise(advisory)
-    if advisories and strict:
-        raise TransferError(
-            f"nothing was imported (--strict-environment): {workspace.root} lacks what the bundles need: "
-            + "; ".join(advisories)
-        )
+    advise_or_refuse(
+        environment_advisories(workspace, bundle_requirements(fresh)),
+        advise,
+        strict=strict,
+        refusal=f"nothing was imported (--strict-environment): {workspace.root} lacks what the bundles need",
+    )
 
 
 def _job_ids(workspace: Workspace) -> set[str]:
