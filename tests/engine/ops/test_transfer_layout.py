@@ -26,18 +26,26 @@ from httk.workflow.engine.ops._transfers import abort_transfer, list_transfers, 
 from httk.workflow.protocol import TransferError
 
 from tests.engine.maintenance.test_gc import AGGRESSIVE, make_old_tree, set_retention
-from tests.runners import RUNNER_NAME, current_marker, job_key
-from tests.transferkit import jobs_in, run_manager, transfer_workspace
+from tests.runners import RUNNER_NAME, current_marker, job_key, publish_scripted_runner, scripted_job, submit
+from tests.transferkit import run_manager, transfer_workspace
 
 
-@pytest.fixture
-def detached(tmp_path: Path) -> tuple[Path, Path, Path, str, str, dict[str, Any]]:
-    """A finished job of workspace ``a`` detached into ``out``: (a, b, out, key, transfer id, job)."""
+@pytest.fixture(params=["tagged", "untagged"])
+def detached(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> tuple[Path, Path, Path, str, str, dict[str, Any]]:
+    """A finished job of workspace ``a`` detached into ``out``: (a, b, out, key, transfer id, job). An
+    untagged job's key is a bare UUID, like the transfer id beside it."""
     a, b, out = tmp_path / "a", tmp_path / "b", tmp_path / "out"
     source = transfer_workspace(a)
     transfer_workspace(b).close()
     out.mkdir()
-    [job] = jobs_in(source, tmp_path / "scratch", 1)
+    job = scripted_job(
+        {"prepare": {"action": "succeed"}}, publish_scripted_runner(source, tmp_path / "scratch")
+    )
+    if request.param == "untagged":
+        del job["tag"]
+    submit(source, job)
     source.close()
     run_manager(a)
     [result] = detach_jobs(attach(a), [job_key(job)], out)

@@ -60,13 +60,17 @@ def outgoing_dir(workspace: Workspace, transfer_id: str) -> Path:
 def bundle_in(directory: Path) -> Path | None:
     """The bundle a source keeps at ``directory`` (``outgoing/<id>`` or ``retired/<id>``): the directory
     itself, or in the layout before the flat one its one ``<job-key>/`` child; ``None`` when neither."""
-    if os.path.isdir(directory / SEALED_DIR) or os.path.lexists(directory / "job.json"):
+    if _is_payload(directory):
         return directory
     try:
         names = sorted(os.listdir(directory))
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return next((directory / name for name in names if "--" in name), None)
+    return next((directory / name for name in names if _is_payload(directory / name)), None)
+
+
+def _is_payload(directory: Path) -> bool:
+    return os.path.isdir(directory / SEALED_DIR) or os.path.lexists(directory / "job.json")
 
 
 def carried_runner(bundle: Path, name: str) -> Path:
@@ -102,9 +106,9 @@ class Outgoing:
 
     @property
     def job_key(self) -> str:
-        """The job's key: the directory's name in the layout before the flat one, else its sealed
-        marker's (or, in the moment between the payload's rename and the marker's, its manifest's)."""
-        if "--" in self.path.name:
+        """The job's key: its sealed marker's (or, in the moment between the payload's rename and the
+        marker's, its manifest's); in the layout before the flat one, the directory's name."""
+        if self.path.name != self.transfer_id:
             return self.path.name
         markers = sealed_markers(self.path)
         if markers:
