@@ -1,10 +1,10 @@
 """The loop of a manager process: every workspace it serves ticked in turn, one pool of workers, signals.
 
 A manager process serves a *roster* of members, one per attached workspace (:class:`Member` is what
-the loop needs of :class:`~._manager.Manager`). The roster (:mod:`._watch`; one manager alone, as
-``Manager.run`` serves it, is a roster of one) attaches, re-roots, marks unavailable and detaches
-members between loop turns, at its own rescan interval, so a workspace arriving or leaving never
-interrupts a tick.
+the loop needs of :class:`~._manager.Manager`). The roster of ``manager run`` (:mod:`._watch`)
+attaches, re-roots, marks unavailable and detaches members between loop turns, at its own rescan
+interval, so a workspace arriving or leaving never interrupts a tick; a ``Manager.run()`` alone is
+served by :class:`~._detach.SoloRoster`, which only looks for a detach request.
 
 **Idleness** is the members' together: the loop goes on while any member acted or holds work in hand
 (attempts, cancellations, commits to retry), sleeps a poll while one waits for storage or owes a

@@ -157,20 +157,17 @@ class Manager:
     def run(self, roster: Roster | None = None, *, rescan_interval: float | None = None) -> RunSummary:
         """Serve until quiet (or forever with ``config.idle``), then take the census.
 
-        ``roster`` serves this manager among others (:mod:`._watch`). Alone, it is served as ``manager
-        run`` serves it: refused while the workspace's detach request is there (before anything is
-        published), and rescanned every ``rescan_interval`` seconds, so that a detach requested
-        meanwhile is acknowledged once what this manager holds is finished (exit reason ``detached``)
-        and a workspace moved away is let go.
+        ``roster`` serves this manager among others (:mod:`._watch`). Alone, it honours a detach as
+        ``manager run`` does: refused while the workspace's detach request is there (before anything is
+        published), and looking for one every ``rescan_interval`` seconds (ten by default), so that a
+        detach requested meanwhile is acknowledged once what this manager holds is finished (exit
+        reason ``detached``).
         """
-        own = None
         if roster is None:
-            from ._watch import DEFAULT_RESCAN_SECONDS, WatchRoster
-
             if self.record is None:
                 _detach.refuse_detached(self.workspace.root)
-            interval = DEFAULT_RESCAN_SECONDS if rescan_interval is None else rescan_interval
-            own = roster = WatchRoster.adopting(self, interval)
+            interval = _detach.DEFAULT_RESCAN_SECONDS if rescan_interval is None else rescan_interval
+            roster = _detach.SoloRoster(self, interval)
         try:
             if self.record is None:
                 self.start()
@@ -179,8 +176,6 @@ class Manager:
             # A workspace detached or gone is no longer this manager's to read: it may be moving.
             census = Census() if self.closed else take_census(self.workspace, self.config)
         finally:
-            if own is not None:
-                own.close()
             self.close()
         return self.summary(census, reason)
 

@@ -78,13 +78,13 @@ from httk.workflow.protocol import (
 )
 from httk.workflow.protocol._job_rules import MAX_COUNT
 
-from ._detach import refuse_detached
+from ._detach import DEFAULT_RESCAN_SECONDS, refuse_detached
 from ._fleet import Fleet
 from ._launchers import BUILT_IN, LaunchReport, LaunchRequest, launcher_for, selected_bundle
 from ._manager import Manager, RunSummary
 from ._rules import describe
 from ._state import Census, ManagerConfig, take_census
-from ._watch import DEFAULT_RESCAN_SECONDS, WatchRoster, check_targets, member_maker
+from ._watch import WatchRoster, check_targets, member_maker
 
 log = logging.getLogger("httk.workflow.manager")
 
