@@ -90,11 +90,12 @@ def _markers(root: Path, key: str) -> list[str]:
 
 
 def _sealed_bundles(root: Path, key: str) -> list[str]:
-    """Every directory named by the job key that seals a marker, anywhere in the tree."""
+    """Every directory that seals a marker of the job, anywhere in the tree (a copy is named by the job
+    key, the source's original by its transfer id)."""
     return sorted(
         os.path.relpath(directory, root)
         for directory, dirs, _files in os.walk(root)
-        if os.path.basename(directory) == key and SEALED_DIR in dirs and sealed_markers(Path(directory))
+        if SEALED_DIR in dirs and any(str(name.key) == key for name in sealed_markers(Path(directory)))
     )
 
 
@@ -175,7 +176,7 @@ def _abort_begun(root: Path) -> bool:
 
 def _abortable(root: Path, key: str) -> bool:
     transfers = root / "a" / ".httk-workflow" / "transfers"
-    pending = any(transfers.glob(f"outgoing/*/{key}")) or any(
+    pending = any(transfers.glob("outgoing/*")) or any(
         "record_ref" not in json.loads(p.read_text()) for p in transfers.glob("retired/*.json")
     )
     transferring = any(m.startswith("a/transferring") for m in _markers(root, key))

@@ -2,6 +2,7 @@
 
 The source describes its jobs from its own files and the destination judges them against its own:
 settings (never the process environment), extensions, its runner store and the modules installed there.
+``transfer send`` asks before anything moves; ``transfer import`` asks of the bundles it was given.
 """
 
 from __future__ import annotations
@@ -11,11 +12,16 @@ from pathlib import Path
 
 import pytest
 from httk.workflow.engine.core._workspace import attach, init
-from httk.workflow.engine.ops._transfer_send import environment_advisories, transfer_requirements
+from httk.workflow.engine.ops._extensions import enable_extension
+from httk.workflow.engine.ops._transfer_detach import detach_jobs
+from httk.workflow.engine.ops._transfer_environment import environment_advisories, transfer_requirements
+from httk.workflow.engine.ops._transfer_import import ImportStatus, import_bundles
+from httk.workflow.protocol import TransferError
 
+from tests.cli.newkit import httk
 from tests.conftest import minimal_job
 from tests.runners import submit
-from tests.transferkit import EXTENSION, jobs_in, transfer_workspace
+from tests.transferkit import EXTENSION, jobs_in, run_manager, transfer_workspace
 
 
 def test_a_destination_lacking_an_extension_module_and_setting_is_told_so(
@@ -55,3 +61,69 @@ def test_nothing_is_advised_when_the_destination_has_what_the_jobs_need(tmp_path
 
     assert environment_advisories(destination, transfer_requirements(source, ["p"])) == []
     assert environment_advisories(attach(tmp_path / "b"), transfer_requirements(source, ["nothing"])) == []
+
+
+# -- on the importing side ------------------------------------------------------------------------------
+def _detached_with_needs(tmp_path: Path) -> tuple[Path, Path, list[Path]]:
+    """A source with a setting and a transactional job, detached into ``out``; a target lacking both."""
+    source = init(tmp_path / "a", durable=False, extensions=(EXTENSION, "transactional-data-v1"))
+    source.change_settings({"vasp.command": "srun vasp_std", "manager.workers": 4})
+    submit(source, minimal_job(data={"mode": "transactional"}), "p")
+    transfer_workspace(tmp_path / "b").close()
+    (tmp_path / "out").mkdir()
+    run_manager(tmp_path / "a")
+    detached = detach_jobs(attach(tmp_path / "a"), ["p"], tmp_path / "out")
+    return tmp_path / "a", tmp_path / "b", [result.bundle for result in detached]
+
+
+def test_an_import_advises_what_the_bundles_need_and_strict_refuses_changing_nothing(tmp_path: Path) -> None:
+    _a, b, bundles = _detached_with_needs(tmp_path)
+    manifest = json.loads((bundles[0] / ".httk-transfer" / "manifest.json").read_text())
+    assert manifest["environment"]["settings"] == ["vasp.command"]  # the launch profile stays behind
+    before = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*"))
+    advised: list[str] = []
+
+    with pytest.raises(TransferError, match=r"nothing was imported \(--strict-environment\)"):
+        import_bundles(attach(b), bundles, "in", strict_environment=True, advise=advised.append)
+
+    assert sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")) == before
+    assert len(advised) == 2, advised
+    assert "does not enable transactional-data-v1" in advised[0]
+    assert advised[1].startswith("setting vasp.command is set at the source but not at the destination")
+
+    enable_extension(attach(b), "transactional-data-v1")
+    attach(b).change_settings({"vasp.command": "mpirun vasp_std"})
+    advised.clear()
+    [imported] = import_bundles(attach(b), bundles, "in", strict_environment=True, advise=advised.append)
+    assert advised == [] and imported.status == ImportStatus.IMPORTED
+
+
+def test_a_bundle_made_before_the_environment_member_is_judged_by_its_jobs_alone(tmp_path: Path) -> None:
+    _a, b, bundles = _detached_with_needs(tmp_path)
+    for bundle in bundles:  # as the code before it wrote the manifest (and its copy, not the original)
+        path = bundle / ".httk-transfer" / "manifest.json"
+        manifest = json.loads(path.read_text())
+        del manifest["environment"]
+        path.unlink()
+        path.write_text(json.dumps(manifest))
+    advised: list[str] = []
+
+    import_bundles(attach(b), bundles, "in", advise=advised.append)
+
+    assert len(advised) == 1 and "does not enable transactional-data-v1" in advised[0]
+
+
+def test_import_through_the_command_line_prints_advisories_and_strict_exits_2(tmp_path: Path) -> None:
+    _a, b, bundles = _detached_with_needs(tmp_path)
+
+    refused = httk("workflow", "transfer", "import", b, *bundles, "--placement", "in", "--strict-environment")
+
+    assert refused.returncode == 2 and refused.stdout == ""
+    lines = refused.stderr.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["advisory", "advisory", "error"], lines
+    assert lines[-1].startswith(f"error: nothing was imported (--strict-environment): {b} lacks")
+    assert all(bundle.is_dir() for bundle in bundles) and not (b / "in").exists()
+
+    imported = httk("workflow", "transfer", "import", b, *bundles, "--placement", "in")
+    assert imported.returncode == 0 and imported.stderr.count("advisory: ") == 2
+    assert imported.stdout.startswith("imported ")

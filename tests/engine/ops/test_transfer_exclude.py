@@ -62,7 +62,7 @@ def test_excluded_files_stay_at_the_source_and_the_rest_is_imported_and_validate
     }
     assert not (out / key / "run" / "WAVECAR").exists() and not (out / key / "run" / "big").exists()
     assert (out / key / "run" / "OUTCAR").read_bytes() == b"kept"
-    sealed_original = source.control / "transfers" / "outgoing" / detached.transfer_id / key
+    sealed_original = source.control / "transfers" / "outgoing" / detached.transfer_id
     assert (sealed_original / "run" / "WAVECAR").read_bytes() == WAVECAR
 
     target = attach(b)

@@ -119,7 +119,8 @@ def test_a_finished_job_moves_with_its_history_runner_and_files(
     assert validator("transfer-ack").is_valid(ledger["acknowledgement"])
     assert [row["state"] for row in list_transfers(source)] == ["retired"]
     assert [row["state"] for row in list_transfers(target)] == ["imported"]
-    assert set(show_transfer(source, detached.transfer_id)) >= {"acks", "retired", "retired_bundle"}
+    assert set(show_transfer(source, detached.transfer_id)) >= {"retired", "retired_bundle"}
+    assert not (source.control / "transfers" / "acks").exists()  # the ledger carries the acknowledgement
 
 
 def test_a_ready_job_runs_where_it_was_imported(spaces: tuple[Path, Path, Path], tmp_path: Path) -> None:
@@ -261,7 +262,7 @@ def test_an_existing_bundle_in_the_destination_is_refused(
         (lambda bundle: (bundle / "run" / "added").write_text("x"), "payload's digest"),
         (lambda bundle: (bundle / "job.json").write_text("{}"), "job.json: its digest"),
         (
-            lambda bundle: (bundle / SEALED_DIR / "runners" / RUNNER_NAME).write_text("echo\n"),
+            lambda bundle: (bundle / SEALED_DIR / f"runner.{RUNNER_NAME}").write_text("echo\n"),
             "carried runner",
         ),
         (lambda bundle: (bundle / SEALED_DIR / "history.json").write_text("{}"), "history.json: its digest"),
@@ -390,13 +391,9 @@ def test_collection_takes_retired_bundles_and_delivered_receipts_after_trash_day
     import_bundles(attach(b), [out / job_key(job)], "p")
     transfers_a, transfers_b = a / ".httk-workflow" / "transfers", b / ".httk-workflow" / "transfers"
     tid = detached.transfer_id
-    kept = [
-        transfers_a / "retired" / tid,
-        transfers_a / "acks" / f"{tid}.json",
-        transfers_b / "imported" / f"{tid}.json",
-    ]
+    kept = [transfers_a / "retired" / tid, transfers_b / "imported" / f"{tid}.json"]
     assert all(path.exists() for path in kept)
-    assert "delivered_at" in json.loads(kept[2].read_text())
+    assert "delivered_at" in json.loads(kept[1].read_text())
     for root in (a, b):
         set_retention(attach(root), trash_days=1)
 
@@ -412,7 +409,7 @@ def test_collection_takes_retired_bundles_and_delivered_receipts_after_trash_day
 
     assert (source.categories["retired_bundles"].removed, source.categories["transfer_receipts"].removed) == (
         1,
-        1,
+        0,
     )
     assert target.categories["transfer_receipts"].removed == 1
     assert not any(path.exists() for path in kept)

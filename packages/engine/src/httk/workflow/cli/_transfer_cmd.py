@@ -76,22 +76,43 @@ def detach(
         typer.echo(f"detached {result.job_key} ({result.prior_kind}) as {result.bundle}{left}{again}")
 
 
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict-environment",
+        help="Refuse, before anything moves, when the destination lacks what the jobs need "
+        "(settings, extensions, runners); without it that is printed as advisories.",
+    ),
+]
+
+
 @app.command("import")
 def import_(
     *,
     words: WordsArg = None,
     placement: PlacementOpt,
+    strict_environment: StrictOpt = False,
     workspace_option: WorkspaceOpt = None,
     durable: DurableOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Validate whole bundles, then republish each job at --placement P, acknowledging it to its source."""
+    """Validate whole bundles, then republish each job at --placement P, acknowledging it to its source.
+
+    What the bundles need that this workspace lacks (settings their source has, extensions, runners) is
+    printed as advisories first; --strict-environment refuses the import then, changing nothing.
+    """
     root, bundles = bind_many(words or [], workspace_option, what="BUNDLE", writes=True)
     from httk.workflow.engine import attach, import_bundles
 
     workspace = attach(root, durable=durable)
     try:
-        results = import_bundles(workspace, [Path(bundle) for bundle in bundles], placement)
+        results = import_bundles(
+            workspace,
+            [Path(bundle) for bundle in bundles],
+            placement,
+            strict_environment=strict_environment,
+            advise=lambda text: typer.echo(f"advisory: {text}", err=True),
+        )
     finally:
         workspace.close()
     if json_output:
@@ -189,14 +210,7 @@ def send(
             "tar over ssh, or auto: rsync when it can be used, tar otherwise.",
         ),
     ] = "auto",
-    strict_environment: Annotated[
-        bool,
-        typer.Option(
-            "--strict-environment",
-            help="Refuse, before anything moves, when the destination lacks what the jobs need "
-            "(settings, extensions, runners); without it that is printed as advisories.",
-        ),
-    ] = False,
+    strict_environment: StrictOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Move jobs to another workspace, here or on a remote (SOURCE or --to may be REMOTE:WORKSPACE).

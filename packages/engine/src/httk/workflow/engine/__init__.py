@@ -167,16 +167,15 @@ if TYPE_CHECKING:
     from httk.workflow.engine.ops._show import RetainedAttempt, job_output, show_job
     from httk.workflow.engine.ops._ssh import check_remote, passthrough, run_httk
     from httk.workflow.engine.ops._transfer_detach import Detached, detach_jobs
+    from httk.workflow.engine.ops._transfer_environment import environment_advisories, transfer_requirements
     from httk.workflow.engine.ops._transfer_import import Imported, import_bundles
     from httk.workflow.engine.ops._transfer_route import End, send_jobs
     from httk.workflow.engine.ops._transfer_send import (
         acknowledge_records,
-        environment_advisories,
         fill_outbox,
         inbox_staging,
         mark_delivered,
         receive_and_import,
-        transfer_requirements,
     )
     from httk.workflow.engine.ops._transfers import Aborted, abort_transfer, list_transfers, show_transfer
     from httk.workflow.engine.ops._why import WhyContext, diagnose
@@ -302,16 +301,9 @@ _HOMES = {
     ),
     **dict.fromkeys(("check_remote", "passthrough", "run_httk"), "ops._ssh"),
     **dict.fromkeys(("End", "send_jobs"), "ops._transfer_route"),
+    **dict.fromkeys(("environment_advisories", "transfer_requirements"), "ops._transfer_environment"),
     **dict.fromkeys(
-        (
-            "acknowledge_records",
-            "environment_advisories",
-            "fill_outbox",
-            "inbox_staging",
-            "mark_delivered",
-            "receive_and_import",
-            "transfer_requirements",
-        ),
+        ("acknowledge_records", "fill_outbox", "inbox_staging", "mark_delivered", "receive_and_import"),
         "ops._transfer_send",
     ),
     **dict.fromkeys(

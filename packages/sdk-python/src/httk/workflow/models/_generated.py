@@ -778,6 +778,27 @@ class LeftBehind(BaseModel):
     """
 
 
+Setting = TypeAliasType("Setting", Annotated[StrictStr, Field(min_length=1)])
+
+
+class Environment(BaseModel):
+    """
+    What only the source can tell of what the job needs, for the importing workspace's environment advisories (spec/03): the source's engine and the names of the settings a job may read there (not the machine's manager.* and slurm.* launch profile). Absent in bundles made before it; import then checks the jobs' own needs only.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    engine_version: Annotated[StrictStr | None, Field(min_length=1)] = None
+    """
+    The source's engine, as `httk-workflow <version>`.
+    """
+    settings: list[Setting] | None = None
+    """
+    The names of the source's workspace settings, sorted.
+    """
+
+
 class History(BaseModel):
     """
     The job's frame history, carried in .httk-transfer/history.json.
@@ -3144,7 +3165,7 @@ class Destination(BaseModel):
 
 class TransferAcknowledgement(BaseModel):
     """
-    An import's receipt: .httk-workflow/transfers/imported/<transfer-id>.json in the importing workspace (its duplicate suppression) and the same document in .httk-workflow/transfers/acks/<transfer-id>.json of the source workspace, where it lets the source retire its sealed bundle.
+    An import's receipt: .httk-workflow/transfers/imported/<transfer-id>.json in the importing workspace (its duplicate suppression), and the acknowledgement member of the source's ledger entry, whose retirement it decides (sources retired before the flat layout also kept it alone as .httk-workflow/transfers/acks/<transfer-id>.json).
     """
 
     model_config = ConfigDict(
@@ -3471,6 +3492,10 @@ class TransferManifest(BaseModel):
     """
     When the job was detached.
     """
+    environment: Environment | None = None
+    """
+    What only the source can tell of what the job needs, for the importing workspace's environment advisories (spec/03): the source's engine and the names of the settings a job may read there (not the machine's manager.* and slurm.* launch profile). Absent in bundles made before it; import then checks the jobs' own needs only.
+    """
     format: Literal["httk-workflow-transfer-manifest"]
     """
     Document type.
@@ -3497,7 +3522,7 @@ class TransferManifest(BaseModel):
     """
     runners: list[Runner1]
     """
-    The store runners job.json references, carried below .httk-transfer/runners/<name>.
+    The store runners job.json references, carried as .httk-transfer/runner.<name> (below .httk-transfer/runners/<name> in bundles made before the flat layout, which import still reads).
     """
     source: Source
     """

@@ -32,7 +32,8 @@ SEALED_DIR = ".httk-transfer"
 SEALED_HISTORY = "history.json"
 """The carried frame history in ``.httk-transfer/``, kept after import so ``job log`` reads across."""
 OUTGOING = "transfers/outgoing"
-"""Below the control directory: a source's sealed bundles, ``<transfer-id>/<job-key>/``."""
+"""Below the control directory: a source's sealed bundles, ``<transfer-id>/`` (``<transfer-id>/<job-key>/``
+in the layout before the flat one)."""
 
 
 def sealed_markers(bundle: Path) -> list[MarkerName]:
@@ -111,6 +112,9 @@ def outgoing_markers(workspace: Workspace) -> Iterator[MarkerName]:
     frames are in this workspace's journal, which collection must keep like a current marker's."""
     root = workspace.control / OUTGOING
     for transfer in _listing(root):
+        if os.path.isdir(root / transfer / SEALED_DIR):
+            yield from sealed_markers(root / transfer)
+            continue
         for key in _listing(root / transfer):
             yield from sealed_markers(root / transfer / key)
 

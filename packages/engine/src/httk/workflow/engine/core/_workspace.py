@@ -19,6 +19,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -205,13 +206,15 @@ class Workspace:
         if self.marker_index is not None:
             self.marker_index.note(location)
 
-    def read_record(self, ref: RecordRef) -> dict[str, Any]:
+    def read_record(self, ref: RecordRef | str) -> dict[str, Any]:
         """The journal record ``ref`` names: from this process's own writer when it appended it lately,
-        else read (and verified) from its segment."""
-        if self._writer is not None and ref.writer == self._writer.writer_id:
-            found = self._writer.recent(ref)
-            if found is not None:
-                return found
+        else read (and verified) from its segment (which words what is wrong with a malformed ``ref``)."""
+        if self._writer is not None:
+            parsed = ref if isinstance(ref, RecordRef) else _parsed_ref(ref)
+            if parsed is not None and parsed.writer == self._writer.writer_id:
+                found = self._writer.recent(parsed)
+                if found is not None:
+                    return found
         return self.reader.read(ref)
 
     @cached_property
@@ -219,6 +222,28 @@ class Workspace:
         return JournalReader(
             self.journal_dir, visibility_deadline=self.policy.visibility_deadline_seconds, clock=self.clock
         )
+
+    @contextmanager
+    def segments_kept_open(self) -> Iterator[None]:
+        """Within it, journal reads keep the segments they open (their headers checked once): for one
+        bounded command reading many frames of few segments, never for a long-lived holder (it would keep
+        a segment gc removed allocated, and on NFS its silly-renamed name)."""
+        previous = self.__dict__.get("reader")
+        kept = JournalReader(
+            self.journal_dir,
+            visibility_deadline=self.policy.visibility_deadline_seconds,
+            clock=self.clock,
+            keep_open=True,
+        )
+        self.__dict__["reader"] = kept
+        try:
+            yield
+        finally:
+            kept.close()
+            if previous is None:
+                del self.__dict__["reader"]
+            else:
+                self.__dict__["reader"] = previous
 
     def close(self) -> None:
         if self._writer is not None:
@@ -378,6 +403,13 @@ def validate_format_document(document: Mapping[str, Any], path: Path) -> None:
         parse_settings(document.get("settings"))
     except WorkspaceError as exc:
         raise bad("settings", str(exc)) from None
+
+
+def _parsed_ref(text: str) -> RecordRef | None:
+    try:
+        return RecordRef.parse(text)
+    except ValueError:
+        return None
 
 
 def attach(

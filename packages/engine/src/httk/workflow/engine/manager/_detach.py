@@ -16,11 +16,13 @@ workspace; ``workspace attach`` removes it, and the next rescan of a watch root 
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import utc_timestamp
@@ -28,11 +30,15 @@ from httk.workflow.engine.core._liveness import list_managers
 from httk.workflow.engine.core._scan import walk_markers
 from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import CONTROL_DIR, Workspace
-from httk.workflow.protocol import InvalidDocumentError
+from httk.workflow.protocol import InvalidDocumentError, WorkspaceError
 from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
 
-if TYPE_CHECKING:
-    from ._manager import Manager
+from ._state import ManagerState
+
+log = logging.getLogger("httk.workflow.manager")
+
+DEFAULT_RESCAN_SECONDS = 10.0
+"""How often a manager looks again at what it serves: a detach request, a watch root's workspaces."""
 
 REQUEST = "detach.json"
 ACKNOWLEDGEMENT = "detached.json"
@@ -49,6 +55,17 @@ def read_request(root: Path) -> dict[str, Any] | None:
         return read_json_object(path, document=REQUEST)
     except (InvalidDocumentError, OSError):
         return {"detach_id": None}  # torn by hand or unreadable: still a request not to serve it
+
+
+def refuse_detached(root: Path) -> None:
+    """Refuse to serve the workspace at ``root`` while its detach request is there (before a manager
+    publishes anything in it)."""
+    if read_request(root) is not None:
+        raise WorkspaceError(
+            "this workspace is detached (.httk-workflow/detach.json): run `httk workflow workspace attach` "
+            "before serving it again",
+            root,
+        )
 
 
 def request_detach(workspace: Workspace) -> str:
@@ -73,7 +90,100 @@ def withdraw_detach(workspace: Workspace) -> bool:
     return _fsops.unlink(workspace.control / REQUEST, durable=workspace.durable, missing_ok=True)
 
 
-def acknowledge(root: Path, manager: Manager, detach_id: str) -> None:
+class Detaching(Protocol):
+    """What a detach needs of the manager it asks (:class:`~._manager.Manager`)."""
+
+    state: ManagerState
+    detaching: bool
+    draining: bool
+
+    @property
+    def record(self) -> object | None: ...
+
+    @property
+    def manager_id(self) -> str: ...
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    def busy(self) -> bool: ...
+
+    def tick(self) -> bool: ...
+
+    def settled(self) -> bool | None: ...
+
+    def next_scan_in(self) -> float: ...
+
+    def request_drain(self, reason: str = ...) -> None: ...
+
+    def finish(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def begin_detach(root: Path, manager: Detaching) -> None:
+    """The request is there: ``manager`` stops scanning and claiming, and only finishes what it holds."""
+    log.info(
+        "workspace %s at %s: detach requested; finishing what this manager holds there",
+        manager.workspace.workspace_id,
+        root,
+    )
+    manager.detaching = True
+
+
+def holds_nothing(manager: Detaching) -> bool:
+    """Whether a detaching ``manager`` is done: no attempt, cancellation or commit left in hand."""
+    return manager.detaching and not manager.busy() and not manager.state.unfinished
+
+
+def finish_detach(root: Path, manager: Detaching) -> None:
+    """Acknowledge the request (when ``manager`` ever started there) once it let go of the workspace."""
+    request = read_request(root)
+    if request is not None and manager.record is not None:  # one never started holds nothing
+        acknowledge(root, manager, str(request["detach_id"]))
+    log.info(
+        "workspace %s at %s detached: acknowledged, no longer served", manager.workspace.workspace_id, root
+    )
+
+
+class SoloRoster:
+    """One manager serving its workspace alone (``Manager.run`` without a roster of a process): every
+    ``interval`` seconds it looks for the detach request, and once one is there the manager finishes what
+    it holds, lets go of the workspace, acknowledges, and the roster has nothing left to serve."""
+
+    def __init__(self, manager: Detaching, interval: float) -> None:
+        self._manager = manager
+        self._members: Sequence[Detaching] = (manager,)
+        self._interval = interval
+        self._last = manager.state.clock.monotonic()
+
+    def members(self) -> Sequence[Detaching]:
+        return self._members
+
+    def serving(self) -> bool:
+        return bool(self._members)
+
+    def refresh(self) -> bool:
+        manager, root = self._manager, self._manager.workspace.root
+        if not self._members:
+            return False
+        if holds_nothing(manager):
+            manager.finish()
+            manager.close()
+            self._members = ()
+            finish_detach(root, manager)
+            return True
+        now = manager.state.clock.monotonic()
+        if manager.detaching or now - self._last < self._interval:
+            return False
+        self._last = now
+        if read_request(root) is None:
+            return False
+        begin_detach(root, manager)
+        return True
+
+
+def acknowledge(root: Path, manager: Detaching, detach_id: str) -> None:
     """Write ``manager``'s acknowledgement, once it holds nothing in the workspace at ``root``."""
     document = {
         "format": "httk-workflow-detach-acknowledgement",

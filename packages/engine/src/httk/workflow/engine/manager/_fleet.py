@@ -1,10 +1,10 @@
 """The loop of a manager process: every workspace it serves ticked in turn, one pool of workers, signals.
 
 A manager process serves a *roster* of members, one per attached workspace (:class:`Member` is what
-the loop needs of :class:`~._manager.Manager`). A plain :class:`FixedRoster` holds one manager and
-never changes; the roster of ``manager run`` with several workspaces or watch roots
-(:mod:`._watch`) attaches, re-roots, marks unavailable and detaches members between loop turns, at its
-own rescan interval, so a workspace arriving or leaving never interrupts a tick.
+the loop needs of :class:`~._manager.Manager`). The roster of ``manager run`` (:mod:`._watch`)
+attaches, re-roots, marks unavailable and detaches members between loop turns, at its own rescan
+interval, so a workspace arriving or leaving never interrupts a tick; a ``Manager.run()`` alone is
+served by :class:`~._detach.SoloRoster`, which only looks for a detach request.
 
 **Idleness** is the members' together: the loop goes on while any member acted or holds work in hand
 (attempts, cancellations, commits to retry), sleeps a poll while one waits for storage or owes a
@@ -72,22 +72,6 @@ class Roster(Protocol):
     def serving(self) -> bool:
         """Whether there is anything left to serve (watch roots stay served with no member)."""
         ...
-
-
-class FixedRoster:
-    """One manager, for the life of its run."""
-
-    def __init__(self, member: Member) -> None:
-        self._members = (member,)
-
-    def members(self) -> Sequence[Member]:
-        return self._members
-
-    def refresh(self) -> bool:
-        return False
-
-    def serving(self) -> bool:
-        return True
 
 
 class WorkerPool:

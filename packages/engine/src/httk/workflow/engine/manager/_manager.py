@@ -32,8 +32,8 @@ from httk.workflow.engine.core._states import Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach
 from httk.workflow.engine.maintenance._gc import PeriodicCollection
 
-from . import _cancel, _commit, _launch, _recovery, _request_apply, _waiting
-from ._fleet import FixedRoster, Fleet, Roster, WorkerPool
+from . import _cancel, _commit, _detach, _launch, _recovery, _request_apply, _waiting
+from ._fleet import Fleet, Roster, WorkerPool
 from ._record import ManagerIdentity, ManagerRecord
 from ._slurm import AllocationWatch
 from ._state import AnomalyReport, Census, LiveAttempt, ManagerConfig, ManagerState, take_census
@@ -154,16 +154,25 @@ class Manager:
         self.record = record
         self._last_beat = state.clock.monotonic()
 
-    def run(self, roster: Roster | None = None) -> RunSummary:
+    def run(self, roster: Roster | None = None, *, rescan_interval: float | None = None) -> RunSummary:
         """Serve until quiet (or forever with ``config.idle``), then take the census.
 
-        ``roster`` serves this manager among others (:mod:`._watch`); alone, it is this one.
+        ``roster`` serves this manager among others (:mod:`._watch`). Alone, it honours a detach as
+        ``manager run`` does: refused while the workspace's detach request is there (before anything is
+        published), and looking for one every ``rescan_interval`` seconds (ten by default), so that a
+        detach requested meanwhile is acknowledged once what this manager holds is finished (exit
+        reason ``detached``).
         """
-        if self.record is None:
-            self.start()
-        self.notice_confinement()
+        if roster is None:
+            if self.record is None:
+                _detach.refuse_detached(self.workspace.root)
+            interval = _detach.DEFAULT_RESCAN_SECONDS if rescan_interval is None else rescan_interval
+            roster = _detach.SoloRoster(self, interval)
         try:
-            reason = Fleet(roster or FixedRoster(self), self.config, self.state.clock).serve()
+            if self.record is None:
+                self.start()
+            self.notice_confinement()
+            reason = Fleet(roster, self.config, self.state.clock).serve()
             # A workspace detached or gone is no longer this manager's to read: it may be moving.
             census = Census() if self.closed else take_census(self.workspace, self.config)
         finally:

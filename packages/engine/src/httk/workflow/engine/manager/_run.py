@@ -71,7 +71,6 @@ from httk.workflow.engine.core._workspace import Workspace, attach
 from httk.workflow.protocol import (
     InvalidNameError,
     LauncherError,
-    WorkspaceError,
     validate_capability,
     validate_placement,
     validate_pool,
@@ -79,13 +78,13 @@ from httk.workflow.protocol import (
 )
 from httk.workflow.protocol._job_rules import MAX_COUNT
 
-from ._detach import read_request
+from ._detach import DEFAULT_RESCAN_SECONDS, refuse_detached
 from ._fleet import Fleet
 from ._launchers import BUILT_IN, LaunchReport, LaunchRequest, launcher_for, selected_bundle
 from ._manager import Manager, RunSummary
 from ._rules import describe
 from ._state import Census, ManagerConfig, take_census
-from ._watch import DEFAULT_RESCAN_SECONDS, WatchRoster, check_targets, member_maker
+from ._watch import WatchRoster, check_targets, member_maker
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -227,15 +226,6 @@ def report(summary: RunSummary, *, as_json: bool, echo: Callable[[str], object],
     if summary.exit_reason == "idle-timeout":
         for line in summary.census.advice():
             echo(f"advice: {line}")
-
-
-def refuse_detached(root: Path) -> None:
-    if read_request(root) is not None:
-        raise WorkspaceError(
-            "this workspace is detached (.httk-workflow/detach.json): run `httk workflow workspace attach` "
-            "before serving it again",
-            root,
-        )
 
 
 def run_workspaces(

@@ -54,7 +54,6 @@ from ._state import ManagerConfig
 
 log = logging.getLogger("httk.workflow.manager")
 
-DEFAULT_RESCAN_SECONDS = 10.0
 Identity = tuple[int, int]  # st_dev, st_ino of a workspace directory
 
 
@@ -178,7 +177,7 @@ class WatchRoster:
     config: ManagerConfig
     clock: Clock
     make: Callable[[Path, str], Manager]
-    rescan_interval: float = DEFAULT_RESCAN_SECONDS
+    rescan_interval: float = _detach.DEFAULT_RESCAN_SECONDS
     attachments: dict[str, Attachment] = field(default_factory=dict)
     pool: WorkerPool | None = None
     pending: dict[str, Found] = field(default_factory=dict)  # found, attached at the next loop turns
@@ -191,7 +190,9 @@ class WatchRoster:
             self.pool = WorkerPool(self.config.workers)
 
     @classmethod
-    def adopting(cls, manager: Manager, rescan_interval: float = DEFAULT_RESCAN_SECONDS) -> WatchRoster:
+    def adopting(
+        cls, manager: Manager, rescan_interval: float = _detach.DEFAULT_RESCAN_SECONDS
+    ) -> WatchRoster:
         """The roster of one started manager serving its one explicit workspace (``manager run WS``)."""
         root, clock = manager.workspace.root, manager.state.clock
         roster = cls([root], [], manager.config, clock, member_maker(manager.config, clock), rescan_interval)
@@ -361,28 +362,16 @@ class WatchRoster:
     # -- detaching ------------------------------------------------------------------------------
     def _begin_detach(self, attachment: Attachment) -> None:
         assert attachment.member is not None
-        log.info(
-            "workspace %s at %s: detach requested; finishing what this manager holds there",
-            attachment.workspace_id,
-            attachment.path,
-        )
-        attachment.member.detaching = True
+        _detach.begin_detach(attachment.path, attachment.member)
 
     def _progress_detaches(self) -> bool:
         changed = False
         for attachment in list(self.attachments.values()):
             member = attachment.member
-            if member is None or not member.detaching or member.busy() or member.state.unfinished:
+            if member is None or not _detach.holds_nothing(member):
                 continue
-            request = _detach.read_request(attachment.path)
             self._retire(attachment, detached=True)
-            if request is not None and member.record is not None:  # one never started holds nothing
-                _detach.acknowledge(attachment.path, member, str(request["detach_id"]))
-            log.info(
-                "workspace %s at %s detached: acknowledged, no longer served",
-                attachment.workspace_id,
-                attachment.path,
-            )
+            _detach.finish_detach(attachment.path, member)
             changed = True
         return changed
 

@@ -43,6 +43,7 @@ from httk.workflow.engine.core._jobs import JOB_FILE, LoadedJob, load_job, read_
 from httk.workflow.engine.core._states import AT_REST_KINDS, PERMANENT_KINDS, TERMINAL_KINDS, Kind
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, attach, probe_marker
 from httk.workflow.engine.manager import _run
+from httk.workflow.engine.manager._detach import refuse_detached
 from httk.workflow.engine.manager._manager import Manager
 from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.publish._joins import JoinError, parse_join
@@ -124,6 +125,7 @@ def debug_job(
     workspace = attach(root, durable=options.durable)
     try:
         workspace.require_writable()
+        refuse_detached(workspace.root)  # before a payload is submitted or a manager published
         marker = resolve(workspace, target, options, echo, cwd or Path.cwd())
         driver = _Driver(workspace, options, echo)
         echo(f"[debug] {marker.job_key} is {marker.kind.value} at {marker.placement}")
@@ -182,6 +184,10 @@ def _submit(workspace: Workspace, payload: Path, options: DebugOptions, echo: Ec
 
 
 # -- driving -----------------------------------------------------------------------------------------
+RESCAN_SECONDS = 1.0
+"""How often a private manager looks for a detach request: one person waits on a debug session."""
+
+
 class _Driver:
     """Runs private managers on one job at a time; see the module docstring for when it stops."""
 
@@ -228,20 +234,28 @@ class _Driver:
         return moved
 
     def _run(self, marker: MarkerLocation) -> MarkerLocation | None:
-        """One private manager run on ``marker``'s job, watched; the job's marker afterwards."""
+        """One private manager run on ``marker``'s job, watched; the job's marker afterwards.
+
+        It honours a detach (``workspace detach``) like any manager: none starts while the request is
+        there, and one serving when it arrives finishes what it holds, acknowledges and stops the drive.
+        """
+        refuse_detached(self.workspace.root)
         manager = Manager(self.workspace.root, self._config(marker))
         manager.start()
         restore = _route_logging(manager, self.options.log_level)
         watcher = JobWatcher(self.workspace.root, marker, self.echo, self.options.poll_interval)
         watcher.start()
         try:
-            summary = manager.run()
+            summary = manager.run(rescan_interval=RESCAN_SECONDS)
         finally:
             watcher.stop()
             restore()
         if summary.exit_reason == "drained":
             self.interrupted = True
             self.echo("[debug] interrupted: the private manager drained")
+        elif summary.exit_reason == "detached":
+            self.interrupted = True
+            self.echo("[debug] stopped: the workspace is being detached (the private manager acknowledged)")
         return probe_marker(self.workspace, marker.placement, marker.job_key)
 
     def _config(self, marker: MarkerLocation) -> ManagerConfig:

@@ -44,7 +44,7 @@ from httk.workflow.protocol import (
     JournalDamageError,
     JournalError,
 )
-from httk.workflow.protocol._jsonio import read_json_object
+from httk.workflow.protocol._jsonio import parse_json_object, read_json_object
 
 LOG_DETAILS = (
     "fsck_repair",
@@ -130,16 +130,20 @@ HISTORY_MAX_BYTES = 64 << 20
 """The largest carried history read: a very long-lived job's is large, never unbounded."""
 
 
-def carried_history(payload: Path) -> list[dict[str, Any]]:
-    """The entries of the payload's ``.httk-transfer/history.json``, oldest first; ``[]`` when it has none.
+def carried_history(payload: Path, data: bytes | None = None) -> list[dict[str, Any]]:
+    """The entries of the payload's ``.httk-transfer/history.json`` (or of its bytes ``data``, which the
+    caller read), oldest first; ``[]`` when it has none.
 
     A history that cannot be read is one problem entry, so ``job log`` says so instead of failing.
     """
     path = payload / SEALED_DIR / SEALED_HISTORY
-    if not os.path.lexists(path):
+    if data is None and not os.path.lexists(path):
         return []
     try:
-        document = read_json_object(path, document="transfer history", max_bytes=HISTORY_MAX_BYTES)
+        if data is None:
+            document = read_json_object(path, document="transfer history", max_bytes=HISTORY_MAX_BYTES)
+        else:
+            document = parse_json_object(data, document="transfer history", path=path)
         entries = document.get("entries")
         if document.get("format") != "httk-workflow-transfer-history" or not isinstance(entries, list):
             raise InvalidDocumentError("transfer history", "", "is not a transfer history document", path)
@@ -198,7 +202,7 @@ def read_entry(workspace: Workspace, ref: str, job_id: str, expected: range) -> 
     """
     generation = expected[0] if len(expected) == 1 else None
     try:
-        frame = workspace.reader.read(ref)
+        frame = workspace.read_record(ref)
     except JournalDamageError as exc:
         return _problem(ref, generation, exc.code, exc.detail)
     except JournalError as exc:

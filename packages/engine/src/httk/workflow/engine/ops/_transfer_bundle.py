@@ -1,12 +1,17 @@
 """The detached bundle of detached-transfer-v1: where its parts live, how they are written and checked.
 
 A bundle is a job's payload holding ``.httk-transfer/``: ``manifest.json``
-(``schemas/transfer-manifest``), ``history.json`` (``schemas/transfer-history``), ``runners/<name>``
+(``schemas/transfer-manifest``), ``history.json`` (``schemas/transfer-history``), ``runner.<name>``
 and, while it is detached, the job's one marker. :func:`read_bundle` is the whole validation import
 relies on: nothing in a bundle is trusted before it passes. The workspace side is
-``.httk-workflow/transfers/``: ``outgoing/<transfer-id>/<job-key>/`` (a source's sealed bundle awaiting
+``.httk-workflow/transfers/``: ``outgoing/<transfer-id>/`` (a source's sealed bundle awaiting
 acknowledgement), ``imported/`` and ``acks/`` (``schemas/transfer-ack``) and ``retired/``
 (``schemas/transfer-ledger`` beside each retired bundle). DESIGN.md, "Detached transfers".
+
+The layout is flat because every directory a detach makes costs a create: no ``runners/`` directory
+and no directory per transfer around the source's bundle. Bundles and source trees made before it
+(``.httk-transfer/runners/<name>``, ``outgoing/<transfer-id>/<job-key>/``) are read as well
+(:func:`carried_runner`, :func:`bundle_in`), so an upgrade strands no transfer in flight.
 
 Cost: validating a bundle reads every byte of its payload once (the tree digest) and each carried runner.
 """
@@ -32,7 +37,10 @@ from httk.workflow.protocol._jsonio import dump_compact, parse_json_object, read
 from ._history import history_chain
 
 MANIFEST = "manifest.json"
-RUNNERS = "runners"
+RUNNER_PREFIX = "runner."
+"""A carried runner is ``.httk-transfer/runner.<name>`` (a file, or a tree for a directory runner)."""
+LEGACY_RUNNERS = "runners"
+"""Where bundles made before the flat layout carry their runners: ``.httk-transfer/runners/<name>``."""
 IMPORT_REASON = "transfer_import"
 DETACH_REASON = "transfer_detach"
 ABORT_REASON = "transfer_abort"
@@ -45,7 +53,34 @@ def transfers_dir(workspace: Workspace) -> Path:
 
 
 def outgoing_dir(workspace: Workspace, transfer_id: str) -> Path:
+    """The source's sealed bundle of ``transfer_id`` (the payload itself; see :func:`bundle_in`)."""
     return transfers_dir(workspace) / "outgoing" / transfer_id
+
+
+def bundle_in(directory: Path) -> Path | None:
+    """The bundle a source keeps at ``directory`` (``outgoing/<id>`` or ``retired/<id>``): the directory
+    itself, or in the layout before the flat one its one ``<job-key>/`` child; ``None`` when neither."""
+    if _is_payload(directory):
+        return directory
+    try:
+        names = sorted(os.listdir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return next((directory / name for name in names if _is_payload(directory / name)), None)
+
+
+def _is_payload(directory: Path) -> bool:
+    return os.path.isdir(directory / SEALED_DIR) or os.path.lexists(directory / "job.json")
+
+
+def carried_runner(bundle: Path, name: str) -> Path:
+    """The carried runner ``name`` in ``bundle`` (where a bundle made before the flat layout has it,
+    when only that exists)."""
+    sealed = bundle / SEALED_DIR
+    path = sealed / (RUNNER_PREFIX + name)
+    if not os.path.lexists(path) and os.path.lexists(sealed / LEGACY_RUNNERS / name):
+        return sealed / LEGACY_RUNNERS / name
+    return path
 
 
 def receipt_path(workspace: Workspace, where: str, transfer_id: str) -> Path:
@@ -69,6 +104,20 @@ class Outgoing:
     transfer_id: str
     path: Path
 
+    @property
+    def job_key(self) -> str:
+        """The job's key: its sealed marker's (or, in the moment between the payload's rename and the
+        marker's, its manifest's); in the layout before the flat one, the directory's name."""
+        if self.path.name != self.transfer_id:
+            return self.path.name
+        markers = sealed_markers(self.path)
+        if markers:
+            return str(markers[0].key)
+        try:
+            return str(read_manifest(self.path)["job"]["job_key"])
+        except TransferError:
+            return self.path.name
+
 
 def outgoing_bundles(workspace: Workspace) -> Iterator[Outgoing]:
     """Every sealed bundle below ``transfers/outgoing/``, in transfer-id order."""
@@ -78,12 +127,9 @@ def outgoing_bundles(workspace: Workspace) -> Iterator[Outgoing]:
     except FileNotFoundError:
         return
     for transfer_id in transfers:
-        try:
-            names = sorted(os.listdir(root / transfer_id))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for name in names:
-            yield Outgoing(transfer_id, root / transfer_id / name)
+        bundle = bundle_in(root / transfer_id)
+        if bundle is not None:
+            yield Outgoing(transfer_id, bundle)
 
 
 def write_document(path: Path, document: Mapping[str, Any], *, durable: bool, parents: bool = True) -> bytes:
@@ -298,6 +344,8 @@ class Bundle:
     manifest: dict[str, Any]
     job: dict[str, Any]
     marker: MarkerName
+    history: bytes = b""
+    """The carried history's bytes, as validated (import reads the last frame from them)."""
 
     @property
     def transfer_id(self) -> str:
@@ -369,7 +417,7 @@ def read_bundle(
         raise TransferError(f"{bundle}/{SEALED_DIR}/{SEALED_HISTORY}: its digest is not the manifest's")
     if check_payload:
         _check_digests(bundle, manifest, job)
-    return Bundle(bundle, manifest, job, marker)
+    return Bundle(bundle, manifest, job, marker, history)
 
 
 def _sealed_marker(bundle: Path, sealed: Mapping[str, Any], key: str) -> MarkerName:
@@ -411,7 +459,7 @@ def _check_digests(bundle: Path, manifest: Mapping[str, Any], job: Mapping[str, 
                 f"{bundle}: job.json names store runner {name!r}, which the bundle does not carry"
             )
     for name, runner in carried.items():
-        path = bundle / SEALED_DIR / RUNNERS / name
+        path = carried_runner(bundle, name)
         if os.path.basename(name) != name or not os.path.lexists(path):
             raise TransferError(f"{bundle}: the carried runner {name!r} is missing")
         if runner_digest(path) != runner["digest"]:

@@ -3,8 +3,8 @@
 Per job, five steps, each a commit point a rerun recognises (DESIGN.md, "Detached transfers"):
 
 1. the verified move of the marker to ``state/transferring/`` (reason ``transfer_detach``);
-2. ``.httk-transfer/``: the carried runners, ``history.json``, then ``manifest.json``;
-3. the payload renamed to ``.httk-workflow/transfers/outgoing/<transfer-id>/<job-key>/``;
+2. ``.httk-transfer/``: the carried runners (``runner.<name>``), ``history.json``, then ``manifest.json``;
+3. the payload renamed to ``.httk-workflow/transfers/outgoing/<transfer-id>/``;
 4. the marker renamed into that bundle's ``.httk-transfer/`` (sealed: no state tree names the job);
 5. the bundle copied to ``DIR/.<job-key>.<transfer-id>.partial`` and renamed to ``DIR/<job-key>``.
 
@@ -12,7 +12,9 @@ Every refusal is decided before the first step of any job: all the named jobs le
 A rerun of the same command finds a job part way by its ``transferring`` marker (whose frame names the
 transfer) or by its sealed bundle in ``transfers/outgoing/`` and finishes it.
 
-Cost per job: one journal append, four renames, two small documents, and one copy of the payload.
+Cost per job: one journal append, four renames, two small documents, two directories (``.httk-transfer/``
+and the copy's), and one copy of the payload whose immutable files (job.json, the transfer documents,
+the runners, the empty marker) are hard links when ``DIR`` is on the same filesystem.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import os
 import stat
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,8 +44,10 @@ from httk.workflow.protocol._digest import sha256_bytes
 from ._select import select_jobs
 from ._transfer_bundle import (
     DETACH_REASON,
+    LEGACY_RUNNERS,
     MANIFEST,
-    RUNNERS,
+    RUNNER_PREFIX,
+    bundle_in,
     chain_entries,
     check_patterns,
     left_behind_paths,
@@ -57,6 +61,7 @@ from ._transfer_bundle import (
     tree_bytes,
     write_document,
 )
+from ._transfer_environment import source_environment
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +85,27 @@ class Detached:
 
 class _Reads:
     """What one command reads once and uses for every job: each job.json the refusals loaded, each
-    store runner's digest."""
+    store runner's digest, whether ``transfers/outgoing/`` exists."""
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
         self.jobs: dict[str, LoadedJob] = {}
         self._digests: dict[str, str | None] = {}
+        self._parent_made = False
+        self.root = str(workspace.root.resolve())  # every manifest names it
+        self._environment: dict[str, Any] | None = None
+
+    def environment(self) -> dict[str, Any]:
+        """The manifest's ``environment`` (what an importing workspace checks itself against)."""
+        if self._environment is None:
+            self._environment = source_environment(self.workspace)
+        return self._environment
+
+    def outgoing_parent(self, parent: Path) -> None:
+        """Make ``transfers/outgoing/`` (once per command: only a detach creates it, gc never removes it)."""
+        if not self._parent_made:
+            _fsops.make_dirs(parent, durable=self.workspace.durable)
+            self._parent_made = True
 
     def job(self, marker: MarkerLocation) -> LoadedJob:
         found = self.jobs.get(marker.job_id)
@@ -106,6 +126,7 @@ class _Plan:
 
     marker: MarkerLocation | None
     sealed: Path | None = None
+    sealed_key: str = ""
 
 
 def detach_jobs(
@@ -139,7 +160,8 @@ def detach_jobs(
     if refusals:
         raise TransferError(f"nothing was detached: {'; '.join(refusals)}")
     moved, lost = _to_transferring(workspace, plans, destination, patterns)
-    done = [_detach(reads, plan, moved, destination) for plan in plans if _plan_id(plan) not in lost]
+    with workspace.segments_kept_open():  # each job's history is read from the same few segments
+        done = [_detach(reads, plan, moved, destination) for plan in plans if _plan_id(plan) not in lost]
     if lost:
         raise TransferError(
             f"detached {len(done)}; not detached: {'; '.join(lost.values())} (the rest was detached)"
@@ -172,8 +194,7 @@ def _plans(workspace: Workspace, selectors: Sequence[str]) -> list[_Plan]:
 def _plan_id(plan: _Plan) -> str:
     if plan.marker is not None:
         return plan.marker.job_id
-    assert plan.sealed is not None
-    return plan.sealed.name.rsplit("--", 1)[-1]
+    return plan.sealed_key.rsplit("--", 1)[-1]
 
 
 def _in_flight(workspace: Workspace) -> dict[str, _Plan]:
@@ -185,8 +206,8 @@ def _in_flight(workspace: Workspace) -> dict[str, _Plan]:
             found[marker.job_id] = found[marker.job_key] = plan
     for outgoing in outgoing_bundles(workspace):
         if is_sealed(outgoing.path):  # unsealed, it is the payload of a transferring marker found above
-            plan = _Plan(None, outgoing.path)
-            key = outgoing.path.name
+            key = outgoing.job_key
+            plan = _Plan(None, outgoing.path, key)
             found[key.rsplit("--", 1)[-1]] = found[key] = plan
     return found
 
@@ -316,14 +337,17 @@ def _seal(
         raise TransferError(f"{marker.job_key}: its transferring frame names no transfer")
     transfer_id = str(frame["transfer"]["transfer_id"])
     payload = workspace.payload_path(marker.placement, marker.job_key)
-    bundle = outgoing_dir(workspace, transfer_id) / marker.job_key
+    bundle = outgoing_dir(workspace, transfer_id)
     manifest = None
-    if not os.path.isdir(bundle):
+    found = bundle_in(bundle)  # a detach before the flat layout nested it as <transfer-id>/<job-key>/
+    if found is not None:
+        bundle = found
+    else:
         if not os.path.isdir(payload):
             raise TransferError(f"{marker.job_key}: its payload is neither at {payload} nor at {bundle}")
         if not _same_transfer(payload, transfer_id):  # prepared by an interrupted detach
             manifest = _prepare(reads, marker, frame, payload)
-        _fsops.make_dirs(bundle.parent, durable=workspace.durable)
+        reads.outgoing_parent(bundle.parent)
         _fsops.rename(payload, bundle, durable=workspace.durable)
     seal_marker(workspace, marker, bundle)
     return bundle, manifest
@@ -338,9 +362,8 @@ def _prepare(
     transfer = frame["transfer"]
     sealed = payload / SEALED_DIR
     job = reads.job(marker)
-    names = store_runners(job.document)
-    _fsops.make_dirs(sealed / RUNNERS if names else sealed, durable=durable)
-    runners = [_carry_runner(reads, name, sealed / RUNNERS) for name in names]
+    _fsops.make_dir(sealed, durable=durable, exist_ok=True)  # exists after an interrupted run
+    runners = [_carry_runner(reads, name, sealed) for name in store_runners(job.document)]
     patterns = [str(pattern) for pattern in transfer.get("exclude") or ()]
     left_behind = left_behind_paths(payload, patterns)
     entries = list(chain_entries(workspace, marker))
@@ -364,7 +387,7 @@ def _prepare(
         "created_at": utc_timestamp(workspace.clock.now()),
         "source": {
             "workspace_id": workspace.workspace_id,
-            "root": str(workspace.root.resolve()),
+            "root": reads.root,
             "placement": marker.placement,
         },
         "job": {
@@ -381,6 +404,7 @@ def _prepare(
         },
         "runners": runners,
         "history": {"frames": len(entries), "digest": sha256_bytes(history)},
+        "environment": reads.environment(),
     }
     if patterns:
         manifest["left_behind"] = {
@@ -392,12 +416,12 @@ def _prepare(
     return manifest
 
 
-def _carry_runner(reads: _Reads, name: str, runners: Path) -> dict[str, Any]:
-    """A store runner carried in the bundle: hard-linked when it can be (a stored runner never changes
-    in place, and the refusals verified its digest), copied otherwise."""
+def _carry_runner(reads: _Reads, name: str, sealed: Path) -> dict[str, Any]:
+    """A store runner carried in the bundle's ``sealed`` directory: hard-linked when it can be (a stored
+    runner never changes in place, and the refusals verified its digest), copied otherwise."""
     workspace = reads.workspace
     source = workspace.runners_dir / name
-    target = runners / name
+    target = sealed / (RUNNER_PREFIX + name)
     if os.path.lexists(target):
         _remove(target)
     if source.is_dir():
@@ -414,7 +438,7 @@ def _carry_runner(reads: _Reads, name: str, runners: Path) -> dict[str, Any]:
 
 def _copy_out(workspace: Workspace, bundle: Path, manifest: Mapping[str, Any], destination: Path) -> Path:
     """Step 5: the bundle's copy in ``destination``, through a partial directory renamed when whole."""
-    key, transfer_id = bundle.name, str(manifest["transfer_id"])
+    key, transfer_id = str(manifest["job"]["job_key"]), str(manifest["transfer_id"])
     target = destination / key
     if os.path.lexists(target):
         if _same_transfer(target, transfer_id):
@@ -425,20 +449,25 @@ def _copy_out(workspace: Workspace, bundle: Path, manifest: Mapping[str, Any], d
         _remove(partial)
     _fsops.make_dir(partial, durable=False)
     skip = frozenset(manifest_left_behind(manifest))
-    copy_checked_tree(bundle, partial, durable=workspace.durable, skip=skip, link=_immutable)
+    immutable = {*_IMMUTABLE, f"{SEALED_DIR}/{manifest['marker']['name']}"}
+    copy_checked_tree(
+        bundle, partial, durable=workspace.durable, skip=skip, link=lambda path: _immutable(path, immutable)
+    )
     _fsops.rename(partial, target, durable=workspace.durable)
     return target
 
 
 _IMMUTABLE = ("job.json", f"{SEALED_DIR}/{MANIFEST}", f"{SEALED_DIR}/{SEALED_HISTORY}")
+_CARRIED = (f"{SEALED_DIR}/{RUNNER_PREFIX}", f"{SEALED_DIR}/{LEGACY_RUNNERS}/")
 
 
-def _immutable(relative: str) -> bool:
+def _immutable(relative: str, immutable: Collection[str]) -> bool:
     """Whether the bundle's file at ``relative`` never changes in place, so its copy may be a hard link:
-    job.json, and the transfer documents and runners (replaced by rename when rewritten). The marker
-    and the job's own files are copied: a runner may append to a workdir file wherever the job lands.
+    job.json, the transfer documents and runners (replaced by rename when rewritten) and the sealed
+    marker (an empty file, only ever renamed). The job's own files are copied: a runner may append to a
+    workdir file wherever the job lands.
     """
-    return relative in _IMMUTABLE or relative.startswith(f"{SEALED_DIR}/{RUNNERS}/")
+    return relative in immutable or relative.startswith(_CARRIED)
 
 
 def _same_transfer(path: Path, transfer_id: str) -> bool:

@@ -3,8 +3,9 @@
 Every bundle named is validated whole (:func:`~._transfer_bundle.read_bundle`) and checked against the
 target — no marker of its job id anywhere in the state tree (one walk per command), no import record
 of its transfer, nothing at ``<placement>/<job-key>``, no stored runner of the same name with other
-content, no job twice in one command — before anything changes; any refusal refuses the command. Then,
-per bundle:
+content, no job twice in one command — before anything changes; any refusal refuses the command. What
+the bundles need that the target lacks is then advised (``._transfer_environment``), and with
+``--strict-environment`` refuses the command too. Then, per bundle:
 
 1. the bundle is renamed to ``<placement>/<job-key>`` (still sealed, so still not schedulable), or on
    another filesystem copied through ``.httk-workflow/tmp/``, verified again and renamed there;
@@ -32,7 +33,7 @@ from __future__ import annotations
 import errno
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -43,7 +44,7 @@ from httk.workflow.engine.core._clock import utc_timestamp
 from httk.workflow.engine.core._frames import kept
 from httk.workflow.engine.core._jobs import read_frame
 from httk.workflow.engine.core._scan import walk_markers
-from httk.workflow.engine.core._sealed import SEALED_DIR, is_sealed, unseal_marker
+from httk.workflow.engine.core._sealed import is_sealed, unseal_marker
 from httk.workflow.engine.core._states import CORE_KINDS, Kind, Trigger
 from httk.workflow.engine.core._workspace import MarkerLocation, Workspace, probe_marker
 from httk.workflow.engine.maintenance._gc import DELIVERED_MEMBER
@@ -54,8 +55,8 @@ from httk.workflow.protocol import TransferError, validate_placement
 from ._history import carried_history
 from ._transfer_bundle import (
     IMPORT_REASON,
-    RUNNERS,
     Bundle,
+    carried_runner,
     manifest_left_behind,
     read_bundle,
     read_document,
@@ -64,6 +65,7 @@ from ._transfer_bundle import (
     require_extension,
     write_document,
 )
+from ._transfer_environment import advise_or_refuse, bundle_requirements, environment_advisories
 from ._transfers import DELIVERED, Sources, acknowledge
 
 
@@ -109,16 +111,27 @@ DEFERRED = "deferred"
 
 
 def import_bundles(
-    workspace: Workspace, bundles: Sequence[Path | str], placement: str, *, acknowledge_source: bool = True
+    workspace: Workspace,
+    bundles: Sequence[Path | str],
+    placement: str,
+    *,
+    acknowledge_source: bool = True,
+    strict_environment: bool = False,
+    advise: Callable[[str], None] | None = None,
 ) -> list[Imported]:
     """Import every bundle at ``placement``; all of them, or none when one is refused.
 
-    Without ``acknowledge_source`` no source is acknowledged here (``transfer send`` does it)."""
+    Without ``acknowledge_source`` no source is acknowledged here (``transfer send`` does it). What the
+    bundles not yet imported need that this workspace lacks (spec/03) goes to ``advise``, one sentence
+    each, once every bundle passed validation; with ``strict_environment`` any of it refuses the import
+    before anything changes."""
     require_extension(workspace)
     validate_placement(placement)
     plans = [_plan(workspace, Path(bundle), placement) for bundle in bundles]
     store = _Store(workspace)
     _refuse_duplicates(workspace, plans, store)
+    if advise is not None or strict_environment:
+        _check_environment(workspace, plans, strict_environment, advise)
     sources = Sources()
     try:
         return [
@@ -187,6 +200,18 @@ def _refuse_duplicates(workspace: Workspace, plans: Sequence[_Plan], store: _Sto
             refusals += _runner_conflicts(store, plan.bundle)
     if refusals:
         raise TransferError(f"nothing was imported: {'; '.join(refusals)}")
+
+
+def _check_environment(
+    workspace: Workspace, plans: Sequence[_Plan], strict: bool, advise: Callable[[str], None] | None
+) -> None:
+    fresh = [plan.bundle for plan in plans if plan.stage is _Stage.FRESH and plan.bundle is not None]
+    advise_or_refuse(
+        environment_advisories(workspace, bundle_requirements(fresh)),
+        advise,
+        strict=strict,
+        refusal=f"nothing was imported (--strict-environment): {workspace.root} lacks what the bundles need",
+    )
 
 
 def _job_ids(workspace: Workspace) -> set[str]:
@@ -281,7 +306,7 @@ def _place(workspace: Workspace, bundle: Bundle, placed: Path) -> Bundle:
     _fsops.make_dirs(placed.parent, durable=durable)
     try:
         _fsops.rename(bundle.path, placed, durable=durable)
-        return Bundle(placed, bundle.manifest, bundle.job, bundle.marker)
+        return Bundle(placed, bundle.manifest, bundle.job, bundle.marker, bundle.history)
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
@@ -291,7 +316,7 @@ def _place(workspace: Workspace, bundle: Bundle, placed: Path) -> Bundle:
     copied = read_bundle(staged)  # what was copied is what is published
     _fsops.rename(staged, placed, durable=durable)
     _fsops.remove_dir(staged.parent, durable=False)
-    return Bundle(placed, copied.manifest, copied.job, copied.marker)
+    return Bundle(placed, copied.manifest, copied.job, copied.marker, copied.history)
 
 
 class _Store:
@@ -315,7 +340,7 @@ def _install_runners(workspace: Workspace, bundle: Bundle, store: _Store) -> Non
     for runner in bundle.manifest["runners"]:
         name, digest = str(runner["name"]), str(runner["digest"])
         if store.digest(name) is None:
-            source = bundle.path / SEALED_DIR / RUNNERS / name
+            source = carried_runner(bundle.path, name)
             publish_runner(workspace, name, source, expected_sha256=digest)
             store.published(name, digest)
 
@@ -323,7 +348,7 @@ def _install_runners(workspace: Workspace, bundle: Bundle, store: _Store) -> Non
 def _publish(workspace: Workspace, bundle: Bundle, placement: str) -> MarkerLocation:
     """Step 3: the import frame and the marker's rename into the state tree (the commit point); the
     marker now current."""
-    history = carried_history(bundle.path)
+    history = carried_history(bundle.path, bundle.history or None)
     last = history[-1].get("frame") if history else None
     manifest = bundle.manifest
     transfer = {

@@ -44,15 +44,14 @@ from httk.workflow.protocol import RemoteError, TransferError, WorkflowError
 
 from ._remotes import Remote
 from ._ssh import connect, httk_line, run_httk, ssh_argv, ssh_options, unreachable
+from ._transfer_environment import advise_or_refuse, environment_advisories, transfer_requirements
 from ._transfer_send import (
     acknowledge_records,
-    environment_advisories,
     fill_outbox,
     has_rsync,
     inbox_staging,
     mark_delivered,
     receive_and_import,
-    transfer_requirements,
     write_stream,
 )
 
@@ -95,14 +94,12 @@ def send_jobs(
             connect(end.remote)
     destination_id = _workspace_id(destination)
     advisories = _environment(source, selectors, destination)
-    for advisory in advisories:
-        if advise is not None:
-            advise(advisory)
-    if advisories and strict_environment:
-        raise TransferError(
-            f"nothing was moved (--strict-environment): {destination} lacks what the jobs need: "
-            + "; ".join(advisories)
-        )
+    advise_or_refuse(
+        advisories,
+        advise,
+        strict=strict_environment,
+        refusal=f"nothing was moved (--strict-environment): {destination} lacks what the jobs need",
+    )
     outbox = _fill(source, selectors, destination_id, exclude)
     if outbox["workspace_id"] == destination_id:
         raise TransferError(f"{source} and {destination} are the same workspace")

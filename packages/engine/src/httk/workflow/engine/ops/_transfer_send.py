@@ -41,12 +41,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from httk.workflow.engine.core import _fsops
-from httk.workflow.engine.core._jobs import load_job
 from httk.workflow.engine.core._sealed import is_sealed
 from httk.workflow.engine.core._user_dirs import data_home
 from httk.workflow.engine.core._workspace import Workspace
 from httk.workflow.engine.maintenance._gc import DELIVERED_MEMBER
-from httk.workflow.engine.publish._runners import RunnerReach, stored_digest
 from httk.workflow.protocol import TransferError
 
 from ._select import SelectorError, select_jobs
@@ -128,13 +126,14 @@ def _pending(workspace: Workspace, stage: Path) -> list[dict[str, str]]:
     """The outbox copies whose sealed original still awaits acknowledgement, by job key."""
     rows = []
     for outgoing in outgoing_bundles(workspace):
-        copy = stage / outgoing.path.name
+        key = outgoing.job_key
+        copy = stage / key
         if is_sealed(outgoing.path) and _transfer_of(copy) == outgoing.transfer_id:
             manifest = read_manifest(copy)
             rows.append(
                 {
                     "transfer_id": outgoing.transfer_id,
-                    "job_key": outgoing.path.name,
+                    "job_key": key,
                     "placement": str(manifest["source"]["placement"]),
                 }
             )
@@ -359,99 +358,3 @@ def _remove_stale(inbox: Path) -> None:
             _fsops.remove_tree(inbox / name)
         finally:
             os.close(handle)
-
-
-# -- the environment check (spec/03, "Readiness and transfer environment advisories") -----------------
-# Before a send moves anything, the source describes what its jobs need (:func:`transfer_requirements`)
-# and the destination says what of it it lacks (:func:`environment_advisories`), each from its own files:
-# the destination's settings, extensions, runner store and installed modules, the jobs' own inputs, and
-# never the process environment of the machine the command was typed on.
-TRANSACTIONAL = "transactional-data-v1"
-# The launch profile belongs to the machine that starts managers, not to the job: it differs by design.
-_MACHINE_SETTINGS = ("manager.", "slurm.")
-
-
-def engine_version() -> str:
-    from importlib.metadata import version
-
-    return f"httk-workflow {version('httk-workflow')}"
-
-
-def transfer_requirements(workspace: Workspace, selectors: Sequence[str]) -> dict[str, Any]:
-    """What the jobs ``selectors`` name now (in the state tree) need of a destination: the settings the
-    source holds, and each job's runner, inputs and data mode."""
-    jobs: dict[str, dict[str, Any]] = {}
-    for selector in selectors:
-        try:
-            markers = select_jobs(workspace, selector).markers
-        except SelectorError:
-            continue  # detach words the refusal; one an earlier send detached is not moving now
-        for marker in markers:
-            if marker.job_key in jobs:
-                continue
-            try:
-                document = load_job(workspace, marker.placement, marker.job_key).document
-            except (OSError, ValueError):
-                continue  # detach refuses it, naming why
-            inputs = document.get("inputs")
-            data = document.get("data")
-            jobs[marker.job_key] = {
-                "job_key": marker.job_key,
-                "runner": dict(document.get("runner") or {}),
-                "inputs": sorted(inputs) if isinstance(inputs, Mapping) else [],
-                "data": data.get("mode") if isinstance(data, Mapping) else None,
-            }
-    return {
-        "version": engine_version(),
-        "settings": sorted(name for name in workspace.settings if not name.startswith(_MACHINE_SETTINGS)),
-        "jobs": list(jobs.values()),
-    }
-
-
-def environment_advisories(workspace: Workspace, requirements: Mapping[str, Any]) -> list[str]:
-    """What ``workspace``, a destination, lacks of ``requirements``; one sentence each."""
-    advisories = []
-    jobs = [job for job in requirements.get("jobs") or () if isinstance(job, Mapping)]
-    if not jobs:
-        return []
-    here = engine_version()
-    if requirements.get("version") != here:
-        advisories.append(f"the destination runs {here}, the source {requirements.get('version')}")
-    transactional = [str(job["job_key"]) for job in jobs if job.get("data") == "transactional"]
-    if transactional and TRANSACTIONAL not in workspace.extensions:
-        advisories.append(
-            f"{_some(transactional)} keep transactional data, and the destination does not enable "
-            f"{TRANSACTIONAL}: an attempt committing a transaction there fails"
-        )
-    given = {str(name) for job in jobs for name in job.get("inputs") or ()}
-    for name in requirements.get("settings") or ():
-        if name not in workspace.settings and name not in given:
-            advisories.append(
-                f"setting {name} is set at the source but not at the destination, and no job's inputs "
-                "give it: a runner reading it there finds only its default, if it has one"
-            )
-    reach = RunnerReach(workspace)
-    for job in jobs:
-        problem = _runner_problem(workspace, reach, job["runner"])
-        if problem is not None:
-            advisories.append(f"{job['job_key']}: {problem}")
-    return advisories
-
-
-def _runner_problem(workspace: Workspace, reach: RunnerReach, runner: Mapping[str, Any]) -> str | None:
-    source, path = runner.get("source", "payload"), str(runner.get("path", ""))
-    if source == "workspace":  # carried in the bundle; a same-named runner with other content refuses it
-        stored = stored_digest(workspace, path)
-        if stored is not None and stored != runner.get("sha256"):
-            return f"the destination's runner store holds another {path!r} ({stored}): its import is refused"
-        return None
-    if source != "installed":
-        return None
-    found = reach.check(runner, workspace.root)
-    if found.reachable is False or (found.reachable is None and path.startswith("pkg:")):
-        return f"its installed runner cannot be reached at the destination: {found.text}"
-    return None
-
-
-def _some(keys: Sequence[str]) -> str:
-    return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")

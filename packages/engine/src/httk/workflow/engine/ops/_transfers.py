@@ -4,9 +4,9 @@ The source side of detached-transfer-v1 (DESIGN.md, "Detached transfers"). A det
 original waits in ``transfers/outgoing/<transfer-id>/`` until either
 
 - an **acknowledgement** arrives (:func:`acknowledge`, which ``transfer import`` calls when the source
-  is reachable): ``acks/<transfer-id>.json``, then the bundle renamed to ``retired/<transfer-id>/`` and
-  its stale marker removed (so no copy of it can be imported again), then the ledger entry
-  ``retired/<transfer-id>.json`` (outcome ``imported``); or
+  is reachable): the ledger entry ``retired/<transfer-id>.json`` (outcome ``imported``, the
+  acknowledgement inside it), then the bundle renamed to ``retired/<transfer-id>/`` and its stale marker
+  removed (so no copy of it can be imported again); or
 - the operator **aborts** it (:func:`abort_transfer`): the ledger entry first (outcome ``aborted``, the
   decision a later acknowledgement is refused by), the copy in the detach's ``--to`` directory removed
   when it is still there, the payload back to its placement, the abort frame and the marker back into
@@ -38,6 +38,7 @@ from httk.workflow.protocol import TransferError, WorkflowError
 from ._history import carried_history
 from ._transfer_bundle import (
     ABORT_REASON,
+    bundle_in,
     left_behind_dir,
     manifest_left_behind,
     outgoing_bundles,
@@ -99,9 +100,17 @@ def acknowledge(ack: Mapping[str, Any], manifest: Mapping[str, Any] | None, sour
 
 def retire(source: Workspace, ack: Mapping[str, Any], placement: str | None = None) -> None:
     """Record ``ack`` in ``source`` and retire its sealed bundle (each step skipped once done);
-    ``placement`` is the job's there, when the caller knows it."""
+    ``placement`` is the job's there, when the caller knows it.
+
+    The ledger entry, which carries the acknowledgement, is the decision and comes first: a rerun that
+    finds it (outcome ``imported``) finishes the rename and the marker's removal, and an abort finding it
+    refuses. Workspaces retired before wrote ``acks/<transfer-id>.json`` first; an abort honours it.
+    """
     transfer_id = str(ack["transfer_id"])
     ledger = receipt_path(source, "retired", transfer_id)
+    durable = source.durable
+    key = str(ack["job_key"])
+    outgoing, retired = outgoing_dir(source, transfer_id), retired_dir(source, transfer_id)
     if os.path.lexists(ledger):
         entry = read_document(ledger, "transfer ledger", "httk-workflow-transfer-ledger")
         if entry["outcome"] == "aborted":
@@ -109,53 +118,54 @@ def retire(source: Workspace, ack: Mapping[str, Any], placement: str | None = No
                 f"transfer {transfer_id} was aborted in {source.root}, which holds the job again; the "
                 f"import into workspace {ack['destination']['workspace_id']} duplicates it"
             )
-        return
-    durable = source.durable
-    acks = receipt_path(source, "acks", transfer_id)
-    if not os.path.lexists(acks):
-        write_document(acks, ack, durable=durable)
-    outgoing, retired = outgoing_dir(source, transfer_id), retired_dir(source, transfer_id)
+    else:
+        bundle = bundle_in(outgoing) or bundle_in(retired)
+        if placement is None:
+            placement = _placement_of(bundle) if bundle is not None else str(ack["destination"]["placement"])
+        kept = _left_behind(source, transfer_id, bundle, key) if "left_behind" in ack else {}
+        write_document(
+            ledger,
+            _ledger(source, transfer_id, key, placement, "imported", acknowledgement=dict(ack), **kept),
+            durable=durable,
+        )
     if os.path.isdir(outgoing):
         _fsops.make_dirs(retired.parent, durable=durable)
         _fsops.rename(outgoing, retired, durable=durable)
-    bundles = _entries(retired)
-    kept: dict[str, Any] = {}
-    for name in bundles:  # the job lives where it was imported: its old marker must not be importable
-        for marker in sealed_markers(retired / name):
-            _fsops.unlink(retired / name / SEALED_DIR / str(marker), durable=durable, missing_ok=True)
-        if "left_behind" in ack:  # the import record repeats the manifest's
-            kept = _keep_left_behind(source, transfer_id, retired / name) or kept
-    write_document(
-        ledger,
-        _ledger(
-            source,
-            transfer_id,
-            str(ack["job_key"]),
-            placement
-            or (_placement_of(retired / bundles[0]) if bundles else str(ack["destination"]["placement"])),
-            "imported",
-            acknowledgement=dict(ack),
-            **kept,
-        ),
-        durable=durable,
-    )
+    bundle = bundle_in(retired)
+    if bundle is None:
+        return
+    for marker in sealed_markers(bundle):  # the job lives where it was imported: not importable again
+        _fsops.unlink(bundle / SEALED_DIR / str(marker), durable=durable, missing_ok=True)
+    if "left_behind" in ack:  # the import record repeats the manifest's
+        _keep_left_behind(source, transfer_id, bundle, key)
 
 
-def _keep_left_behind(source: Workspace, transfer_id: str, bundle: Path) -> dict[str, Any]:
-    """Move what the transfer left behind out of the retired bundle gc will collect, into
-    ``transfers/left-behind/<transfer-id>/<job-key>/``; the ledger's ``left_behind`` member."""
-    try:
-        paths = manifest_left_behind(read_manifest(bundle))
-    except TransferError:
-        return {}
+def _left_behind(source: Workspace, transfer_id: str, bundle: Path | None, key: str) -> dict[str, Any]:
+    """The ledger's ``left_behind`` member: the paths the bundle's manifest left behind and where
+    retirement keeps them, ``transfers/left-behind/<transfer-id>/<job-key>/`` (none without a manifest)."""
+    paths = _left_paths(bundle)
     if not paths:
         return {}
-    kept = left_behind_dir(source, transfer_id) / bundle.name
-    for relative in paths:  # each rename is skipped once done, so a rerun finishes the move
+    return {"left_behind": {"paths": paths, "kept_in": str(left_behind_dir(source, transfer_id) / key)}}
+
+
+def _left_paths(bundle: Path | None) -> list[str]:
+    if bundle is None:
+        return []
+    try:
+        return manifest_left_behind(read_manifest(bundle))
+    except TransferError:
+        return []
+
+
+def _keep_left_behind(source: Workspace, transfer_id: str, bundle: Path, key: str) -> None:
+    """Move what the transfer left behind out of the retired bundle gc will collect, to where the
+    ledger says (:func:`_left_behind`)."""
+    kept = left_behind_dir(source, transfer_id) / key
+    for relative in _left_paths(bundle):  # each rename is skipped once done, so a rerun finishes the move
         if os.path.lexists(bundle / relative):
             _fsops.make_dirs((kept / relative).parent, durable=source.durable)
             _fsops.rename(bundle / relative, kept / relative, durable=source.durable)
-    return {"left_behind": {"paths": paths, "kept_in": str(kept)}}
 
 
 def _ledger(
@@ -219,7 +229,7 @@ def abort_transfer(workspace: Workspace, transfer: str) -> Aborted:
 def _abortable(workspace: Workspace) -> Iterator[tuple[str, str, str]]:
     """Every (transfer id, job key, placement) an abort may take up: outgoing bundles, aborts begun."""
     for outgoing in outgoing_bundles(workspace):
-        yield outgoing.transfer_id, outgoing.path.name, _placement_of(outgoing.path)
+        yield outgoing.transfer_id, outgoing.job_key, _placement_of(outgoing.path)
     for name in _entries(transfers_dir(workspace) / "retired"):
         if name.endswith(".json"):
             entry = read_document(
@@ -233,9 +243,9 @@ def _abortable(workspace: Workspace) -> Iterator[tuple[str, str, str]]:
 
 def _abort_transferring(workspace: Workspace, marker: MarkerLocation, info: Mapping[str, Any]) -> Aborted:
     transfer_id = str(info.get("transfer_id"))
-    outgoing = outgoing_dir(workspace, transfer_id) / marker.job_key
+    outgoing = bundle_in(outgoing_dir(workspace, transfer_id))
     payload = workspace.payload_path(marker.placement, marker.job_key)
-    if os.path.isdir(outgoing) and not os.path.lexists(payload):
+    if outgoing is not None and not os.path.lexists(payload):
         _fsops.rename(outgoing, payload, durable=workspace.durable)
     prior = Kind(str(info["prior_kind"]))
     frame = read_frame(workspace, marker)
@@ -243,19 +253,18 @@ def _abort_transferring(workspace: Workspace, marker: MarkerLocation, info: Mapp
     result = move_marker(workspace, marker, back, Trigger.TRANSFER_ABORT)
     if not result.won:
         raise TransferError(f"{marker.job_key}: its transferring marker moved while it was being aborted")
-    if os.path.isdir(outgoing.parent):
-        _fsops.remove_dir(outgoing.parent, durable=False)
+    _remove_legacy_parent(workspace, transfer_id)
     return Aborted(transfer_id, marker.job_key, marker.placement, prior.value, None)
 
 
 def _abort_sealed(workspace: Workspace, transfer_id: str, key: str, placement: str) -> Aborted:
     durable = workspace.durable
-    if os.path.lexists(receipt_path(workspace, "acks", transfer_id)):
+    ledger = receipt_path(workspace, "retired", transfer_id)
+    if os.path.lexists(receipt_path(workspace, "acks", transfer_id)) or _acknowledged(ledger):
         raise TransferError(
             f"transfer {transfer_id} was acknowledged: the job lives in the workspace it went to"
         )
-    ledger = receipt_path(workspace, "retired", transfer_id)
-    bundle = outgoing_dir(workspace, transfer_id) / key
+    bundle = bundle_in(outgoing_dir(workspace, transfer_id))
     payload = workspace.payload_path(placement, key)
     if not os.path.lexists(ledger):
         if os.path.lexists(payload):
@@ -265,16 +274,15 @@ def _abort_sealed(workspace: Workspace, transfer_id: str, key: str, placement: s
             _ledger(workspace, transfer_id, key, placement, "aborted"),
             durable=durable,
         )
-    home = bundle if os.path.isdir(bundle) else payload
+    home = bundle if bundle is not None else payload
     history = carried_history(home)
     last = history[-1].get("frame") if history else None
     info = dict((last or {}).get("transfer") or {})
     removed = _remove_copy(info.get("destination"), key, transfer_id)  # before the job is schedulable
-    if os.path.isdir(bundle):
+    if bundle is not None:
         _fsops.make_dirs(payload.parent, durable=durable)
         _fsops.rename(bundle, payload, durable=durable)
-    if os.path.isdir(outgoing_dir(workspace, transfer_id)):
-        _fsops.remove_dir(outgoing_dir(workspace, transfer_id), durable=False)
+    _remove_legacy_parent(workspace, transfer_id)
     prior = Kind(str(read_manifest(payload)["marker"]["prior_kind"]))
     if is_sealed(payload):
         sealed = payload / SEALED_DIR / str(sealed_markers(payload)[0])
@@ -285,6 +293,21 @@ def _abort_sealed(workspace: Workspace, transfer_id: str, key: str, placement: s
         entry = read_document(ledger, "transfer ledger", "httk-workflow-transfer-ledger")
         write_document(ledger, {**entry, "record_ref": result.current.name.ref_text}, durable=durable)
     return Aborted(transfer_id, key, placement, prior.value, removed)
+
+
+def _acknowledged(ledger: Path) -> bool:
+    """Whether the ledger entry at ``ledger`` records an acknowledgement (its outcome ``imported``)."""
+    if not os.path.lexists(ledger):
+        return False
+    entry = read_document(ledger, "transfer ledger", "httk-workflow-transfer-ledger")
+    return bool(entry["outcome"] != "aborted")
+
+
+def _remove_legacy_parent(workspace: Workspace, transfer_id: str) -> None:
+    """Remove ``outgoing/<transfer-id>/`` when the layout before the flat one left it empty."""
+    parent = outgoing_dir(workspace, transfer_id)
+    if os.path.isdir(parent) and not os.listdir(parent):
+        _fsops.remove_dir(parent, durable=False)
 
 
 def _remove_copy(destination: object, key: str, transfer_id: str) -> str | None:
@@ -313,7 +336,7 @@ def list_transfers(workspace: Workspace) -> list[dict[str, Any]]:
             rows.append(_row(info.get("transfer_id"), "detaching", marker.job_key, marker.placement))
     for outgoing in outgoing_bundles(workspace):
         state = "detached" if is_sealed(outgoing.path) else "aborting"
-        rows.append(_row(outgoing.transfer_id, state, outgoing.path.name, _placement_of(outgoing.path)))
+        rows.append(_row(outgoing.transfer_id, state, outgoing.job_key, _placement_of(outgoing.path)))
     for where, named in (("retired", None), ("imported", "imported")):
         for name in _entries(transfers_dir(workspace) / where):
             if name.endswith(".json"):
@@ -349,9 +372,9 @@ def show_transfer(workspace: Workspace, transfer: str) -> dict[str, Any]:
         path = receipt_path(workspace, where, transfer)
         if os.path.isfile(path):
             found[where] = read_document(path, "transfer receipt")
-    retired = retired_dir(workspace, transfer)
-    for name in _entries(retired):
-        found["retired_bundle"] = str(retired / name)
+    retired = bundle_in(retired_dir(workspace, transfer))
+    if retired is not None:
+        found["retired_bundle"] = str(retired)
     if len(found) == 1:
         raise TransferError(f"{workspace.root}: no transfer {transfer}")
     return found
