@@ -33,7 +33,7 @@ from httk.workflow.engine.core._workspace import CONTROL_DIR, Workspace
 from httk.workflow.protocol import InvalidDocumentError, WorkspaceError
 from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
 
-from ._state import ManagerState
+from ._fleet import Member
 
 log = logging.getLogger("httk.workflow.manager")
 
@@ -90,12 +90,11 @@ def withdraw_detach(workspace: Workspace) -> bool:
     return _fsops.unlink(workspace.control / REQUEST, durable=workspace.durable, missing_ok=True)
 
 
-class Detaching(Protocol):
-    """What a detach needs of the manager it asks (:class:`~._manager.Manager`)."""
+class Detaching(Member, Protocol):
+    """What a detach needs of the manager it asks (:class:`~._manager.Manager`): what the loop needs of
+    it, and what names it and lets it let go."""
 
-    state: ManagerState
     detaching: bool
-    draining: bool
 
     @property
     def record(self) -> object | None: ...
@@ -105,18 +104,6 @@ class Detaching(Protocol):
 
     @property
     def workspace(self) -> Workspace: ...
-
-    def busy(self) -> bool: ...
-
-    def tick(self) -> bool: ...
-
-    def settled(self) -> bool | None: ...
-
-    def next_scan_in(self) -> float: ...
-
-    def request_drain(self, reason: str = ...) -> None: ...
-
-    def finish(self) -> None: ...
 
     def close(self) -> None: ...
 
