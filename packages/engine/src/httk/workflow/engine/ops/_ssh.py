@@ -191,7 +191,7 @@ def check_remote(remote: Remote) -> dict[str, object]:
     ``problems`` lists what stops the remote from being used (no httk there); ``advisories`` what a
     user should know (another httk version than this one, no rsync at one end, so tar is used).
     """
-    from importlib.metadata import version
+    from ._transfer_environment import engine_version  # only a remote check compares versions
 
     connect(remote)
     report: dict[str, object] = {"remote": remote.name, "destination": remote.destination, "connected": True}
@@ -199,7 +199,7 @@ def check_remote(remote: Remote) -> dict[str, object]:
     text = (found.stdout or found.stderr).decode(errors="replace").strip()
     problems: list[str] = []
     advisories: list[str] = []
-    local = f"httk-workflow {version('httk-workflow')}"
+    local = engine_version()
     if found.returncode == 0:
         report["httk"] = text
         if text != local:

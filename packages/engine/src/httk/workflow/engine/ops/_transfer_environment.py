@@ -31,6 +31,7 @@ _MACHINE_SETTINGS = ("manager.", "slurm.")
 
 
 def engine_version() -> str:
+    """This engine as ``httk --version`` names it (what remotes and bundles are compared by)."""
     from importlib.metadata import version
 
     return f"httk-workflow {version('httk-workflow')}"
