@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 # Signals whose disposition the child resets before the exec; SIGXFSZ is one Python ignores, as SIGPIPE.
 _RESET = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)

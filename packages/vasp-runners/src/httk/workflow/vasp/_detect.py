@@ -22,7 +22,8 @@ from ._scan import chunks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
+
     from ._incar import Incar
     from ._process import RunReport
     from ._restart import Outputs

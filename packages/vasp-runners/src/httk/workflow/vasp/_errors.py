@@ -26,7 +26,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 
 class VaspError(Exception):

@@ -10,11 +10,9 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
-    # What the package's file functions take: the runner's own paths are strings (pathlib's import would
-    # cost every attempt a third of an interpreter start), any path-like object from a caller.
-    StrPath: TypeAlias = "str | os.PathLike[str]"
+    # What the package's file functions take, as the SDK's do: strings on the runner's own paths, any
+    # path-like object from a caller.
+    from httk.workflow.sdk._files import StrPath
 
 
 def write_atomically(path: StrPath, text: str | bytes) -> None:

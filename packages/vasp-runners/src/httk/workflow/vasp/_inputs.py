@@ -37,7 +37,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
+
     from ._knobs import Setting
 
 DEFAULT_DENSITY = 1000.0

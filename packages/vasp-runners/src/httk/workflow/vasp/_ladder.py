@@ -26,7 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 BACKUPS = ".httk-vasp/backups"
 

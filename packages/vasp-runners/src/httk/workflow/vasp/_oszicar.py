@@ -18,7 +18,7 @@ from ._scan import number
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 _ELECTRONIC = re.compile(r"^\s*[A-Z][A-Za-z ]{1,4}:\s+\d+\s")
 _IONIC = re.compile(r"^\s*(\d+)\s+(?:T=.*?)?F=\s*(\S+)\s+E0=\s*(\S+)")

@@ -25,7 +25,7 @@ from ._scan import chunks, number, read_lines, tail
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 _HEADER_END = "Iteration"
 # name: (the key, whether the key begins its line); each is read as the word after "KEY =".

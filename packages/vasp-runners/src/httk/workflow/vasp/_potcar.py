@@ -26,7 +26,7 @@ from ._structure import element_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 _END = "End of Dataset"
 _NUMBER = frozenset("+-0123456789.Ee")

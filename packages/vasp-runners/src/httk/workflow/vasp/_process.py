@@ -36,7 +36,7 @@ from ._record import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 PROCESS_FILE = ".httk-vasp/process.json"
 STOPCAR = "STOPCAR"

@@ -25,7 +25,7 @@ from ._structure import Structure, format_poscar
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 MAX_NELM = 400
 

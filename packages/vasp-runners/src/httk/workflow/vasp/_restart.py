@@ -31,7 +31,7 @@ from ._vasprun import Vasprun, read_vasprun
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 RUNS_DIR = "runs"
 OUTPUTS = (

@@ -18,7 +18,7 @@ from io import FileIO
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 CHUNK_BYTES = 1 << 22
 

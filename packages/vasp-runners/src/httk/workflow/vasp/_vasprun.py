@@ -39,7 +39,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from io import FileIO
 
-    from ._files import StrPath
+    from httk.workflow.sdk._files import StrPath
 
 _OPEN = b"<calculation>"
 _CLOSE = b"</calculation>"
