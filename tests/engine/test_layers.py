@@ -97,7 +97,7 @@ def test_the_layers_are_the_architecture_s_and_nothing_sits_beside_them() -> Non
     loose = [m for m in ALL if m.startswith(ENGINE + ".") and layer(m) is None]
     assert loose == [], f"engine modules outside the layers: {loose}"
     implementation = [m for m in ALL if layer(m) is not None and ALL[m].name != "__init__.py"]
-    assert len(implementation) <= 79  # DESIGN.md, "Larger modules": the count is a budget
+    assert len(implementation) <= 80  # DESIGN.md, "Larger modules": the count is a budget
 
 
 @pytest.mark.parametrize("module", sorted(m for m in ALL if layer(m) is not None))

@@ -32,9 +32,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from . import _faults
+from . import _faults, _fstree
+from ._fstree import copy_bytes, remove_all, remove_expected
 
 T = TypeVar("T")
+
+# Module attributes, looked up at each call: a test may stand a torn write or a failing rename in place.
+write_all = _fstree.write_all
+_rename_noreplace = _fstree.rename_noreplace
 
 CRASH_EXIT_STATUS = 86
 """Exit status of a process stopped by crash injection (distinct from every status we use otherwise)."""
@@ -43,9 +48,6 @@ _crash_after = int(os.environ.get("HTTK_WORKFLOW_CRASH_AFTER", "0") or 0)
 _trace_path = os.environ.get("HTTK_WORKFLOW_MUTATION_TRACE") or None
 _count = 0
 _last = "create"  # the kind of the latest mutation: an fsync after it makes that one durable
-
-_RENAME_NOREPLACE = 1
-_renameat2: object | None = None  # the libc function, False when unavailable, None before the first probe
 
 
 def mutation_count() -> int:
@@ -186,19 +188,14 @@ def fsync_dirs(
         future.result()
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to ``fd`` (``os.write`` may write less); not a mutation by itself."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def create_file(path: Path | str, data: bytes, *, durable: bool, mode: int = 0o644) -> None:
+def create_file(
+    path: Path | str, data: bytes, *, durable: bool, mode: int = 0o644, exact_mode: bool = False
+) -> None:
     """Create ``path`` exclusively (``O_EXCL``) with ``data``; fails with FileExistsError if present.
 
     The name is visible before the contents are complete, so use this only for names nobody reads
     until a later rename publishes them (staging entries) or whose readers tolerate a short file.
+    With ``exact_mode`` the file gets ``mode`` whatever the umask (a script that must stay private).
     """
     fd = _call(
         "create", lambda: os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), path
@@ -206,6 +203,8 @@ def create_file(path: Path | str, data: bytes, *, durable: bool, mode: int = 0o6
     try:
         _mutated("create", path)
         _faults.after(_count, "create", path)
+        if exact_mode:
+            os.fchmod(fd, mode)
         if data:
             _write(fd, data, "write", path)
             _mutated("write", path)
@@ -213,6 +212,40 @@ def create_file(path: Path | str, data: bytes, *, durable: bool, mode: int = 0o6
             _sync(fd, path)
     finally:
         os.close(fd)
+
+
+def create_streamed(
+    path: Path | str, chunks: Iterable[bytes], *, durable: bool, mode: int = 0o644, mtime: float | None = None
+) -> None:
+    """Create ``path`` exclusively from ``chunks`` as :func:`create_file` does from bytes, never holding
+    the whole file (a received one may be of any size); ``mode`` whatever the umask, and ``mtime``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = _call("create", lambda: os.open(path, flags, 0o600), path)
+    try:
+        _mutated("create", path)
+        _faults.after(_count, "create", path)
+        pieces = iter(chunks)
+        _write(fd, next(pieces, b""), "write", path)
+        for piece in pieces:
+            write_all(fd, piece)
+        _mutated("write", path)
+        os.fchmod(fd, mode)
+        if mtime is not None:
+            os.utime(fd, (mtime, mtime))
+        if durable:
+            _sync(fd, path)
+    finally:
+        os.close(fd)
+
+
+def sync_tree(path: Path | str) -> None:
+    """Synchronize every file and directory of the tree ``path``, which another program wrote (rsync),
+    before a rename publishes it; a link is left to the validation that refuses it."""
+    for directory, _dirnames, filenames in os.walk(path, topdown=False):
+        for name in filenames:
+            if not os.path.islink(entry := os.path.join(directory, name)):
+                fsync_file(entry)
+        fsync_dir(directory)
 
 
 def link_file(source: Path | str, path: Path | str) -> None:
@@ -225,17 +258,67 @@ def link_file(source: Path | str, path: Path | str) -> None:
     _faults.after(_count, "create", path)
 
 
-def create_for_append(path: Path | str) -> int:
+def create_for_append(path: Path | str, *, dir_fd: int | None = None, flags: int = 0) -> int:
     """Create ``path`` exclusively and return a descriptor appending to it (not synchronized).
 
     For captured output a process writes through the descriptor; its name is scratch until the attempt
     is retired, so nothing is synchronized. Fails with FileExistsError if present, never following a link.
+    ``path`` is relative to ``dir_fd`` when one is given; ``flags`` are added to the open's.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
-    fd = _call("create", lambda: os.open(path, flags, 0o644), path)
+    opening = flags | os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+    fd = _call("create", lambda: os.open(path, opening, 0o644, dir_fd=dir_fd), path)
     _mutated("create", path)
     _faults.after(_count, "create", path)
     return fd
+
+
+def open_for_append(path: Path | str, *, dir_fd: int | None = None, flags: int = 0) -> int:
+    """A descriptor appending to ``path``, which is created through the seam when it is missing.
+
+    For evidence that grows over many processes (a job log, a manager log, captured output): only its
+    creation is a mutation, its appends are :func:`append`'s. An existing name is opened as it is,
+    never following a link; ``dir_fd`` and ``flags`` as :func:`create_for_append` takes them.
+    """
+    try:
+        return create_for_append(path, dir_fd=dir_fd, flags=flags)
+    except FileExistsError:
+        return os.open(path, flags | os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+
+
+def append(fd: int, pieces: Iterable[bytes], path: Path | str) -> None:
+    """Append ``pieces`` to the evidence (a job log, not protocol state) open at ``fd``, as one mutation,
+    not synchronized; an injected failure, as a full device, takes part of the first piece, then stops."""
+    first = True
+    for piece in pieces:
+        if first:
+            _write(fd, piece, "append", path)
+            first = False
+        else:
+            write_all(fd, piece)
+    if not first:
+        _mutated("append", path)
+
+
+def copy_file(source: Path | str, target: Path | str) -> None:
+    """Copy the regular file ``source`` to the new name ``target`` with its mode and times, not
+    synchronized, never following a link at either end (the scratch copy an isolated workdir gets)."""
+    in_fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        info = os.fstat(in_fd)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        out_fd = _call("create", lambda: os.open(target, flags, 0o600), target)
+        try:
+            _mutated("create", target)
+            _faults.after(_count, "create", target)
+            _write(out_fd, b"", "write", target)  # the plan's say on the copy's bytes, before any
+            copy_bytes(in_fd, out_fd)
+            _mutated("write", target)
+            os.fchmod(out_fd, info.st_mode & 0o7777)
+        finally:
+            os.close(out_fd)
+    finally:
+        os.close(in_fd)
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
 
 
 def write_file_atomic(
@@ -266,17 +349,25 @@ def _unlink_quietly(path: Path) -> None:
 
 
 def make_dir(
-    path: Path | str, *, durable: bool, exist_ok: bool = False, owed: OwedSyncs | None = None
+    path: Path | str,
+    *,
+    durable: bool,
+    exist_ok: bool = False,
+    owed: OwedSyncs | None = None,
+    mode: int | None = None,
 ) -> bool:
     """Create one directory; return whether it was created (``False`` only when ``exist_ok``). With
-    ``owed`` a durable one leaves its parent's synchronization to that batch (:class:`OwedSyncs`)."""
+    ``owed`` a durable one leaves its parent's synchronization to that batch (:class:`OwedSyncs`). A
+    ``mode`` is given exactly, whatever the umask (a private directory); an existing one keeps its own."""
     try:
-        _call("mkdir", lambda: os.mkdir(path), path)
+        _call("mkdir", lambda: os.mkdir(path, 0o777 if mode is None else mode), path)
     except FileExistsError:
         if not exist_ok or not os.path.isdir(path):
             raise
         return False
     _mutated("mkdir", path)
+    if mode is not None:
+        os.chmod(path, mode)
     if durable:
         _sync_dir_of(Path(path).parent, owed)
     _faults.after(_count, "mkdir", path)
@@ -290,8 +381,9 @@ def _sync_dir_of(directory: Path | str, owed: OwedSyncs | None) -> None:
         owed.owe(directory)
 
 
-def make_dirs(path: Path | str, *, durable: bool) -> None:
-    """Create ``path`` and its missing parents; with ``durable``, synchronize each new entry's parent."""
+def make_dirs(path: Path | str, *, durable: bool, mode: int | None = None) -> None:
+    """Create ``path`` and its missing parents; with ``durable``, synchronize each new entry's parent.
+    A ``mode`` is ``path``'s own, as :func:`make_dir` gives it; its parents get the default."""
     target = Path(path)
     missing: list[Path] = []
     probe = target
@@ -301,44 +393,7 @@ def make_dirs(path: Path | str, *, durable: bool) -> None:
             break
         probe = probe.parent
     for directory in reversed(missing):
-        make_dir(directory, durable=durable, exist_ok=True)
-
-
-def _libc_renameat2() -> object | None:
-    global _renameat2
-    if _renameat2 is None:
-        try:
-            import ctypes
-            import ctypes.util
-
-            # The process's own symbols include the C library's: find_library would run ldconfig.
-            libc = ctypes.CDLL(None, use_errno=True)
-            function = libc.renameat2
-            function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-            function.restype = ctypes.c_int
-            _renameat2 = function
-        except (OSError, AttributeError):
-            _renameat2 = False
-    return _renameat2 or None
-
-
-def _rename_noreplace(src: Path | str, dst: Path | str) -> None:
-    function = _renameat2 or (_libc_renameat2() if _renameat2 is None else None)
-    if function is not None:
-        at_fdcwd = -100
-        result = function(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), _RENAME_NOREPLACE)  # type: ignore[operator]
-        if result == 0:
-            return
-        import ctypes
-
-        err = ctypes.get_errno()
-        if err not in (errno.ENOSYS, errno.EINVAL):
-            raise OSError(err, os.strerror(err), str(src), None, str(dst))
-    # No kernel support: refuse a visible destination, then rename. The verified-transition algorithm
-    # that calls this resolves the remaining window by what it finds afterwards.
-    if os.path.lexists(dst):
-        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst))
-    os.rename(src, dst)
+        make_dir(directory, durable=durable, exist_ok=True, mode=mode if directory is target else None)
 
 
 def rename(src: Path | str, dst: Path | str, *, durable: bool, noreplace: bool = True) -> None:
@@ -405,114 +460,9 @@ def remove_tree(path: Path | str, *, expected: Sequence[str] = ()) -> None:
 
     Counted as one mutation: a crash part-way leaves scratch that a later collection removes again.
     """
-    if not _remove_expected(path, expected):
-        _remove_all(path)
+    if not remove_expected(path, expected):
+        remove_all(path)
     _mutated("rmtree", path)
-
-
-def _remove_all(path: Path | str) -> None:
-    """``shutil.rmtree(path, ignore_errors=True)`` from an explicit stack, children before parents.
-
-    Python 3.11's ``rmtree`` recurses, and a tree a runner left may be deeper than the interpreter's
-    recursion limit. Each directory is opened relative to its opened parent without following a link
-    (one descriptor per level), a link is unlinked as a link, and what cannot be removed is left.
-    """
-    try:
-        top = os.open(path, _TREE_DIR_FLAGS)
-    except OSError:
-        with suppress(OSError):
-            os.unlink(path)  # a file or a link where the directory was
-        return
-    stack: list[tuple[int, Iterator[str], str]] = [(top, iter(_listed(top)), "")]
-    while stack:
-        fd, names, own_name = stack[-1]
-        name = next(names, None)
-        if name is None:
-            stack.pop()
-            os.close(fd)
-            if stack:  # now empty, unless something could not be removed
-                with suppress(OSError):
-                    os.rmdir(own_name, dir_fd=stack[-1][0])
-            continue
-        try:
-            os.unlink(name, dir_fd=fd)
-        except IsADirectoryError:
-            with suppress(OSError):
-                child = os.open(name, _TREE_DIR_FLAGS, dir_fd=fd)
-                stack.append((child, iter(_listed(child)), name))
-        except OSError:
-            continue
-    with suppress(OSError):
-        os.rmdir(path)
-
-
-def _listed(dir_fd: int) -> list[str]:
-    try:
-        return os.listdir(dir_fd)
-    except OSError:
-        return []
-
-
-def _remove_expected(path: Path | str, expected: Sequence[str]) -> bool:
-    """Remove ``expected`` and then ``path`` itself by name; False when a walk is still needed."""
-    if not expected:
-        return False
-    try:
-        dir_fd = os.open(path, _TREE_DIR_FLAGS)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    try:
-        if not all(_remove_beneath(dir_fd, name) for name in expected):
-            return False
-    finally:
-        os.close(dir_fd)
-    try:
-        os.rmdir(path)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
-_TREE_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _remove_beneath(dir_fd: int, relative: str) -> bool:
-    """Unlink (or rmdir) ``relative`` below ``dir_fd``, opening each parent without following a link.
-
-    True when it is gone; False when the caller must walk instead (not empty, or a parent that is a
-    link or not a directory, which a walk handles without following it).
-    """
-    parent, _, name = relative.rpartition("/")
-    fd = dir_fd
-    try:
-        if parent:
-            try:
-                fd = os.open(parent, _TREE_DIR_FLAGS, dir_fd=dir_fd)
-            except FileNotFoundError:
-                return True
-            except OSError:
-                return False
-        try:
-            os.unlink(name, dir_fd=fd)
-        except FileNotFoundError:
-            return True
-        except IsADirectoryError:
-            try:
-                os.rmdir(name, dir_fd=fd)
-            except FileNotFoundError:
-                return True
-            except OSError:
-                return False
-        except OSError:
-            return False
-        return True
-    finally:
-        if fd != dir_fd:
-            os.close(fd)
 
 
 class AppendHandle:
