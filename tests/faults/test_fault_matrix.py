@@ -8,7 +8,8 @@ full matrix of ``./dev faults`` (``HTTK_FAULT_MATRIX=full``), split into shards 
 ``./dev test`` runs a deterministic subset: the two-step ``advance`` scenario, and for each fault the
 first point of each of :data:`SUBSET_POINTS` it applies to — the journal (its writer directory, a
 segment, an append), the ready directory registration creates (a manager that cannot list it yet must
-not take itself for idle), a marker rename, the attempt's control directory, the manager's record.
+not take itself for idle), a marker rename, the attempt's control directory, the copy of an attempt's
+output into the job log, the manager's record.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ SUBSET_POINTS = (
     "rename <ws>/.httk-workflow/state/claimed/",
     "rename <ws>/.httk-workflow/state/committing/",
     "create <ws>/proj/a/",
+    "append <ws>/proj/a/",
     "write <ws>/.httk-workflow/managers/",
 )
 """Trace prefixes; in the subset each fault is injected at the first mutation matching each of them that

@@ -229,3 +229,26 @@ def test_threaded_batches_return_results_in_order(workspace_path: Path, threads:
     assert [r.job_id for r in results] == [job["id"] for job in jobs]
     assert len(_markers(ws)) == 40
     assert not list(ws.tmp_dir.iterdir())
+
+
+def test_a_payload_submitted_with_another_initial_step_keeps_its_own_job_json(
+    workspace_path: Path, tmp_path: Path
+) -> None:
+    """``job debug --step``: the submitted copy starts at the step asked for, the source is unchanged."""
+    ws = init(workspace_path, durable=False)
+    job = minimal_job()
+    payload = _payload(tmp_path, job, {"files/runner": "#!/bin/sh\n"})
+    source = (payload / "job.json").read_bytes()
+    result = Submitter(ws).submit_payload(payload, "debug", initial_step="relax")
+    placed = json.loads((workspace_path / "debug" / result.job_key / "job.json").read_text())
+    assert placed == {**job, "initial_step": "relax"}
+    assert (payload / "job.json").read_bytes() == source
+    assert (workspace_path / "debug" / result.job_key / "files" / "runner").read_text() == "#!/bin/sh\n"
+
+
+def test_an_invalid_initial_step_is_refused_naming_the_payload(workspace_path: Path, tmp_path: Path) -> None:
+    ws = init(workspace_path, durable=False)
+    payload = _payload(tmp_path, minimal_job())
+    with pytest.raises(InvalidDocumentError, match="initial_step"):
+        Submitter(ws).submit_payload(payload, "debug", initial_step="not a step/")
+    assert _markers(ws) == [] and not (workspace_path / "debug").exists()

@@ -458,7 +458,7 @@ def _check_filename_limit(directory: Path) -> None:
     """The protocol needs 213-byte filename components; refuse a filesystem that cannot hold them."""
     probe = directory / ("x" * MAX_MARKER_BYTES)
     try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        _fsops.create_file(probe, b"", durable=False, mode=0o600)
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
             raise WorkspaceError(
@@ -466,8 +466,7 @@ def _check_filename_limit(directory: Path) -> None:
                 directory,
             ) from None
         raise
-    os.close(fd)
-    os.unlink(probe)
+    _fsops.unlink(probe, durable=False)
 
 
 def init(

@@ -45,7 +45,6 @@ runner one copy and one digest of its bytes, for a transactional isolated workdi
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import sys
@@ -298,10 +297,6 @@ def _flag(value: object) -> str:
     return "1" if value else "0"
 
 
-_COPY_FALLBACK_ERRNOS = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM})
-_COPY_CHUNK = 1 << 20
-
-
 def populate_isolated_workdir(data_dir: Path, workdir: Path) -> int:
     """Copy committed ``data/`` into a new, empty isolated workdir; return how many files were copied.
 
@@ -329,10 +324,10 @@ def populate_isolated_workdir(data_dir: Path, workdir: Path) -> int:
             target = target_dir / entry.name
             mode = entry.stat(follow_symlinks=False).st_mode
             if stat.S_ISDIR(mode):
-                os.mkdir(target)
+                _fsops.make_dir(target, durable=False)
                 stack.append((Path(entry.path), target))
             elif stat.S_ISREG(mode):
-                _copy_file(Path(entry.path), target)
+                _fsops.copy_file(entry.path, target)
                 copied += 1
             else:
                 what = "a symbolic link" if stat.S_ISLNK(mode) else "a special file"
@@ -340,35 +335,3 @@ def populate_isolated_workdir(data_dir: Path, workdir: Path) -> int:
                     f"committed data holds {what}, which an isolated workdir does not copy", path=entry.path
                 )
     return copied
-
-
-def _copy_file(source: Path, target: Path) -> None:
-    in_fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        st = os.fstat(in_fd)
-        out_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            _copy_bytes(in_fd, out_fd)
-            os.fchmod(out_fd, stat.S_IMODE(st.st_mode))
-        finally:
-            os.close(out_fd)
-    finally:
-        os.close(in_fd)
-    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
-
-
-def _copy_bytes(in_fd: int, out_fd: int) -> None:
-    copy_range = getattr(os, "copy_file_range", None)
-    if copy_range is not None:
-        try:
-            while copy_range(in_fd, out_fd, _COPY_CHUNK):
-                pass
-            return
-        except OSError as exc:
-            if exc.errno not in _COPY_FALLBACK_ERRNOS:
-                raise
-    # Both offsets stand where copy_file_range stopped, so the plain copy continues from there.
-    while chunk := os.read(in_fd, _COPY_CHUNK):
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(out_fd, view) :]

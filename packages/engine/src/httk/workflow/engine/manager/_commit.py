@@ -22,7 +22,7 @@ import logging
 import os
 import signal
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -416,9 +416,17 @@ def retire_attempt_control(live: LiveAttempt) -> None:
         return
     # Evidence for an operator, not protocol state: appended without synchronization (spec table).
     try:
-        _fsops.write_all(log_fd, header.encode())
-        for fd, size, label in streams:
-            _append_output(log_fd, fd, size, label)
+        job_log = live.job.payload_dir / "logs" / STDIO_LOG
+        _fsops.append(log_fd, _with_outputs(header.encode(), streams), job_log)
+    except OSError as exc:
+        log.warning(
+            "attempt %s: output not fully kept in %s/logs, left in %s: %s",
+            attempt_id,
+            live.job.payload_dir,
+            prepared.control_dir,
+            exc,
+        )
+        return
     finally:
         os.close(log_fd)
         for fd, _size, _label in streams:
@@ -430,7 +438,6 @@ MAX_KEPT_OUTPUT = 64 << 20
 """The most of one captured stream a job log keeps; a larger stream stays in its control directory."""
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_JOB_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _LOGS_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -464,13 +471,16 @@ def _open_job_log(logs: Path) -> int:
     try:
         logs_fd = os.open(logs, _LOGS_FLAGS)
     except FileNotFoundError:
-        with suppress(FileExistsError):
-            logs.mkdir()
-        logs_fd = os.open(logs, _LOGS_FLAGS)
+        with suppress(FileExistsError):  # a name that appeared since is judged by the open below
+            _fsops.make_dir(logs, durable=False)
+        try:
+            logs_fd = os.open(logs, _LOGS_FLAGS)
+        except OSError as exc:
+            raise OSError(f"logs/ is {_unkept(exc)}") from None
     except OSError as exc:
         raise OSError(f"logs/ is {_unkept(exc)}") from None
     try:
-        fd = os.open(STDIO_LOG, _JOB_LOG_FLAGS, 0o644, dir_fd=logs_fd)
+        fd = _fsops.open_for_append(STDIO_LOG, dir_fd=logs_fd, flags=os.O_NONBLOCK)
     except OSError as exc:
         raise OSError(f"logs/{STDIO_LOG} is {_unkept(exc)}") from None
     finally:
@@ -512,17 +522,19 @@ RETIRED_ENTRIES = (
 """What a control directory of a plainly finished attempt holds, children first (``remove_tree``)."""
 
 
-def _append_output(log_fd: int, source: int, size: int, label: bytes) -> None:
-    """Copy ``size`` bytes of one captured stream after ``label``, ending it with a newline.
+def _with_outputs(header: bytes, streams: list[tuple[int, int, bytes]]) -> Iterator[bytes]:
+    """``header``, then each captured stream after its label, each ending with a newline.
 
-    Streamed in bounded chunks, and no further than the size it had when opened: a runner decides how
-    much it prints (an orphan may still be printing), and the manager serving every other job must not
-    hold that in memory nor copy without end.
+    Streamed in bounded chunks, and no further than the size a stream had when opened: a runner decides
+    how much it prints (an orphan may still be printing), and the manager serving every other job must
+    not hold that in memory nor copy without end.
     """
-    last = b""
-    while size > 0 and (chunk := os.read(source, min(_COPY_CHUNK, size))):
-        _fsops.write_all(log_fd, label + chunk if not last else chunk)
-        last = chunk[-1:]
-        size -= len(chunk)
-    if last and last != b"\n":
-        _fsops.write_all(log_fd, b"\n")
+    yield header
+    for source, size, label in streams:
+        last, left = b"", size
+        while left > 0 and (chunk := os.read(source, min(_COPY_CHUNK, left))):
+            yield label + chunk if not last else chunk
+            last = chunk[-1:]
+            left -= len(chunk)
+        if last and last != b"\n":
+            yield b"\n"

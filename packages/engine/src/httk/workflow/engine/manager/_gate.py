@@ -75,7 +75,6 @@ PROTOCOL_VARIABLES = (
 
 _PROTOCOL_KEYS = frozenset(name.encode() for name in PROTOCOL_VARIABLES)
 _RELEASE_BYTE = b"R"
-_LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 _WORKDIR_PROBE_FD = 3  # where posix_spawn opens the workdir (and closes it again), after the dup2s
 
 # The gate enters the workdir, then reads the release line from its standard input, which is the pipe;
@@ -322,10 +321,7 @@ def _spawn_environment(env: Mapping[str, str], environ: Mapping[str, str] | None
 
 def _open_log(path: Path) -> int:
     """Create the log through the mutation seam and open it for appending (an existing one is reused)."""
-    try:
-        return _fsops.create_for_append(path)
-    except FileExistsError:
-        return os.open(path, _LOG_FLAGS)
+    return _fsops.open_for_append(path)
 
 
 def wait_for_exit(processes: Sequence[GatedProcess], timeout: float) -> bool:

@@ -196,7 +196,7 @@ def add_bundle(directory: Path, name: str, template: str, scope: str) -> Bundle:
     path = directory / f"{name}.json"
     if path.exists():
         raise LauncherError(f"launcher {name!r} already exists ({path}); remove it first")
-    directory.mkdir(parents=True, exist_ok=True)
+    _fsops.make_dirs(directory, durable=True)
     document = {"format": BUNDLE_FORMAT, "format_version": 1, "name": name, "template": template}
     try:
         _fsops.create_file(path, dump_pretty(document), durable=True)
@@ -372,14 +372,15 @@ def _start(
     request: LaunchRequest, manager_id: str, arguments: list[str]
 ) -> tuple[subprocess.Popen[bytes], Path]:
     directory = request.workspace / ".httk-workflow" / "managers" / manager_id
-    directory.mkdir(parents=True)
+    _fsops.make_dirs(directory.parent, durable=False)
+    _fsops.make_dir(directory, durable=False)  # the id is fresh: an existing directory is an error
     output = directory / OUTPUT_FILE
     if needs_shell(request.settings):
         script = shell_script(request.program, arguments, request.settings)
         argv = ["/bin/bash", "-c", script, "httk-manager"]
     else:
         argv = [*request.program, *arguments]
-    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    fd = _fsops.create_for_append(output)
     try:
         process = subprocess.Popen(
             argv,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,8 +106,7 @@ class ManagerRecord:
             raise
         except OSError:
             # The id is fresh and the name exclusive: what is there is this attempt's partial manifest.
-            with suppress(FileNotFoundError):
-                os.unlink(path)
+            _fsops.unlink(path, durable=False, missing_ok=True)
             raise
         try:
             self.beat()

@@ -73,6 +73,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from httk.workflow.engine.core import _fsops
 from httk.workflow.engine.core._clock import Clock
 from httk.workflow.engine.core._liveness import SlurmOracle, job_end, recorded_batch
 from httk.workflow.protocol import LauncherError, LaunchError
@@ -232,14 +233,9 @@ def write_script(request: LaunchRequest) -> tuple[Path, str]:
         f"written {stamp}; submitted once per manager with sbatch"
     )
     text = render(options, job_name=JOB_NAME, output=output, header=header, body=body)
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _fsops.make_dirs(directory, durable=False, mode=0o700)
     path = directory / f"{stem}.sh"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o700)
-    try:
-        os.fchmod(fd, 0o700)  # whatever the umask
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
+    _fsops.create_file(path, text.encode(), durable=False, mode=0o700, exact_mode=True)
     return path, output
 
 

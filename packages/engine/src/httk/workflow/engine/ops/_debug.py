@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +53,6 @@ from httk.workflow.protocol import (
     validate_placement,
     validate_step,
 )
-from httk.workflow.protocol._jsonio import dump_pretty, read_json_object
 
 from ._debug_watch import POLL_INTERVAL, Echo, JobWatcher
 from ._select import select_job
@@ -169,16 +166,7 @@ def fresh_payload(workspace: Workspace, target: str, cwd: Path) -> Path | None:
 
 def _submit(workspace: Workspace, payload: Path, options: DebugOptions, echo: Echo) -> MarkerLocation:
     submitter = Submitter(workspace)
-    if options.step is None:
-        result = submitter.submit_payload(payload, options.placement)
-    else:
-        with tempfile.TemporaryDirectory(prefix="httk-debug-") as scratch:
-            copy = Path(scratch) / payload.name
-            shutil.copytree(payload, copy, symlinks=True)  # a symlink is refused by the submission itself
-            document = read_json_object(copy / JOB_FILE, document="job.json")
-            document["initial_step"] = options.step
-            (copy / JOB_FILE).write_bytes(dump_pretty(document))
-            result = submitter.submit_payload(copy, options.placement)
+    result = submitter.submit_payload(payload, options.placement, initial_step=options.step)
     echo(f"[debug] {result.status} {result.job_key} at {result.placement}")
     return probe_marker(workspace, result.placement, result.job_key) or result.marker
 

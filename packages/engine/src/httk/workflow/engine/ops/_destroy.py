@@ -16,7 +16,6 @@ Cost: one listing of ``managers/`` and a heartbeat read per manager; then the wh
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,8 +67,7 @@ def destroy_workspace(registry: Registry, name: str) -> Destroyed:
     doomed = root.with_name(f".{root.name}.deleted.{os.urandom(4).hex()}")
     _fsops.rename(root, doomed, durable=True)
     registry.forget(name)
-    try:
-        shutil.rmtree(doomed)
-    except OSError:
+    _fsops.remove_tree(doomed)
+    if os.path.lexists(doomed):  # what could not be removed is left, and named
         return Destroyed(name, root, removed=True, leftover=doomed)
     return Destroyed(name, root, removed=True)

@@ -231,8 +231,7 @@ class IdentityStore:
         operator_key = encode_operator_key(public)
         key_file = hashlib.sha256(public).hexdigest()[:32] + ".key"
         _fsops.make_dirs(self.home, durable=True)
-        if _fsops.make_dir(self.keys_dir, durable=True, exist_ok=True):
-            os.chmod(self.keys_dir, 0o700)
+        _fsops.make_dir(self.keys_dir, durable=True, exist_ok=True, mode=0o700)
         path = self.keys_dir / key_file
         try:
             _fsops.create_file(path, pem, durable=True, mode=0o600)

@@ -33,6 +33,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from httk.workflow.engine.core import _fsops
 from httk.workflow.protocol import RemoteError, RemoteUnreachableError
 
 from ._remotes import Remote
@@ -46,8 +47,8 @@ def control_dir() -> Path:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     base = Path(runtime) if runtime and len(runtime) < 40 and os.path.isdir(runtime) else Path("/tmp")
     directory = base / f"httk-ssh-{os.geteuid()}"
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(directory, 0o700)
+    with contextlib.suppress(FileExistsError):  # whatever is there is judged below
+        _fsops.make_dir(directory, durable=False, mode=0o700)
     info = os.lstat(directory)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) != 0o700:
         raise RemoteError(

@@ -36,7 +36,6 @@ import hashlib
 import importlib.util
 import os
 import re
-import shutil
 import stat
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -424,10 +423,7 @@ def publish_runner(
         return PublishedRunner(name, digest, kind, changed=True)
     finally:
         if os.path.lexists(staged):
-            if os.path.isdir(staged):
-                shutil.rmtree(staged, ignore_errors=True)
-            else:
-                os.unlink(staged)
+            _fsops.remove_tree(staged)  # a file where the staged tree was is unlinked as itself
 
 
 def check_runner_source(name: str, source: Path) -> str:

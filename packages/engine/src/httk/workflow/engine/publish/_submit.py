@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from httk.workflow.protocol import (
 )
 from httk.workflow.protocol._digest import job_digest
 from httk.workflow.protocol._job_rules import validate_job
-from httk.workflow.protocol._jsonio import dump_compact, parse_json_object, read_document_bytes
+from httk.workflow.protocol._jsonio import dump_compact, dump_pretty, parse_json_object, read_document_bytes
 
 JOB_FILE = "job.json"
 
@@ -135,15 +134,28 @@ class Submitter:
 
         return self._submit(prepared.key, prepared.priority, job_digest(data), prepared.placement, build)
 
-    def submit_payload(self, payload: Path, placement: str, *, move: bool = False) -> SubmitResult:
-        """Validate and submit a prepared payload directory (copied, or renamed with ``move``)."""
+    def submit_payload(
+        self, payload: Path, placement: str, *, move: bool = False, initial_step: str | None = None
+    ) -> SubmitResult:
+        """Validate and submit a prepared payload directory (copied, or renamed with ``move``).
+
+        ``initial_step`` replaces the step job.json names in the submitted copy (``job debug --step``);
+        the source payload is left as it is.
+        """
         payload = Path(payload)
         if payload.is_symlink() or not payload.is_dir():
             raise SubmissionError("a payload must be a directory (not a symlink)", payload)
         if not os.path.lexists(payload / JOB_FILE):
             raise SubmissionError("the payload has no job.json", payload)
+        if move and initial_step is not None:
+            raise SubmissionError(
+                "a moved payload keeps its job.json, so its initial step is its own", payload
+            )
         data = read_document_bytes(payload / JOB_FILE, "job.json")  # one read: what we validate we store
         document = parse_json_object(data, document="job.json", path=payload / JOB_FILE)
+        if initial_step is not None:
+            document["initial_step"] = initial_step
+            data = dump_pretty(document)
         validate_job(document, path=payload / JOB_FILE)
         placement = validate_placement(placement)
         refuse_unsafe_tree(payload)
@@ -224,7 +236,7 @@ class Submitter:
             build(staged)
             self._rename_into(staged, destination)
         except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)
+            _fsops.remove_tree(staged)
             raise
 
     def _existing(self, destination: Path, digest: str, key: JobKey, placement: str) -> SubmitResult | None:
