@@ -30,8 +30,8 @@ its copy dropped), and an acknowledgement is delivered once.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
+import functools
 import os
 import shutil
 import tarfile
@@ -277,8 +277,10 @@ def receive(stream: IO[bytes], inbox: Path, *, durable: bool) -> list[str]:
 
 def _extract(stream: IO[bytes], inbox: Path, incoming: Path, *, durable: bool) -> list[str]:
     try:
-        with tarfile.open(fileobj=stream, mode="r|") as archive:
-            archive.extractall(incoming, filter="data")
+        _unpack(stream, incoming, durable=durable)
+    except (tarfile.FilterError, TransferError) as exc:
+        _fsops.remove_tree(incoming)
+        raise TransferError(f"the stream of bundles is refused: {exc}; nothing was received") from None
     except (tarfile.TarError, EOFError, OSError) as exc:
         _fsops.remove_tree(incoming)
         raise TransferError(
@@ -290,6 +292,40 @@ def _extract(stream: IO[bytes], inbox: Path, incoming: Path, *, durable: bool) -
     finally:
         _fsops.remove_tree(incoming)
     return names
+
+
+def _unpack(stream: IO[bytes], incoming: Path, *, durable: bool) -> None:
+    """Write the members of one tar stream below ``incoming`` through the seam, durably when asked.
+
+    A bundle holds directories and regular files only (a file may be another name of one received
+    before it), each named inside ``incoming``; tarfile's ``data`` filter refuses absolute names, ``..``,
+    links leading out and unsafe modes (``FilterError``), and any other member (a symbolic link, a
+    device) is refused here (:class:`TransferError`). Each file's contents are synchronized as they are
+    written and every directory after the last one, before a rename takes a bundle in.
+    """
+    top = str(incoming)
+    with tarfile.open(fileobj=stream, mode="r|") as archive:
+        for member in archive:
+            if member.name.startswith("/"):  # the filter would strip it; no sender writes one
+                raise TransferError(f"{member.name!r} is an absolute name")
+            safe = tarfile.data_filter(member, top)
+            target = incoming / safe.name
+            if safe.isdir():
+                _fsops.make_dirs(target, durable=False)
+            elif safe.isreg() and (source := archive.extractfile(member)) is not None:
+                _fsops.make_dirs(target.parent, durable=False)
+                chunks = iter(functools.partial(source.read, _CHUNK), b"")
+                _fsops.create_streamed(target, chunks, durable=durable, mode=safe.mode, mtime=safe.mtime)
+            elif safe.islnk():  # a runner several bundles carry, hard-linked as the source keeps it
+                _fsops.make_dirs(target.parent, durable=False)
+                _fsops.link_file(incoming / safe.linkname, target)
+            else:
+                raise TransferError(f"{member.name!r} is neither a directory nor a file")
+    if durable:
+        _fsops.sync_tree(incoming)
+
+
+_CHUNK = 1 << 20
 
 
 def _move_in(received: Path, inbox: Path, names: Iterable[str], *, durable: bool) -> None:
@@ -321,17 +357,18 @@ def take_in_staged(workspace: Workspace, inbox: Path, transfer_ids: Sequence[str
             f"{directory}: rsync finished, but the bundles of transfers {', '.join(sorted(missing))} "
             "are not there"
         )
-    _move_in(
-        directory, inbox, [name for name in names if by_transfer[name] in wanted], durable=workspace.durable
-    )
+    arrived = [name for name in names if by_transfer[name] in wanted]
+    if workspace.durable:  # rsync leaves what it wrote to the page cache
+        for name in arrived:
+            _fsops.sync_tree(directory / name)
+    _move_in(directory, inbox, arrived, durable=workspace.durable)
     for name in names:
         transfer_id = by_transfer[name]
         if os.path.lexists(directory / name) and (
             transfer_id is not None and os.path.lexists(receipt_path(workspace, "imported", transfer_id))
         ):
             _fsops.remove_tree(directory / name)
-    with contextlib.suppress(OSError):  # not empty: a bundle of another send is still arriving
-        os.rmdir(directory)
+    _fsops.remove_dir(directory, durable=False)  # kept while a bundle of another send is arriving
 
 
 def _listing(directory: Path) -> list[str]:
