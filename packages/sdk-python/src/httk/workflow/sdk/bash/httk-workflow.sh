@@ -187,27 +187,6 @@ _httk_workflow_check_object() { # <function> <argument name> <text>
   return 0
 }
 
-# A failure code: one token of 1-128 bytes of UTF-8 without whitespace or control characters (the
-# manager's rule, Python's \s included). Returns 0, or 2 with a message.
-_httk_workflow_check_code() { # <function> <code>
-  local _hwk_c=$2
-  if [[ -z $_hwk_c || ${#_hwk_c} -gt 128 ]]; then
-    _httk_workflow_error "$1" "CODE '$_hwk_c' must be 1 to 128 bytes"
-    return 2
-  fi
-  if [[ $_hwk_c == *["$_httk_workflow_ctl"$' \x7f']* || $_hwk_c == *$'\xc2'[$'\x80'-$'\xa0']* ||
-    $_hwk_c == *$'\xe2\x80'[$'\x80'-$'\x8a\xa8\xa9\xaf']* || $_hwk_c == *$'\xe1\x9a\x80'* ||
-    $_hwk_c == *$'\xe2\x81\x9f'* || $_hwk_c == *$'\xe3\x80\x80'* ]]; then
-    _httk_workflow_error "$1" "CODE '$_hwk_c' must be one token without whitespace or control characters"
-    return 2
-  fi
-  if ! _httk_workflow_utf8 "$_hwk_c"; then
-    _httk_workflow_error "$1" "CODE is not valid UTF-8"
-    return 2
-  fi
-  return 0
-}
-
 # ====================================================================================================
 # context.json
 # ====================================================================================================
@@ -280,7 +259,7 @@ _httk_workflow_decode() { # <var> <raw value> <function> <what>
     printf -v "$1" '%s' "${2:1:${#2}-2}"
     return 0
   fi
-  local _hwu_raw=$2 _hwu_out='' _hwu_rest _hwu_c _hwu_hex _hwu_cp _hwu_low _hwu_fmt _hwu_char
+  local _hwu_raw=$2
   case $_hwu_raw in
     '{'* | '['*)
       _httk_workflow_error "$3" "$4 is a JSON object or array, not a scalar"
@@ -300,62 +279,9 @@ _httk_workflow_decode() { # <var> <raw value> <function> <what>
       return 1
       ;;
   esac
-  _hwu_rest=${_hwu_raw:1:${#_hwu_raw}-2}
-  while [[ $_hwu_rest == *\\* ]]; do
-    _hwu_out+=${_hwu_rest%%\\*}
-    _hwu_rest=${_hwu_rest#*\\}
-    _hwu_c=${_hwu_rest:0:1}
-    _hwu_rest=${_hwu_rest:1}
-    case $_hwu_c in
-      '"' | \\ | /) _hwu_out+=$_hwu_c ;;
-      b) _hwu_out+=$'\b' ;;
-      f) _hwu_out+=$'\f' ;;
-      n) _hwu_out+=$'\n' ;;
-      r) _hwu_out+=$'\r' ;;
-      t) _hwu_out+=$'\t' ;;
-      u)
-        _hwu_hex=${_hwu_rest:0:4}
-        _hwu_rest=${_hwu_rest:4}
-        if [[ ${#_hwu_hex} -ne 4 || $_hwu_hex == *[!0-9A-Fa-f]* ]]; then
-          _httk_workflow_error "$3" "$4 has a malformed \\u escape"
-          return 1
-        fi
-        _hwu_cp=$((16#$_hwu_hex))
-        if ((_hwu_cp >= 0xD800 && _hwu_cp <= 0xDBFF)) && [[ ${_hwu_rest:0:2} == '\u' &&
-          ${_hwu_rest:2:4} == [dD][c-fC-F][0-9A-Fa-f][0-9A-Fa-f] ]]; then
-          _hwu_low=$((16#${_hwu_rest:2:4}))
-          _hwu_rest=${_hwu_rest:6}
-          _hwu_cp=$((0x10000 + ((_hwu_cp - 0xD800) << 10) + (_hwu_low - 0xDC00)))
-        elif ((_hwu_cp >= 0xD800 && _hwu_cp <= 0xDFFF)); then
-          _httk_workflow_error "$3" "$4 holds a lone UTF-16 surrogate"
-          return 1
-        elif ((_hwu_cp == 0)); then
-          _httk_workflow_error "$3" "$4 holds a NUL character, which a Bash string cannot hold"
-          return 1
-        fi
-        if ((_hwu_cp < 0x80)); then
-          printf -v _hwu_fmt '\\x%02x' "$_hwu_cp"
-        elif ((_hwu_cp < 0x800)); then
-          printf -v _hwu_fmt '\\x%02x\\x%02x' $((0xC0 | _hwu_cp >> 6)) $((0x80 | (_hwu_cp & 0x3F)))
-        elif ((_hwu_cp < 0x10000)); then
-          printf -v _hwu_fmt '\\x%02x\\x%02x\\x%02x' $((0xE0 | _hwu_cp >> 12)) \
-            $((0x80 | (_hwu_cp >> 6 & 0x3F))) $((0x80 | (_hwu_cp & 0x3F)))
-        else
-          printf -v _hwu_fmt '\\x%02x\\x%02x\\x%02x\\x%02x' $((0xF0 | _hwu_cp >> 18)) \
-            $((0x80 | (_hwu_cp >> 12 & 0x3F))) $((0x80 | (_hwu_cp >> 6 & 0x3F))) $((0x80 | (_hwu_cp & 0x3F)))
-        fi
-        # shellcheck disable=SC2059 # the format is the escape sequence of the character's bytes
-        printf -v _hwu_char "$_hwu_fmt"
-        _hwu_out+=$_hwu_char
-        ;;
-      *)
-        _httk_workflow_error "$3" "$4 has an invalid escape \\$_hwu_c"
-        return 1
-        ;;
-    esac
-  done
-  printf -v "$1" '%s' "$_hwu_out$_hwu_rest"
-  return 0
+  # A string with escapes: decoded by httk-workflow-escapes.sh, sourced on first use (few values have one).
+  _httk_workflow_load_part escapes "$3" || return 1
+  _httk_workflow_unescape "$@"
 }
 
 # A path of the attempt: the environment variable when set, else the context member. Returns 0 or 1.
@@ -703,53 +629,11 @@ httk_workflow_succeed() { # [--message TEXT] [--priority N]
   _httk_workflow_finish httk_workflow_succeed succeed "$_hw_priority" "$_hw_message"
 }
 
-# Publish a fail outcome: the job is declared broken with failure {code, message[, details][, retryable]}.
-# CODE is one token without whitespace (at most 128 bytes; namespace it, e.g. vasp.nonconvergent),
-# MESSAGE one nonempty sentence, --details a JSON object text inserted verbatim.
-# Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
-httk_workflow_fail() { # <code> <message> [--details JSON_OBJECT] [--retryable|--not-retryable]
-  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable=''
-  local _hw_text _hw_code
-  if (($# < 2)); then
-    _httk_workflow_error httk_workflow_fail \
-      "usage: httk_workflow_fail CODE MESSAGE [--details JSON_OBJECT] [--retryable|--not-retryable]"
-    return 2
-  fi
-  _httk_workflow_check_code httk_workflow_fail "$1" || return 2
-  _httk_workflow_json_string _hw_code "$1" || return 2
-  _httk_workflow_text_arg _hw_text httk_workflow_fail MESSAGE "$2" || return 2
-  _httk_workflow_options httk_workflow_fail ' details retryable not-retryable ' "${@:3}" || return 2
-  _httk_workflow_finish httk_workflow_fail fail \
-    ",\"failure\":{\"code\":$_hw_code,\"message\":$_hw_text$_hw_details$_hw_retryable}"
-}
-
-# Publish a retry outcome: run this activation again under the retry policy, because of REASON.
-# Options (beyond the Python signature): --priority N, --message TEXT.
-# Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
-httk_workflow_retry() { # <reason> [--priority N] [--message TEXT]
-  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable='' _hw_text
-  if (($# < 1)); then
-    _httk_workflow_error httk_workflow_retry "usage: httk_workflow_retry REASON [--priority N] [--message T]"
-    return 2
-  fi
-  _httk_workflow_text_arg _hw_text httk_workflow_retry REASON "$1" || return 2
-  _httk_workflow_options httk_workflow_retry ' priority message ' "${@:2}" || return 2
-  _httk_workflow_finish httk_workflow_retry retry ",\"retry\":{\"reason\":$_hw_text}$_hw_priority$_hw_message"
-}
-
-# Publish a pause outcome: the job waits for an operator, because of REASON.
-# Options (beyond the Python signature): --priority N, --message TEXT.
-# Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
-httk_workflow_pause() { # <reason> [--priority N] [--message TEXT]
-  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable='' _hw_text
-  if (($# < 1)); then
-    _httk_workflow_error httk_workflow_pause "usage: httk_workflow_pause REASON [--priority N] [--message T]"
-    return 2
-  fi
-  _httk_workflow_text_arg _hw_text httk_workflow_pause REASON "$1" || return 2
-  _httk_workflow_options httk_workflow_pause ' priority message ' "${@:2}" || return 2
-  _httk_workflow_finish httk_workflow_pause pause ",\"pause\":{\"reason\":$_hw_text}$_hw_priority$_hw_message"
-}
+# fail, retry and pause: the outcomes a step publishes when it cannot go on (stubs: httk-workflow-fail.sh
+# holds them, sourced on first use).
+httk_workflow_fail() { _httk_workflow_load_part fail httk_workflow_fail && httk_workflow_fail "$@"; }
+httk_workflow_retry() { _httk_workflow_load_part fail httk_workflow_retry && httk_workflow_retry "$@"; }
+httk_workflow_pause() { _httk_workflow_load_part fail httk_workflow_pause && httk_workflow_pause "$@"; }
 
 # ====================================================================================================
 # Children and joins (the functions are stubs: httk-workflow-children.sh holds them, sourced on first use)
@@ -1022,4 +906,6 @@ return 0
 # Job state, declarations and events
 #   httk_workflow_state_save, httk_workflow_state_load, httk_workflow_declare and
 #   httk_workflow_record_event live in httk-workflow-state.sh beside this file, sourced on the first call
-#   of one of them (most steps of most runners call none).
+#   of one of them (most steps of most runners call none). Likewise the dispatcher
+#   (httk-workflow-dispatch.sh), fail, retry and pause (httk-workflow-fail.sh) and the decoding of a
+#   context string that holds escapes (httk-workflow-escapes.sh).
