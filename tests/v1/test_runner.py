@@ -123,7 +123,8 @@ def test_the_program_gets_v1s_environment_and_its_output_appends_to_the_log(
 def test_the_program_and_its_freeze_hook_get_the_callers_lc_all_not_the_runners_c_locale(
     tmp_path: Path, v1ws: V1Workspace, monkeypatch: pytest.MonkeyPatch, caller: str | None
 ) -> None:
-    script = '#!/bin/bash\necho "${LC_ALL-(unset)}" >>"$HT_TASK_TOP_DIR/locale"\n[ "$1" = freeze ] || exit 4\n'
+    script = '#!/bin/bash\necho "${LC_ALL-(unset)}" >>"$HT_TASK_TOP_DIR/locale"\n'
+    script += '[ "$1" = freeze ] || exit 4\n'
     task = make_task(tmp_path, "ht.task.any.loc.start.0.unclaimed.3.waitstart", script=script)
     job = v1ws.submit(task)
     if caller is None:

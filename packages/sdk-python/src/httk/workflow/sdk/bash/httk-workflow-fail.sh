@@ -49,27 +49,22 @@ httk_workflow_fail() { # <code> <message> [--details JSON_OBJECT] [--retryable|-
 # Publish a retry outcome: run this activation again under the retry policy, because of REASON.
 # Options (beyond the Python signature): --priority N, --message TEXT.
 # Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
-httk_workflow_retry() { # <reason> [--priority N] [--message TEXT]
-  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable='' _hw_text
-  if (($# < 1)); then
-    _httk_workflow_error httk_workflow_retry "usage: httk_workflow_retry REASON [--priority N] [--message T]"
-    return 2
-  fi
-  _httk_workflow_text_arg _hw_text httk_workflow_retry REASON "$1" || return 2
-  _httk_workflow_options httk_workflow_retry ' priority message ' "${@:2}" || return 2
-  _httk_workflow_finish httk_workflow_retry retry ",\"retry\":{\"reason\":$_hw_text}$_hw_priority$_hw_message"
-}
+httk_workflow_retry() { _httk_workflow_because retry "$@"; } # <reason> [--priority N] [--message TEXT]
 
 # Publish a pause outcome: the job waits for an operator, because of REASON.
 # Options (beyond the Python signature): --priority N, --message TEXT.
 # Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
-httk_workflow_pause() { # <reason> [--priority N] [--message TEXT]
+httk_workflow_pause() { _httk_workflow_because pause "$@"; } # <reason> [--priority N] [--message TEXT]
+
+# Publish ACTION (retry or pause), whose member is {"reason": REASON}, for httk_workflow_ACTION.
+_httk_workflow_because() { # <action> <reason> [--priority N] [--message TEXT]
   local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable='' _hw_text
-  if (($# < 1)); then
-    _httk_workflow_error httk_workflow_pause "usage: httk_workflow_pause REASON [--priority N] [--message T]"
+  local _hw_function=httk_workflow_$1
+  if (($# < 2)); then
+    _httk_workflow_error "$_hw_function" "usage: $_hw_function REASON [--priority N] [--message T]"
     return 2
   fi
-  _httk_workflow_text_arg _hw_text httk_workflow_pause REASON "$1" || return 2
-  _httk_workflow_options httk_workflow_pause ' priority message ' "${@:2}" || return 2
-  _httk_workflow_finish httk_workflow_pause pause ",\"pause\":{\"reason\":$_hw_text}$_hw_priority$_hw_message"
+  _httk_workflow_text_arg _hw_text "$_hw_function" REASON "$2" || return 2
+  _httk_workflow_options "$_hw_function" ' priority message ' "${@:3}" || return 2
+  _httk_workflow_finish "$_hw_function" "$1" ",\"$1\":{\"reason\":$_hw_text}$_hw_priority$_hw_message"
 }
