@@ -119,6 +119,24 @@ def test_the_program_gets_v1s_environment_and_its_output_appends_to_the_log(
     assert v1ws.show(job)["priority"] == 700
 
 
+@pytest.mark.parametrize("caller", ["C.UTF-8", None], ids=["LC_ALL set", "LC_ALL unset"])
+def test_the_program_and_its_freeze_hook_get_the_callers_lc_all_not_the_runners_c_locale(
+    tmp_path: Path, v1ws: V1Workspace, monkeypatch: pytest.MonkeyPatch, caller: str | None
+) -> None:
+    script = '#!/bin/bash\necho "${LC_ALL-(unset)}" >>"$HT_TASK_TOP_DIR/locale"\n'
+    script += '[ "$1" = freeze ] || exit 4\n'
+    task = make_task(tmp_path, "ht.task.any.loc.start.0.unclaimed.3.waitstart", script=script)
+    job = v1ws.submit(task)
+    if caller is None:
+        monkeypatch.delenv("LC_ALL", raising=False)
+    else:
+        monkeypatch.setenv("LC_ALL", caller)
+    v1ws.run()
+    assert v1ws.show(job)["failure"]["code"] == "declared_failure"
+    seen = caller or "(unset)"
+    assert (v1ws.task(job) / "locale").read_text() == f"{seen}\n{seen}\n"  # the step, then its freeze hook
+
+
 def test_an_ht_run_task_runs_in_its_directory_and_0_means_finished(tmp_path: Path, v1ws: V1Workspace) -> None:
     script = '#!/bin/bash\necho "$PWD $1 $HT_TASK_RUN_NAME" >ran\nexit 0\n'
     task = make_task(tmp_path, "ht.task.any.r.start.0.unclaimed.3.waitstart", script=script, program="ht_run")

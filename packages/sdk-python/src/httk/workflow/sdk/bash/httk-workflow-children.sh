@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2154 # the globals are httk-workflow.sh's (its state block)
 # httk-workflow-children.sh: children and joins of the Bash API (docs/outcome-documents.md "Children and
-# joins"; httk-workflow.sh's header says how they behave). httk-workflow.sh sources it on the first call
+# joins"; the reference at the end of httk-workflow.sh says how they behave). httk-workflow.sh sources it on the first call
 # of httk_workflow_spawn, httk_workflow_wait, httk_workflow_children or httk_workflow_child, and when
 # an outcome publishes what spawn kept; a runner never sources it itself.
 #
@@ -412,6 +412,112 @@ httk_workflow_wait() { # <step> [--condition C] [--count N] [--on-impossible STE
     "$_hw_message"
 }
 
+# The slot of an observation MEMBER in _httk_workflow_child_values. Returns 0, or 1 for another member.
+_httk_workflow_child_slot() { # <var> <member>
+  local _hwz_n
+  case $2 in
+    workspace_id) _hwz_n=0 ;;
+    label) _hwz_n=1 ;;
+    job_id) _hwz_n=2 ;;
+    job_key) _hwz_n=3 ;;
+    placement) _hwz_n=4 ;;
+    kind) _hwz_n=5 ;;
+    state_generation) _hwz_n=6 ;;
+    record_ref) _hwz_n=7 ;;
+    failure) _hwz_n=8 ;;
+    data_generation) _hwz_n=9 ;;
+    payload_path) _hwz_n=10 ;;
+    workdir_path) _hwz_n=11 ;;
+    failure.code) _hwz_n=12 ;;
+    failure.message) _hwz_n=13 ;;
+    failure.retryable) _hwz_n=14 ;;
+    *) return 1 ;;
+  esac
+  printf -v "$1" '%s' "$_hwz_n"
+}
+
+# One option of spawn or wait that _httk_workflow_options hands over (--input, --name, --tag,
+# --placement, --condition, --on-impossible, --count): it reads and sets that function's locals
+# (_hwo_name, _hwo_value, _hwo_function, _hwo_key, _hwo_text, _hwo_inputs) and its caller's _hw_*.
+# Returns 0, or 2 with a message.
+_httk_workflow_child_option() {
+  case $_hwo_name in
+    input)
+      _hwo_name=${_hwo_value%%=*}
+      if [[ $_hwo_value != *=* ]] || ! _httk_workflow_json_string _hwo_key "$_hwo_name"; then
+        _httk_workflow_error "$_hwo_function" "--input '$_hwo_value' must be NAME=JSON with a UTF-8 NAME"
+        return 2
+      fi
+      _hwo_text=${_hwo_value#*=}
+      if [[ -z $_hwo_text || $_hwo_text == *["$_httk_workflow_ctl"]* ]] || ! _httk_workflow_utf8 "$_hwo_text"
+      then
+        _httk_workflow_error "$_hwo_function" \
+          "--input $_hwo_name: the value must be one line of UTF-8 JSON text (no raw control characters)"
+        return 2
+      fi
+      if [[ $_hwo_inputs == *$'\n'"$_hwo_key"$'\n'* ]]; then
+        _httk_workflow_error "$_hwo_function" "--input $_hwo_name is given twice"
+        return 2
+      fi
+      _hwo_inputs+="$_hwo_key"$'\n'
+      _hw_inputs+="${_hw_inputs:+,}$_hwo_key:$_hwo_text"
+      ;;
+    name)
+      _httk_workflow_text_arg _hwo_text "$_hwo_function" --name "$_hwo_value" || return 2
+      _hw_name=",\"name\":$_hwo_text"
+      ;;
+    tag | placement | condition | on-impossible) printf -v "_hw_${_hwo_name//-/_}" '%s' "$_hwo_value" ;;
+    count)
+      if ! _httk_workflow_decimal "$_hwo_value" 5 || [[ $_hwo_value == 0 ]]; then
+        _httk_workflow_error "$_hwo_function" "--count must be a positive integer, not '$_hwo_value'"
+        return 2
+      fi
+      _hw_count=$_hwo_value
+      ;;
+  esac
+}
+
+# Read the observations of context.json "children" (the join this activation follows) into
+# _httk_workflow_child_count and _httk_workflow_child_values, once per context file: one object per
+# observation at 4 spaces, its members at 6, the members of its failure at 8.
+# Returns 0, or 1 with a message (context.json cannot be read).
+_httk_workflow_load_children() { # <function>
+  local _hwh_line _hwh_rest _hwh_key _hwh_value _hwh_in='' _hwh_sub='' _hwh_slot
+  local -a _hwh_lines=()
+  _httk_workflow_load_context "$1" || return 1
+  [[ $_httk_workflow_children_file != "$_httk_workflow_context_file" ]] || return 0
+  _httk_workflow_child_count=0 _httk_workflow_child_values=()
+  mapfile -t _hwh_lines <"$_httk_workflow_context_file" || return 1 # the file the cached text is of
+  for _hwh_line in "${_hwh_lines[@]}"; do
+    if [[ -z $_hwh_in ]]; then
+      [[ $_hwh_line != '  "children": [' ]] || _hwh_in=1
+      continue
+    fi
+    case $_hwh_line in
+      '  ]' | '  ],') break ;;
+      '    {') _httk_workflow_child_count=$((_httk_workflow_child_count + 1)) _hwh_sub= ;;
+      '      }' | '      },') _hwh_sub= ;;
+      '      "'*'": '* | '        "'*'": '*)
+        _hwh_rest=${_hwh_line#*'"'}
+        _hwh_key=${_hwh_rest%%'": '*}
+        _hwh_value=${_hwh_rest#*'": '}
+        _hwh_value=${_hwh_value%,}
+        if [[ $_hwh_line == '        '* ]]; then
+          [[ -n $_hwh_sub ]] || continue
+          _hwh_key=$_hwh_sub.$_hwh_key
+        elif [[ $_hwh_value == '{' ]]; then
+          _hwh_sub=$_hwh_key
+        fi
+        if _httk_workflow_child_slot _hwh_slot "$_hwh_key"; then
+          _httk_workflow_child_values[(_httk_workflow_child_count - 1) * 16 + _hwh_slot]=$_hwh_value
+        fi
+        ;;
+    esac
+  done
+  _httk_workflow_children_file=$_httk_workflow_context_file
+  return 0
+}
+
 # The children of the join this activation follows, as names separated by single spaces in the join's
 # order (a label, or the job key of a child without one), into VAR; with KIND only those observed in
 # that state kind (succeeded, failed, cancelled, ...). Empty for an activation that follows no join.
@@ -423,7 +529,7 @@ httk_workflow_children() { # <var> [kind]
     return 2
   fi
   _httk_workflow_check_var httk_workflow_children "$1" || return 2
-  _httk_workflow_load_context httk_workflow_children || return 1
+  _httk_workflow_load_children httk_workflow_children || return 1
   for ((_hw_i = 0; _hw_i < _httk_workflow_child_count; _hw_i++)); do
     if (($# == 2)) && [[ ${_httk_workflow_child_values[_hw_i * 16 + 5]-} != "\"$2\"" ]]; then
       continue
@@ -452,7 +558,7 @@ httk_workflow_child() { # <var> <child> <member>
     _httk_workflow_error httk_workflow_child "MEMBER '$3' is not a scalar member of a child observation"
     return 2
   fi
-  _httk_workflow_load_context httk_workflow_child || return 1
+  _httk_workflow_load_children httk_workflow_child || return 1
   for ((_hw_i = 0; _hw_i < _httk_workflow_child_count; _hw_i++)); do
     if [[ ${_httk_workflow_child_values[_hw_i * 16 + 1]-} == "\"$2\"" ||
       ${_httk_workflow_child_values[_hw_i * 16 + 3]-} == "\"$2\"" ]]; then

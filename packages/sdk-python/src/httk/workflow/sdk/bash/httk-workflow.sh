@@ -12,114 +12,11 @@
 #   httk_workflow_register_step collect
 #   httk_workflow_dispatch "$@"                # a plain command, so that set -e applies inside steps
 #
-# What it guarantees
-#   - Sourcing only defines httk_workflow_* / _httk_workflow_* functions and _httk_workflow_* globals. It
-#     never runs set, shopt or trap, and no function changes a shell option, a trap or IFS of the caller.
-#     Every function works under the caller's set -euo pipefail, failglob, nullglob or noglob.
-#   - The publishing path needs Bash 4.0+ and coreutils only (mkdir, mv -T, rm, and `sync FILE`, which
-#     synchronizes one file or directory with GNU coreutils >= 8.24; children add chmod, stat once, cp
-#     for a runner holding NUL bytes, and od when /proc has no UUID; a transaction adds cp, du, sort,
-#     cat, sha256sum and chmod). No python, no jq.
-#   - outcome.json is byte-for-byte what the Python SDK publishes for the same decision: the member
-#     order, compact separators and json.dumps(ensure_ascii=False) escaping of docs/outcome-documents.md,
-#     published by the five steps listed there (durably when HTTK_WORKFLOW_DURABLE=1). Exactly one
-#     outcome per attempt: a second one is refused (return 3), remembered both in this shell
-#     (_httk_workflow_published) and on disk (outcome.ready/ exists; rename never replaces it).
 #
-# Return codes, the same for every public function
-#   0  done
-#   1  the environment failed us: no or unreadable context.json, a missing member, a file operation
-#   2  an argument is invalid (the message on stderr names it); nothing was written
-#   3  this attempt has already published its outcome; nothing was written
-#   Every message goes to stderr, prefixed with the public function's name.
-#
-# Context (spec: "Context and restart detection")
-#   The manager exports HTTK_WORKFLOW_{CONTEXT,CONTROL_DIR,WORKSPACE_DIR,JOB_DIR,WORKDIR,IS_RESTART,
-#   UNCLEAN_RESTART,DURABLE,ATTEMPT_REASON,STEP,PYTHON,BASH_API} (and DATA_DIR for transactional jobs);
-#   a runner uses them directly, e.g. [[ $HTTK_WORKFLOW_UNCLEAN_RESTART == 1 ]]. Every other top-level
-#   scalar of context.json is read with httk_workflow_context (attempt_ordinal, previous_attempt_id, ...).
-#   context.json is read once per process (mapfile, no subprocess). The reader relies on the layout the
-#   manager writes (json.dumps(indent=2): "{" alone on the first line, one top-level member per line
-#   at two spaces, nested members deeper); it refuses a file in any other layout rather than guess.
-#
-# Settings (spec/02 "Application settings"), layers in order, as in the Python SDK
-#   1. the scalar member NAME of the job's inputs, which the manager copies into context.json "inputs";
-#   2. the environment variable HTTK_<NAME> (dots -> underscores, upper case): a deployment override, or
-#      the scalar workspace setting the manager exported there when no override existed; never a
-#      variable of the protocol's own HTTK_WORKFLOW_ namespace, into which the manager exports nothing;
-#   3. the scalar member NAME of context.json's "settings" (the workspace snapshot taken at the claim);
-#   4. DEFAULT when given; otherwise return 1.
-#   Bash reads inputs from context.json, never from job.json: job.json is stored in whatever layout its
-#   author submitted, while the manager writes context.json in one known layout this reader relies on.
-#   Bash has no None and no arrays of JSON: a null setting counts as absent (the next layer applies), an
-#   array or object setting is an error (return 1).
-#
-# NUL
-#   A Bash string cannot hold NUL (U+0000). No text handed to this API can contain one, so it never
-#   emits \u0000; a context or setting string containing \u0000 cannot be read (return 1).
-#
-# Parity with the Python SDK (httk.workflow.sdk): the same operations, the same bytes
-#   a.advance(step, resources=, priority=, message=)  httk_workflow_advance STEP [--resource NAME=INT]...
-#                                                       [--priority N] [--message TEXT]
-#   a.succeed(message=, priority=)                    httk_workflow_succeed [--message TEXT] [--priority N]
-#   a.fail(code, message, details, retryable=)        httk_workflow_fail CODE MESSAGE [--details JSON]
-#                                                       [--retryable|--not-retryable]
-#   a.retry(reason, priority=, message=)              httk_workflow_retry REASON [--priority N] [--message T]
-#   a.pause(reason, priority=, message=)              httk_workflow_pause REASON [--priority N] [--message T]
-#   a.setting(name, default)                          httk_workflow_setting VAR NAME [DEFAULT]
-#   the context's members                             httk_workflow_context VAR MEMBER (scalars only)
-#   a.save_state(obj) / a.state                       httk_workflow_state_save JSON
-#                                                     httk_workflow_state_load VAR
-#   a.declare(name, obj)                              httk_workflow_declare NAME JSON
-#   a.spawn(step, label=, inputs=, tag=, placement=,  httk_workflow_spawn LABEL STEP [--input NAME=JSON]...
-#           name=, priority=, resources=)               [--tag T] [--placement P] [--name TEXT]
-#                                                       [--priority N] [--resource NAME=INT]...
-#   a.wait(step, condition=, count=, on_impossible=,  httk_workflow_wait STEP [--condition C] [--count N]
-#          priority=, message=)                         [--on-impossible STEP] [--priority N] [--message T]
-#   a.children (labels, members)                      httk_workflow_children VAR [KIND]
-#                                                     httk_workflow_child VAR CHILD MEMBER
-#   @step / dispatch()                                httk_workflow_register_step STEP [FUNCTION]
-#                                                     httk_workflow_dispatch [ARGUMENT...]
-#   tx = a.transaction()                              httk_workflow_transaction_begin
-#   tx.make_dir(path, parents=, op_id=)               httk_workflow_make_dir PATH [--parents] [--op-id ID]
-#   tx.put_file(path, source or bytes, op_id=,        httk_workflow_put_file PATH SOURCE|--content TEXT
-#               require_absent=, expected_sha256=)      [--op-id ID] [--require-absent] [--expected-sha256 H]
-#   tx.put_tree(path, source_dir, op_id=,             httk_workflow_put_tree PATH SOURCE_DIR [--op-id ID]
-#               require_absent=)                        [--require-absent]
-#   tx.replace_tree(path, source_dir,                 httk_workflow_replace_tree PATH SOURCE_DIR
-#                   expected_sha256=, op_id=)           [--expected-sha256 H] [--op-id ID]
-#   tx.remove(path, missing_ok=, expected_sha256=,    httk_workflow_remove PATH [--missing-ok]
-#             op_id=)                                   [--expected-sha256 H] [--op-id ID]
-#   tx.operation_ids                                  httk_workflow_transaction_operation_ids VAR
-#   Differences: JSON objects (--details, state, declarations) are given as text and inserted verbatim
-#   after a light check (braces, UTF-8, one line), so byte parity needs the compact form Python writes,
-#   json.dumps(obj, ensure_ascii=False, separators=(",", ":")); --resource cannot express an empty map
-#   (Python's resources={}); a null or non-scalar setting (above); no_outcome details name the shell
-#   function where Python names module.qualname. An operation returns its id with --var VAR.
-#
-# Children and joins (docs/outcome-documents.md "Children and joins")
-#   httk_workflow_spawn composes the child's job.json and keeps the spawn set in this shell; the outcome
-#   function writes every bundle into the draft at once (one mkdir, one chmod, printf for the rest, about
-#   1 ms per child). So call spawn and the outcome function as plain commands, never in $(...) or a
-#   pipeline, whose subshell would lose the set. advance, succeed and wait publish the children (wait
-#   joins every child spawned in this shell); fail, retry and pause discard them. A child
-#   takes runner, workdir, data, claim, priority and retry_policy from the parent's job.json, which this
-#   library reads with a small JSON splitter: the members are copied with the whitespace outside strings
-#   removed, so the child's job.json is Python's bytes whenever the parent's job.json escapes strings as
-#   json.dumps(ensure_ascii=False) does (every job.json this implementation writes). A payload runner is
-#   copied into the child's bundle (cp). UUIDs come from /proc/sys/kernel/random/uuid, else od of
-#   /dev/urandom. Python's runner=, workdir=, data=, claim= and retry_policy= overrides have no Bash form.
-#   The step after a join reads its children from context.json with httk_workflow_children and
-#   httk_workflow_child (the manager's indent=2 layout, like every other member). These functions live
-#   in httk-workflow-children.sh beside this file, sourced on the first call of one of them (so a step
-#   that spawns nothing and follows no join never parses them).
-#
-# Transactions (docs/outcome-documents.md "Transactions")
-#   The transaction functions live in httk-workflow-transaction.sh beside this file, sourced on the first
-#   call of one of them (so a step without a transaction never parses them); its header says what they
-#   guarantee. Like the spawn set, the transaction is kept in this shell: call the functions and the
-#   outcome function as plain commands, never in $(...) or a pipeline. advance, succeed and wait stage a
-#   nonempty transaction into the outcome draft; fail, retry and pause discard it.
+# The reference (what it guarantees, return codes, context, settings, parity with the Python SDK,
+# children, transactions, state) is at the end of this file, after the `return` that ends sourcing:
+# Bash parses every line it reaches, comments too (some 14 k instructions a line, valgrind), and every
+# attempt of a Bash runner pays for what it parses.
 
 # -- state of this process (kept when the file is sourced again) -------------------------------------
 if [[ -z ${_httk_workflow_sourced-} ]]; then
@@ -129,15 +26,13 @@ if [[ -z ${_httk_workflow_sourced-} ]]; then
   _httk_workflow_step_functions=()    # the function of each registered step
   _httk_workflow_dispatching=         # set by httk_workflow_dispatch: outcomes then always declare
                                       # runner_steps, [] included, as the Python dispatcher's do
-  _httk_workflow_context_file=        # the context.json whose members are cached below
-  _httk_workflow_context_keys=()      # top-level members of context.json, raw JSON value text
-  _httk_workflow_context_values=()
-  _httk_workflow_setting_keys=()      # members of context.json "settings", raw JSON value text
-  _httk_workflow_setting_values=()
-  _httk_workflow_input_keys=()        # members of context.json "inputs" (the job's), raw JSON value text
-  _httk_workflow_input_values=()
-  _httk_workflow_child_count=0        # the observations of context.json "children": how many, and
-  _httk_workflow_child_values=()      # their members' raw JSON value text at child * 16 + member slot
+  _httk_workflow_context_file=        # the context.json whose text is cached below
+  _httk_workflow_context_text=        # its text, where a top-level member is a line at two spaces
+  _httk_workflow_setting_text=        # the member lines of its "settings" object and of its "inputs"
+  _httk_workflow_input_text=          # object (the job's), each after a newline, at four spaces
+  _httk_workflow_children_file=       # the context.json whose "children" are cached below (read on
+  _httk_workflow_child_count=0        # first use): the observations, how many, and their members' raw
+  _httk_workflow_child_values=()      # JSON value text at child * 16 + member slot
   _httk_workflow_job_file=            # the parent job.json whose top-level members are cached below
   _httk_workflow_job_keys=()          # raw key tokens ("runner") and compact value text
   _httk_workflow_job_values=()
@@ -292,144 +187,79 @@ _httk_workflow_check_object() { # <function> <argument name> <text>
   return 0
 }
 
-# A failure code: one token of 1-128 bytes of UTF-8 without whitespace or control characters (the
-# manager's rule, Python's \s included). Returns 0, or 2 with a message.
-_httk_workflow_check_code() { # <function> <code>
-  local _hwk_c=$2
-  if [[ -z $_hwk_c || ${#_hwk_c} -gt 128 ]]; then
-    _httk_workflow_error "$1" "CODE '$_hwk_c' must be 1 to 128 bytes"
-    return 2
-  fi
-  if [[ $_hwk_c == *["$_httk_workflow_ctl"$' \x7f']* || $_hwk_c == *$'\xc2'[$'\x80'-$'\xa0']* ||
-    $_hwk_c == *$'\xe2\x80'[$'\x80'-$'\x8a\xa8\xa9\xaf']* || $_hwk_c == *$'\xe1\x9a\x80'* ||
-    $_hwk_c == *$'\xe2\x81\x9f'* || $_hwk_c == *$'\xe3\x80\x80'* ]]; then
-    _httk_workflow_error "$1" "CODE '$_hwk_c' must be one token without whitespace or control characters"
-    return 2
-  fi
-  if ! _httk_workflow_utf8 "$_hwk_c"; then
-    _httk_workflow_error "$1" "CODE is not valid UTF-8"
-    return 2
-  fi
-  return 0
-}
-
 # ====================================================================================================
 # context.json
 # ====================================================================================================
 
-# Read and cache context.json (once per process and path). Returns 0, or 1 with a message.
+# Read and cache the text of context.json (once per process and path), and the member lines of its
+# "settings" and "inputs" objects. Members are found in the text when they are looked up: the manager's
+# layout puts each member of a level on its own line at a known indentation, and a string holds no raw
+# newline, so a key is found with one pattern, where a loop over the lines would cost Bash some 20 k
+# instructions a statement. The children part reads "children" on first use
+# (_httk_workflow_load_children). Returns 0, or 1 with a message.
 _httk_workflow_load_context() { # <function>
-  local _hwc_file=${HTTK_WORKFLOW_CONTEXT-} _hwc_line _hwc_rest _hwc_key _hwc_value _hwc_in='' _hwc_sub=''
-  local _hwc_slot
-  local -a _hwc_lines=()
+  [[ -z ${HTTK_WORKFLOW_CONTEXT-} || $HTTK_WORKFLOW_CONTEXT != "$_httk_workflow_context_file" ]] || return 0
+  local _hwc_file=${HTTK_WORKFLOW_CONTEXT-} _hwc_text=''
   if [[ -z $_hwc_file ]]; then
     _httk_workflow_error "$1" "HTTK_WORKFLOW_CONTEXT is not set: no workflow manager started this process"
     return 1
   fi
-  [[ $_hwc_file != "$_httk_workflow_context_file" ]] || return 0
-  if [[ ! -f $_hwc_file || ! -r $_hwc_file ]] || ! mapfile -t _hwc_lines <"$_hwc_file"; then
+  _httk_workflow_context_file='' _httk_workflow_children_file=''
+  if [[ ! -f $_hwc_file || ! -r $_hwc_file ]]; then
     _httk_workflow_error "$1" "cannot read the attempt context $_hwc_file"
     return 1
   fi
-  if [[ ${#_hwc_lines[@]} -lt 3 || ${_hwc_lines[0]} != '{' ]]; then
+  IFS= read -r -d '' _hwc_text <"$_hwc_file" || : # read reports end of file as status 1
+  if [[ $_hwc_text != $'{\n'*$'\n'?* ]]; then # "{" alone on the first line, and at least three lines
     _httk_workflow_error "$1" \
       "$_hwc_file is not in the layout the manager writes (indented JSON, one member per line)"
     return 1
   fi
-  _httk_workflow_context_keys=() _httk_workflow_context_values=()
-  _httk_workflow_setting_keys=() _httk_workflow_setting_values=()
-  _httk_workflow_input_keys=() _httk_workflow_input_values=()
-  _httk_workflow_child_count=0 _httk_workflow_child_values=()
-  for _hwc_line in "${_hwc_lines[@]}"; do
-    if [[ $_hwc_in == children ]]; then # one observation per object at 4 spaces, members at 6 (failure 8)
-      case $_hwc_line in
-        '  ]' | '  ],') _hwc_in= ;;
-        '    {') _httk_workflow_child_count=$((_httk_workflow_child_count + 1)) _hwc_sub= ;;
-        '      }' | '      },') _hwc_sub= ;;
-        '      "'*'": '* | '        "'*'": '*)
-          _hwc_rest=${_hwc_line#*'"'}
-          _hwc_key=${_hwc_rest%%'": '*}
-          _hwc_value=${_hwc_rest#*'": '}
-          _hwc_value=${_hwc_value%,}
-          if [[ $_hwc_line == '        '* ]]; then
-            [[ -n $_hwc_sub ]] || continue
-            _hwc_key=$_hwc_sub.$_hwc_key
-          elif [[ $_hwc_value == '{' ]]; then
-            _hwc_sub=$_hwc_key
-          fi
-          if _httk_workflow_child_slot _hwc_slot "$_hwc_key"; then
-            _httk_workflow_child_values[(_httk_workflow_child_count - 1) * 16 + _hwc_slot]=$_hwc_value
-          fi
-          ;;
-      esac
-      continue
-    fi
-    if [[ -n $_hwc_in ]]; then
-      if [[ $_hwc_line == '  }' || $_hwc_line == '  },' ]]; then
-        _hwc_in=
-      elif [[ $_hwc_line == '    "'*'": '* ]]; then # a member of "settings" or "inputs"; deeper skipped
-        _hwc_rest=${_hwc_line#'    "'}
-        _hwc_key=${_hwc_rest%%'": '*}
-        _hwc_value=${_hwc_rest#*'": '}
-        if [[ $_hwc_in == settings ]]; then
-          _httk_workflow_setting_keys+=("$_hwc_key")
-          _httk_workflow_setting_values+=("${_hwc_value%,}")
-        else
-          _httk_workflow_input_keys+=("$_hwc_key")
-          _httk_workflow_input_values+=("${_hwc_value%,}")
-        fi
-      fi
-    elif [[ $_hwc_line == '  "'*'": '* ]]; then # a top-level member
-      _hwc_rest=${_hwc_line#'  "'}
-      _hwc_key=${_hwc_rest%%'": '*}
-      _hwc_value=${_hwc_rest#*'": '}
-      _hwc_value=${_hwc_value%,}
-      _httk_workflow_context_keys+=("$_hwc_key")
-      _httk_workflow_context_values+=("$_hwc_value")
-      if [[ ($_hwc_key == settings || $_hwc_key == inputs) && $_hwc_value == '{' ]] ||
-        [[ $_hwc_key == children && $_hwc_value == '[' ]]; then
-        _hwc_in=$_hwc_key
-      fi
-    fi
-  done
+  _httk_workflow_context_text=$_hwc_text
+  _httk_workflow_object_lines _httk_workflow_setting_text settings
+  _httk_workflow_object_lines _httk_workflow_input_text inputs
   _httk_workflow_context_file=$_hwc_file
   return 0
 }
 
-# The raw JSON value text of a cached member. TABLE is context, settings or inputs. Returns 0 found,
-# 1 absent.
-_httk_workflow_lookup() { # <var> <table> <key>
-  local _hwl_i
-  if [[ $2 == inputs ]]; then
-    for ((_hwl_i = 0; _hwl_i < ${#_httk_workflow_input_keys[@]}; _hwl_i++)); do
-      if [[ ${_httk_workflow_input_keys[_hwl_i]} == "$3" ]]; then
-        printf -v "$1" '%s' "${_httk_workflow_input_values[_hwl_i]}"
-        return 0
-      fi
-    done
-  elif [[ $2 == context ]]; then
-    for ((_hwl_i = 0; _hwl_i < ${#_httk_workflow_context_keys[@]}; _hwl_i++)); do
-      if [[ ${_httk_workflow_context_keys[_hwl_i]} == "$3" ]]; then
-        printf -v "$1" '%s' "${_httk_workflow_context_values[_hwl_i]}"
-        return 0
-      fi
-    done
-  else
-    for ((_hwl_i = 0; _hwl_i < ${#_httk_workflow_setting_keys[@]}; _hwl_i++)); do
-      if [[ ${_httk_workflow_setting_keys[_hwl_i]} == "$3" ]]; then
-        printf -v "$1" '%s' "${_httk_workflow_setting_values[_hwl_i]}"
-        return 0
-      fi
-    done
+# The member lines of the top-level object member NAME of the cached context text into VAR, from the
+# newline before its first member to its closing "  }" (empty when it is {} or absent). Returns 0.
+_httk_workflow_object_lines() { # <var> <name>
+  local _hwm_head=$'\n  "'$2$'": {\n' _hwm_text
+  _hwm_text=${_httk_workflow_context_text%%"$_hwm_head"*}
+  if ((${#_hwm_text} == ${#_httk_workflow_context_text})); then
+    printf -v "$1" '%s' ''
+    return 0
   fi
-  return 1
+  _hwm_text=${_httk_workflow_context_text:${#_hwm_text}+${#_hwm_head}-1}
+  printf -v "$1" '%s' "${_hwm_text%%$'\n  }'*}"
+}
+
+# The raw JSON value text of a cached member. TABLE is context (a top-level member), settings or
+# inputs. Returns 0 found, 1 absent.
+_httk_workflow_lookup() { # <var> <table> <key>
+  local _hwl_key=$'\n  "'$3'": ' _hwl_text=$_httk_workflow_context_text _hwl_value
+  if [[ $2 == inputs ]]; then
+    _hwl_key=$'\n    "'$3'": ' _hwl_text=$_httk_workflow_input_text
+  elif [[ $2 != context ]]; then
+    _hwl_key=$'\n    "'$3'": ' _hwl_text=$_httk_workflow_setting_text
+  fi
+  _hwl_value=${_hwl_text%%"$_hwl_key"*}
+  ((${#_hwl_value} < ${#_hwl_text})) || return 1
+  _hwl_value=${_hwl_text:${#_hwl_value}+${#_hwl_key}}
+  _hwl_value=${_hwl_value%%$'\n'*}
+  printf -v "$1" '%s' "${_hwl_value%,}"
 }
 
 # Decode one raw scalar JSON value: a string is unescaped to its UTF-8 text, a number, true, false or
 # null is returned as written. Needs LC_ALL=C. Returns 0; 1 (message naming WHAT) for an object, an
 # array, or a string that cannot be decoded (bad escape, NUL, lone surrogate).
 _httk_workflow_decode() { # <var> <raw value> <function> <what>
-  local _hwu_raw=$2 _hwu_out='' _hwu_rest _hwu_c _hwu_hex _hwu_cp _hwu_low _hwu_fmt _hwu_char
+  if [[ $2 == '"'*'"' && $2 != *\\* ]]; then # a string without escapes (most are): its text as written
+    printf -v "$1" '%s' "${2:1:${#2}-2}"
+    return 0
+  fi
+  local _hwu_raw=$2
   case $_hwu_raw in
     '{'* | '['*)
       _httk_workflow_error "$3" "$4 is a JSON object or array, not a scalar"
@@ -449,62 +279,9 @@ _httk_workflow_decode() { # <var> <raw value> <function> <what>
       return 1
       ;;
   esac
-  _hwu_rest=${_hwu_raw:1:${#_hwu_raw}-2}
-  while [[ $_hwu_rest == *\\* ]]; do
-    _hwu_out+=${_hwu_rest%%\\*}
-    _hwu_rest=${_hwu_rest#*\\}
-    _hwu_c=${_hwu_rest:0:1}
-    _hwu_rest=${_hwu_rest:1}
-    case $_hwu_c in
-      '"' | \\ | /) _hwu_out+=$_hwu_c ;;
-      b) _hwu_out+=$'\b' ;;
-      f) _hwu_out+=$'\f' ;;
-      n) _hwu_out+=$'\n' ;;
-      r) _hwu_out+=$'\r' ;;
-      t) _hwu_out+=$'\t' ;;
-      u)
-        _hwu_hex=${_hwu_rest:0:4}
-        _hwu_rest=${_hwu_rest:4}
-        if [[ ${#_hwu_hex} -ne 4 || $_hwu_hex == *[!0-9A-Fa-f]* ]]; then
-          _httk_workflow_error "$3" "$4 has a malformed \\u escape"
-          return 1
-        fi
-        _hwu_cp=$((16#$_hwu_hex))
-        if ((_hwu_cp >= 0xD800 && _hwu_cp <= 0xDBFF)) && [[ ${_hwu_rest:0:2} == '\u' &&
-          ${_hwu_rest:2:4} == [dD][c-fC-F][0-9A-Fa-f][0-9A-Fa-f] ]]; then
-          _hwu_low=$((16#${_hwu_rest:2:4}))
-          _hwu_rest=${_hwu_rest:6}
-          _hwu_cp=$((0x10000 + ((_hwu_cp - 0xD800) << 10) + (_hwu_low - 0xDC00)))
-        elif ((_hwu_cp >= 0xD800 && _hwu_cp <= 0xDFFF)); then
-          _httk_workflow_error "$3" "$4 holds a lone UTF-16 surrogate"
-          return 1
-        elif ((_hwu_cp == 0)); then
-          _httk_workflow_error "$3" "$4 holds a NUL character, which a Bash string cannot hold"
-          return 1
-        fi
-        if ((_hwu_cp < 0x80)); then
-          printf -v _hwu_fmt '\\x%02x' "$_hwu_cp"
-        elif ((_hwu_cp < 0x800)); then
-          printf -v _hwu_fmt '\\x%02x\\x%02x' $((0xC0 | _hwu_cp >> 6)) $((0x80 | (_hwu_cp & 0x3F)))
-        elif ((_hwu_cp < 0x10000)); then
-          printf -v _hwu_fmt '\\x%02x\\x%02x\\x%02x' $((0xE0 | _hwu_cp >> 12)) \
-            $((0x80 | (_hwu_cp >> 6 & 0x3F))) $((0x80 | (_hwu_cp & 0x3F)))
-        else
-          printf -v _hwu_fmt '\\x%02x\\x%02x\\x%02x\\x%02x' $((0xF0 | _hwu_cp >> 18)) \
-            $((0x80 | (_hwu_cp >> 12 & 0x3F))) $((0x80 | (_hwu_cp >> 6 & 0x3F))) $((0x80 | (_hwu_cp & 0x3F)))
-        fi
-        # shellcheck disable=SC2059 # the format is the escape sequence of the character's bytes
-        printf -v _hwu_char "$_hwu_fmt"
-        _hwu_out+=$_hwu_char
-        ;;
-      *)
-        _httk_workflow_error "$3" "$4 has an invalid escape \\$_hwu_c"
-        return 1
-        ;;
-    esac
-  done
-  printf -v "$1" '%s' "$_hwu_out$_hwu_rest"
-  return 0
+  # A string with escapes: decoded by httk-workflow-escapes.sh, sourced on first use (few values have one).
+  _httk_workflow_load_part escapes "$3" || return 1
+  _httk_workflow_unescape "$@"
 }
 
 # A path of the attempt: the environment variable when set, else the context member. Returns 0 or 1.
@@ -544,19 +321,20 @@ _httk_workflow_durable() { # <function>
 # Returns 0; 1 when context.json cannot be read, has no such member, or the member is an object or
 # array (or a string holding NUL); 2 for a wrong call.
 httk_workflow_context() { # <var> <member>
-  local -x LC_ALL=C _hw_raw _hw_value
+  local -x LC_ALL=C _hw_raw
   if (($# != 2)); then
     _httk_workflow_error httk_workflow_context "usage: httk_workflow_context VAR MEMBER"
     return 2
   fi
   _httk_workflow_check_var httk_workflow_context "$1" || return 2
-  _httk_workflow_load_context httk_workflow_context || return 1
+  [[ -n $_httk_workflow_context_file && ${HTTK_WORKFLOW_CONTEXT-} == "$_httk_workflow_context_file" ]] ||
+    _httk_workflow_load_context httk_workflow_context || return 1
   if ! _httk_workflow_lookup _hw_raw context "$2"; then
     _httk_workflow_error httk_workflow_context "$HTTK_WORKFLOW_CONTEXT has no member '$2'"
     return 1
   fi
-  _httk_workflow_decode _hw_value "$_hw_raw" httk_workflow_context "context member '$2'" || return 1
-  printf -v "$1" '%s' "$_hw_value"
+  # VAR is no local of decode's (_hw* is refused), which assigns it only once the value decodes.
+  _httk_workflow_decode "$1" "$_hw_raw" httk_workflow_context "context member '$2'"
 }
 
 # Resolve the application setting NAME (dotted, e.g. vasp.command) into VAR, in layers: the job's
@@ -564,7 +342,7 @@ httk_workflow_context() { # <var> <member>
 # Returns 0; 1 when no layer has it and no DEFAULT is given, or the setting is an array or object, or
 # context.json cannot be read; 2 for an invalid NAME or a wrong call.
 httk_workflow_setting() { # <var> <name> [default]
-  local -x LC_ALL=C _hw_variable _hw_raw _hw_value
+  local -x LC_ALL=C _hw_variable _hw_raw
   if (($# < 2 || $# > 3)); then
     _httk_workflow_error httk_workflow_setting "usage: httk_workflow_setting VAR NAME [DEFAULT]"
     return 2
@@ -575,28 +353,25 @@ httk_workflow_setting() { # <var> <name> [default]
       "NAME '$2' must be a dotted lowercase setting name such as vasp.command (a-z, 0-9, _; 1-128 bytes)"
     return 2
   fi
-  _hw_variable=${2//./_}
-  _hw_variable=HTTK_${_hw_variable^^}
   if [[ -n ${HTTK_WORKFLOW_CONTEXT-} ]]; then
-    _httk_workflow_load_context httk_workflow_setting || return 1
+    [[ $HTTK_WORKFLOW_CONTEXT == "$_httk_workflow_context_file" ]] ||
+      _httk_workflow_load_context httk_workflow_setting || return 1
     if _httk_workflow_lookup _hw_raw inputs "$2" && [[ $_hw_raw != null ]]; then
-      _httk_workflow_decode _hw_value "$_hw_raw" httk_workflow_setting "the job input $2" || return 1
-      printf -v "$1" '%s' "$_hw_value"
-      return 0
+      _httk_workflow_decode "$1" "$_hw_raw" httk_workflow_setting "the job input $2" # VAR: as in context
+      return
     fi
   fi
+  _hw_variable=${2//./_}
+  _hw_variable=HTTK_${_hw_variable^^}
   # The manager never exports a setting into the protocol's own HTTK_WORKFLOW_ namespace.
   if [[ $_hw_variable != HTTK_WORKFLOW_* && -n ${!_hw_variable+set} ]]; then
     printf -v "$1" '%s' "${!_hw_variable}"
     return 0
   fi
-  if [[ -n ${HTTK_WORKFLOW_CONTEXT-} ]]; then
-    _httk_workflow_load_context httk_workflow_setting || return 1
-    if _httk_workflow_lookup _hw_raw settings "$2" && [[ $_hw_raw != null ]]; then
-      _httk_workflow_decode _hw_value "$_hw_raw" httk_workflow_setting "the setting $2" || return 1
-      printf -v "$1" '%s' "$_hw_value"
-      return 0
-    fi
+  if [[ -n ${HTTK_WORKFLOW_CONTEXT-} ]] && _httk_workflow_lookup _hw_raw settings "$2" &&
+    [[ $_hw_raw != null ]]; then
+    _httk_workflow_decode "$1" "$_hw_raw" httk_workflow_setting "the setting $2"
+    return
   fi
   if (($# == 3)); then
     printf -v "$1" '%s' "$3"
@@ -615,7 +390,8 @@ httk_workflow_setting() { # <var> <name> [default]
 # ready JSON fragment: _hw_priority (,"priority":N), _hw_resources (,"resources":{...}), _hw_message
 # (,"message":"..."), _hw_details (,"details":{...}), _hw_retryable (,"retryable":true|false); for
 # spawn and wait also _hw_inputs (,"inputs":{...}), _hw_name (,"name":"..."), _hw_tag, _hw_placement,
-# _hw_condition, _hw_on_impossible (checked text) and _hw_count (a decimal).
+# _hw_condition, _hw_on_impossible (checked text) and _hw_count (a decimal), which
+# _httk_workflow_child_option parses (httk-workflow-children.sh: only spawn and wait allow them).
 # ALLOWED lists the accepted option names between spaces. Returns 0, or 2 with a message.
 _httk_workflow_options() { # <function> <allowed> [option...]
   local _hwo_function=$1 _hwo_allowed=$2 _hwo_option _hwo_value _hwo_name _hwo_key _hwo_amount _hwo_text
@@ -698,38 +474,7 @@ _httk_workflow_options() { # <function> <allowed> [option...]
         ;;
       retryable) _hw_retryable=',"retryable":true' ;;
       not-retryable) _hw_retryable=',"retryable":false' ;;
-      input)
-        _hwo_name=${_hwo_value%%=*}
-        if [[ $_hwo_value != *=* ]] || ! _httk_workflow_json_string _hwo_key "$_hwo_name"; then
-          _httk_workflow_error "$_hwo_function" "--input '$_hwo_value' must be NAME=JSON with a UTF-8 NAME"
-          return 2
-        fi
-        _hwo_text=${_hwo_value#*=}
-        if [[ -z $_hwo_text || $_hwo_text == *["$_httk_workflow_ctl"]* ]] || ! _httk_workflow_utf8 "$_hwo_text"
-        then
-          _httk_workflow_error "$_hwo_function" \
-            "--input $_hwo_name: the value must be one line of UTF-8 JSON text (no raw control characters)"
-          return 2
-        fi
-        if [[ $_hwo_inputs == *$'\n'"$_hwo_key"$'\n'* ]]; then
-          _httk_workflow_error "$_hwo_function" "--input $_hwo_name is given twice"
-          return 2
-        fi
-        _hwo_inputs+="$_hwo_key"$'\n'
-        _hw_inputs+="${_hw_inputs:+,}$_hwo_key:$_hwo_text"
-        ;;
-      name)
-        _httk_workflow_text_arg _hwo_text "$_hwo_function" --name "$_hwo_value" || return 2
-        _hw_name=",\"name\":$_hwo_text"
-        ;;
-      tag | placement | condition | on-impossible) printf -v "_hw_${_hwo_name//-/_}" '%s' "$_hwo_value" ;;
-      count)
-        if ! _httk_workflow_decimal "$_hwo_value" 5 || [[ $_hwo_value == 0 ]]; then
-          _httk_workflow_error "$_hwo_function" "--count must be a positive integer, not '$_hwo_value'"
-          return 2
-        fi
-        _hw_count=$_hwo_value
-        ;;
+      *) _httk_workflow_child_option || return 2 ;; # spawn's and wait's own (the children part)
     esac
   done
   [[ -z $_hw_resources ]] || _hw_resources=",\"resources\":{$_hw_resources}"
@@ -884,53 +629,11 @@ httk_workflow_succeed() { # [--message TEXT] [--priority N]
   _httk_workflow_finish httk_workflow_succeed succeed "$_hw_priority" "$_hw_message"
 }
 
-# Publish a fail outcome: the job is declared broken with failure {code, message[, details][, retryable]}.
-# CODE is one token without whitespace (at most 128 bytes; namespace it, e.g. vasp.nonconvergent),
-# MESSAGE one nonempty sentence, --details a JSON object text inserted verbatim.
-# Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
-httk_workflow_fail() { # <code> <message> [--details JSON_OBJECT] [--retryable|--not-retryable]
-  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable=''
-  local _hw_text _hw_code
-  if (($# < 2)); then
-    _httk_workflow_error httk_workflow_fail \
-      "usage: httk_workflow_fail CODE MESSAGE [--details JSON_OBJECT] [--retryable|--not-retryable]"
-    return 2
-  fi
-  _httk_workflow_check_code httk_workflow_fail "$1" || return 2
-  _httk_workflow_json_string _hw_code "$1" || return 2
-  _httk_workflow_text_arg _hw_text httk_workflow_fail MESSAGE "$2" || return 2
-  _httk_workflow_options httk_workflow_fail ' details retryable not-retryable ' "${@:3}" || return 2
-  _httk_workflow_finish httk_workflow_fail fail \
-    ",\"failure\":{\"code\":$_hw_code,\"message\":$_hw_text$_hw_details$_hw_retryable}"
-}
-
-# Publish a retry outcome: run this activation again under the retry policy, because of REASON.
-# Options (beyond the Python signature): --priority N, --message TEXT.
-# Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
-httk_workflow_retry() { # <reason> [--priority N] [--message TEXT]
-  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable='' _hw_text
-  if (($# < 1)); then
-    _httk_workflow_error httk_workflow_retry "usage: httk_workflow_retry REASON [--priority N] [--message T]"
-    return 2
-  fi
-  _httk_workflow_text_arg _hw_text httk_workflow_retry REASON "$1" || return 2
-  _httk_workflow_options httk_workflow_retry ' priority message ' "${@:2}" || return 2
-  _httk_workflow_finish httk_workflow_retry retry ",\"retry\":{\"reason\":$_hw_text}$_hw_priority$_hw_message"
-}
-
-# Publish a pause outcome: the job waits for an operator, because of REASON.
-# Options (beyond the Python signature): --priority N, --message TEXT.
-# Returns 0; 1 (context/filesystem); 2 (invalid argument); 3 (second outcome).
-httk_workflow_pause() { # <reason> [--priority N] [--message TEXT]
-  local -x LC_ALL=C _hw_priority='' _hw_resources='' _hw_message='' _hw_details='' _hw_retryable='' _hw_text
-  if (($# < 1)); then
-    _httk_workflow_error httk_workflow_pause "usage: httk_workflow_pause REASON [--priority N] [--message T]"
-    return 2
-  fi
-  _httk_workflow_text_arg _hw_text httk_workflow_pause REASON "$1" || return 2
-  _httk_workflow_options httk_workflow_pause ' priority message ' "${@:2}" || return 2
-  _httk_workflow_finish httk_workflow_pause pause ",\"pause\":{\"reason\":$_hw_text}$_hw_priority$_hw_message"
-}
+# fail, retry and pause: the outcomes a step publishes when it cannot go on (stubs: httk-workflow-fail.sh
+# holds them, sourced on first use).
+httk_workflow_fail() { _httk_workflow_load_part fail httk_workflow_fail && httk_workflow_fail "$@"; }
+httk_workflow_retry() { _httk_workflow_load_part fail httk_workflow_retry && httk_workflow_retry "$@"; }
+httk_workflow_pause() { _httk_workflow_load_part fail httk_workflow_pause && httk_workflow_pause "$@"; }
 
 # ====================================================================================================
 # Children and joins (the functions are stubs: httk-workflow-children.sh holds them, sourced on first use)
@@ -962,30 +665,6 @@ _httk_workflow_uuid() { # <var> <function>
       $((0x8 | (0x${_hwi_h:16:1} & 0x3))) "${_hwi_h:17:3}" "${_hwi_h:20:12}"
   fi
   printf -v "$1" '%s' "$_hwi_u"
-}
-
-# The slot of an observation MEMBER in _httk_workflow_child_values. Returns 0, or 1 for another member.
-_httk_workflow_child_slot() { # <var> <member>
-  local _hwz_n
-  case $2 in
-    workspace_id) _hwz_n=0 ;;
-    label) _hwz_n=1 ;;
-    job_id) _hwz_n=2 ;;
-    job_key) _hwz_n=3 ;;
-    placement) _hwz_n=4 ;;
-    kind) _hwz_n=5 ;;
-    state_generation) _hwz_n=6 ;;
-    record_ref) _hwz_n=7 ;;
-    failure) _hwz_n=8 ;;
-    data_generation) _hwz_n=9 ;;
-    payload_path) _hwz_n=10 ;;
-    workdir_path) _hwz_n=11 ;;
-    failure.code) _hwz_n=12 ;;
-    failure.message) _hwz_n=13 ;;
-    failure.retryable) _hwz_n=14 ;;
-    *) return 1 ;;
-  esac
-  printf -v "$1" '%s' "$_hwz_n"
 }
 
 # The stubs: each sources httk-workflow-children.sh, which redefines it, and calls the definition.
@@ -1089,266 +768,144 @@ httk_workflow_transaction_operation_ids() { # <var>
 }
 
 # ====================================================================================================
-# Job state and observed declarations (.httk-job/, runner-private, excluded from payload digests)
+# Job state, declarations and events (stubs: httk-workflow-state.sh holds them, sourced on first use)
 # ====================================================================================================
 
-# Replace DIRECTORY/NAME by TEXT plus a newline atomically: a temporary file in DIRECTORY, sync when
-# durable, rename, sync DIRECTORY when durable. Missing directories are created (and their parents
-# synchronized when durable). Returns 0, or 1 with a message.
-_httk_workflow_replace_file() { # <function> <job dir> <directory> <name> <text>
-  local _hwr_tmp=$3/.$4.tmp.$BASHPID.$RANDOM$RANDOM _hwr_durable=0
-  ! _httk_workflow_durable "$1" || _hwr_durable=1
-  if [[ ! -d $3 ]]; then
-    if ! command mkdir -p -- "$3"; then
-      _httk_workflow_error "$1" "cannot create $3"
-      return 1
-    fi
-    if ((_hwr_durable)) && ! command sync -- "$2" "$2/.httk-job"; then
-      _httk_workflow_error "$1" "cannot synchronize $2"
-      return 1
-    fi
-  fi
-  if ! printf '%s\n' "$5" >"$_hwr_tmp"; then
-    _httk_workflow_error "$1" "cannot write $_hwr_tmp"
-    command rm -f -- "$_hwr_tmp"
-    return 1
-  fi
-  if ((_hwr_durable)) && ! command sync -- "$_hwr_tmp"; then
-    _httk_workflow_error "$1" "cannot synchronize $_hwr_tmp"
-    command rm -f -- "$_hwr_tmp"
-    return 1
-  fi
-  if ! command mv -f -T -- "$_hwr_tmp" "$3/$4"; then
-    _httk_workflow_error "$1" "cannot rename $_hwr_tmp to $3/$4"
-    command rm -f -- "$_hwr_tmp"
-    return 1
-  fi
-  if ((_hwr_durable)) && ! command sync -- "$3"; then
-    _httk_workflow_error "$1" "cannot synchronize $3"
-    return 1
-  fi
-  return 0
-}
-
-# Save the job's runner-private state: replace .httk-job/state.json by JSON_OBJECT (compact one-line
-# JSON object text, inserted verbatim after a light check) atomically, durably when durable.
-# Returns 0; 1 (filesystem); 2 (invalid argument).
-httk_workflow_state_save() { # <json object>
-  local -x LC_ALL=C _hw_job
-  if (($# != 1)); then
-    _httk_workflow_error httk_workflow_state_save "usage: httk_workflow_state_save JSON_OBJECT"
-    return 2
-  fi
-  _httk_workflow_check_object httk_workflow_state_save JSON_OBJECT "$1" || return 2
-  _httk_workflow_path _hw_job httk_workflow_state_save HTTK_WORKFLOW_JOB_DIR job_dir || return 1
-  _httk_workflow_replace_file httk_workflow_state_save "$_hw_job" "$_hw_job/.httk-job" state.json "$1"
-}
-
-# Load the job's runner-private state into VAR: the JSON text of .httk-job/state.json without its final
-# newline, or {} when no state was saved yet.
-# Returns 0; 1 (unreadable file); 2 (wrong call).
-httk_workflow_state_load() { # <var>
-  local -x LC_ALL=C _hw_job _hw_file _hw_text=''
-  if (($# != 1)); then
-    _httk_workflow_error httk_workflow_state_load "usage: httk_workflow_state_load VAR"
-    return 2
-  fi
-  _httk_workflow_check_var httk_workflow_state_load "$1" || return 2
-  _httk_workflow_path _hw_job httk_workflow_state_load HTTK_WORKFLOW_JOB_DIR job_dir || return 1
-  _hw_file=$_hw_job/.httk-job/state.json
-  if [[ ! -e $_hw_file ]]; then
-    printf -v "$1" '%s' '{}'
-    return 0
-  fi
-  if [[ ! -f $_hw_file || ! -r $_hw_file ]]; then
-    _httk_workflow_error httk_workflow_state_load "cannot read $_hw_file"
-    return 1
-  fi
-  IFS= read -r -d '' _hw_text <"$_hw_file" || : # read reports end of file as status 1
-  printf -v "$1" '%s' "${_hw_text%$'\n'}"
-}
-
-# Record the observed workflow declaration NAME: replace .httk-job/declarations/NAME.json by JSON_OBJECT
-# (compact one-line JSON object text, verbatim) atomically. The last write of a name wins.
-# Returns 0; 1 (filesystem); 2 (invalid argument).
-httk_workflow_declare() { # <name> <json object>
-  local -x LC_ALL=C _hw_job
-  if (($# != 2)); then
-    _httk_workflow_error httk_workflow_declare "usage: httk_workflow_declare NAME JSON_OBJECT"
-    return 2
-  fi
-  if ! _httk_workflow_name "$1" 64; then
-    _httk_workflow_error httk_workflow_declare \
-      "NAME '$1' must be 1-64 bytes of letters, digits, '.', '_' and '-', not starting with '.' or '-'"
-    return 2
-  fi
-  _httk_workflow_check_object httk_workflow_declare JSON_OBJECT "$2" || return 2
-  _httk_workflow_path _hw_job httk_workflow_declare HTTK_WORKFLOW_JOB_DIR job_dir || return 1
-  _httk_workflow_replace_file httk_workflow_declare "$_hw_job" "$_hw_job/.httk-job/declarations" \
-    "$1.json" "$2"
-}
-
-# Append one runner-reported event to the job's record (.httk-job/events.jsonl, docs/runner-events.md):
-# {"format":"httk-workflow-runner-event","format_version":1,"time":T,"step":S,"attempt_id":A,
-# "attempt_ordinal":N,"kind":KIND,"message":MESSAGE[,"details":JSON_OBJECT]} on one line, the bytes
-# Python's Attempt.record_event writes (the time aside). KIND is 1-128 letters, digits, '.', '_', ':'
-# and '-', starting with a letter or digit; JSON_OBJECT is compact one-line JSON, inserted verbatim. The
-# line holds at most 8192 bytes. Before an append that would make the file larger than 65536 bytes it
-# is renamed over events.1.jsonl. Not synchronized, even when durable: an event is diagnostics.
-# Returns 0; 1 (context or filesystem); 2 (invalid argument, or an event too long).
-httk_workflow_record_event() { # <kind> <message> [--details JSON_OBJECT]
-  local -x LC_ALL=C _hw_job _hw_message _hw_details='' _hw_step _hw_attempt _hw_ordinal _hw_now _hw_time
-  local _hw_line _hw_file _hw_text=''
-  if (($# != 2 && $# != 4)) || { (($# == 4)) && [[ $3 != --details ]]; }; then
-    _httk_workflow_error httk_workflow_record_event \
-      "usage: httk_workflow_record_event KIND MESSAGE [--details JSON_OBJECT]"
-    return 2
-  fi
-  if [[ $1 != [A-Za-z0-9]* || $1 == *[!A-Za-z0-9._:-]* || ${#1} -gt 128 ]]; then
-    _httk_workflow_error httk_workflow_record_event "KIND '$1' must be 1-128 letters, digits, '.', '_', ':'" \
-      "or '-', starting with a letter or digit (such as vasp.remedy)"
-    return 2
-  fi
-  _httk_workflow_text_arg _hw_message httk_workflow_record_event MESSAGE "$2" || return 2
-  if (($# == 4)); then
-    _httk_workflow_check_object httk_workflow_record_event JSON_OBJECT "$4" || return 2
-    _hw_details=,\"details\":$4
-  fi
-  _httk_workflow_load_context httk_workflow_record_event || return 1
-  if ! { _httk_workflow_lookup _hw_step context step && _httk_workflow_lookup _hw_attempt context attempt_id &&
-    _httk_workflow_lookup _hw_ordinal context attempt_ordinal; }; then
-    _httk_workflow_error httk_workflow_record_event "$HTTK_WORKFLOW_CONTEXT lacks step, attempt_id or attempt_ordinal"
-    return 1
-  fi
-  if [[ -n ${EPOCHREALTIME-} ]]; then
-    _hw_now=$EPOCHREALTIME
-    TZ=UTC0 printf -v _hw_time '%(%Y-%m-%dT%H:%M:%S)T' "${_hw_now%.*}"
-    _hw_time+=.${_hw_now#*.}Z
-  elif ! _hw_time=$(command date -u +%Y-%m-%dT%H:%M:%S.%6NZ); then
-    _httk_workflow_error httk_workflow_record_event "cannot read the clock"
-    return 1
-  fi
-  _hw_line="{\"format\":\"httk-workflow-runner-event\",\"format_version\":1,\"time\":\"$_hw_time\","
-  _hw_line+="\"step\":$_hw_step,\"attempt_id\":$_hw_attempt,\"attempt_ordinal\":$_hw_ordinal,"
-  _hw_line+="\"kind\":\"$1\",\"message\":$_hw_message$_hw_details}"$'\n'
-  if ((${#_hw_line} > 8192)); then
-    _httk_workflow_error httk_workflow_record_event \
-      "the event is ${#_hw_line} bytes; an event line holds at most 8192 (shorten the message or the details)"
-    return 2
-  fi
-  _httk_workflow_path _hw_job httk_workflow_record_event HTTK_WORKFLOW_JOB_DIR job_dir || return 1
-  _hw_file=$_hw_job/.httk-job/events.jsonl
-  if ! command mkdir -p -- "$_hw_job/.httk-job"; then
-    _httk_workflow_error httk_workflow_record_event "cannot create $_hw_job/.httk-job"
-    return 1
-  fi
-  if [[ -f $_hw_file ]]; then
-    IFS= read -r -d '' _hw_text <"$_hw_file" || : # read reports end of file as status 1
-  fi
-  if ((${#_hw_text} > 0 && ${#_hw_text} + ${#_hw_line} > 65536)); then
-    if ! command mv -f -T -- "$_hw_file" "$_hw_job/.httk-job/events.1.jsonl"; then
-      _httk_workflow_error httk_workflow_record_event "cannot rotate $_hw_file"
-      return 1
-    fi
-    _hw_text=''
-  fi
-  # A write cut short leaves a line without its newline: start this event on a line of its own.
-  [[ -z $_hw_text || ${_hw_text: -1} == $'\n' ]] || _hw_line=$'\n'$_hw_line
-  if ! printf '%s' "$_hw_line" >>"$_hw_file"; then
-    _httk_workflow_error httk_workflow_record_event "cannot append to $_hw_file"
-    return 1
-  fi
+httk_workflow_state_save() { _httk_workflow_load_part state httk_workflow_state_save && httk_workflow_state_save "$@"; }
+httk_workflow_state_load() { _httk_workflow_load_part state httk_workflow_state_load && httk_workflow_state_load "$@"; }
+httk_workflow_declare() { _httk_workflow_load_part state httk_workflow_declare && httk_workflow_declare "$@"; }
+httk_workflow_record_event() {
+  _httk_workflow_load_part state httk_workflow_record_event && httk_workflow_record_event "$@"
 }
 
 # ====================================================================================================
-# The step dispatcher
+# The step dispatcher (stubs: httk-workflow-dispatch.sh holds it, sourced on first use)
 # ====================================================================================================
 
-# Register FUNCTION (default: a function named STEP) as the handler of STEP. The registration order is
-# the runner_steps every outcome of this process carries.
-# Returns 0; 2 for an invalid step name, an undefined function, or a step registered twice.
-httk_workflow_register_step() { # <step> [function]
-  local -x LC_ALL=C _hw_function=${2-${1-}} _hw_step
-  if (($# < 1 || $# > 2)); then
-    _httk_workflow_error httk_workflow_register_step "usage: httk_workflow_register_step STEP [FUNCTION]"
-    return 2
-  fi
-  if ! _httk_workflow_name "$1" 128; then
-    _httk_workflow_error httk_workflow_register_step \
-      "STEP '$1' must be 1-128 bytes of letters, digits, '.', '_' and '-', not starting with '.' or '-'"
-    return 2
-  fi
-  if ! declare -F -- "$_hw_function" >/dev/null; then
-    _httk_workflow_error httk_workflow_register_step \
-      "FUNCTION '$_hw_function' is not a defined shell function"
-    return 2
-  fi
-  for _hw_step in ${_httk_workflow_steps[@]+"${_httk_workflow_steps[@]}"}; do
-    if [[ $_hw_step == "$1" ]]; then
-      _httk_workflow_error httk_workflow_register_step "STEP '$1' is already registered"
-      return 2
-    fi
-  done
-  _httk_workflow_steps+=("$1")
-  _httk_workflow_step_functions+=("$_hw_function")
-  return 0
+httk_workflow_register_step() {
+  _httk_workflow_load_part dispatch httk_workflow_register_step && httk_workflow_register_step "$@"
 }
+httk_workflow_dispatch() { _httk_workflow_load_part dispatch httk_workflow_dispatch && httk_workflow_dispatch "$@"; }
 
-# Publish the dispatcher's own failure, worded and detailed as the Python SDK's dispatcher does:
-#   unknown_step  "this runner does not implement step 'S'; its steps are: 'a', 'b'" (or: none),
-#                 details {"step":S,"runner_steps":[...]}
-#   no_outcome    "step 'S' returned without publishing an outcome", details {"step":S,"function":F}
-# and note it on stderr (the manager keeps it in the attempt's log). Returns what httk_workflow_fail does.
-_httk_workflow_dispatch_fail() { # <code> <step> [function]
-  local -x LC_ALL=C _hwx_step _hwx_name _hwx_known='' _hwx_steps='' _hwx_message _hwx_details
-  _httk_workflow_json_string _hwx_step "$2" || _hwx_step='""'
-  if [[ $1 == unknown_step ]]; then
-    for _hwx_name in ${_httk_workflow_steps[@]+"${_httk_workflow_steps[@]}"}; do
-      _hwx_known+="${_hwx_known:+, }'$_hwx_name'"
-      _hwx_steps+="${_hwx_steps:+,}\"$_hwx_name\""
-    done
-    _hwx_message="this runner does not implement step '$2'; its steps are: ${_hwx_known:-none}"
-    _hwx_details="{\"step\":$_hwx_step,\"runner_steps\":[$_hwx_steps]}"
-  else
-    _httk_workflow_json_string _hwx_name "$3" || _hwx_name='""'
-    _hwx_message="step '$2' returned without publishing an outcome"
-    _hwx_details="{\"step\":$_hwx_step,\"function\":$_hwx_name}"
-  fi
-  _httk_workflow_error httk_workflow_dispatch "$_hwx_message (publishing fail/$1)"
-  httk_workflow_fail "$1" "$_hwx_message" --details "$_hwx_details"
-}
+# Sourcing ends here: what follows is the reference, which Bash never parses.
+return 0
 
-# Run the function registered for the current step ($HTTK_WORKFLOW_STEP) with ARGUMENTs, and make sure
-# the attempt ends with exactly one outcome:
-#   - an unknown step publishes fail unknown_step (naming the step and the registered ones);
-#   - a function that returns 0 without publishing gets fail no_outcome;
-#   - a function that returns nonzero without publishing makes dispatch return that status (the manager
-#     records process_failure); under set -e the shell exits with it at once, which is the same.
-# Call it as a plain command (not in `if` or `||`), so that the runner's set -e applies in the steps.
-# Returns 0 once an outcome is published; the step's status when it failed without one; otherwise the
-# status of publishing the fail outcome (1 or 3).
-httk_workflow_dispatch() { # [argument...]
-  local _hwd_step=${HTTK_WORKFLOW_STEP-} _hwd_function='' _hwd_i _hwd_status _hwd_control=''
-  _httk_workflow_dispatching=1
-  if [[ -z $_hwd_step ]]; then
-    _httk_workflow_path _hwd_step httk_workflow_dispatch HTTK_WORKFLOW_STEP step || return 1
-  fi
-  for ((_hwd_i = 0; _hwd_i < ${#_httk_workflow_steps[@]}; _hwd_i++)); do
-    if [[ ${_httk_workflow_steps[_hwd_i]} == "$_hwd_step" ]]; then
-      _hwd_function=${_httk_workflow_step_functions[_hwd_i]}
-    fi
-  done
-  if [[ -z $_hwd_function ]]; then
-    _httk_workflow_dispatch_fail unknown_step "$_hwd_step"
-    return
-  fi
-  "$_hwd_function" "$@"
-  _hwd_status=$?
-  [[ -z $_httk_workflow_published ]] || return 0
-  # An outcome published by a subshell or a child process counts as well.
-  _httk_workflow_path _hwd_control httk_workflow_dispatch HTTK_WORKFLOW_CONTROL_DIR control_dir \
-    2>/dev/null || :
-  [[ -z $_hwd_control || ! -e $_hwd_control/outcome.ready ]] || return 0
-  ((_hwd_status == 0)) || return "$_hwd_status"
-  _httk_workflow_dispatch_fail no_outcome "$_hwd_step" "$_hwd_function"
-}
+# ====================================================================================================
+# Reference
+# ====================================================================================================
+
+# What it guarantees
+#   - Sourcing only defines httk_workflow_* / _httk_workflow_* functions and _httk_workflow_* globals. It
+#     never runs set, shopt or trap, and no function changes a shell option, a trap or IFS of the caller.
+#     Every function works under the caller's set -euo pipefail, failglob, nullglob or noglob.
+#   - The publishing path needs Bash 4.0+ and coreutils only (mkdir, mv -T, rm, and `sync FILE`, which
+#     synchronizes one file or directory with GNU coreutils >= 8.24; children add chmod, stat once, cp
+#     for a runner holding NUL bytes, and od when /proc has no UUID; a transaction adds cp, du, sort,
+#     cat, sha256sum and chmod). No python, no jq.
+#   - outcome.json is byte-for-byte what the Python SDK publishes for the same decision: the member
+#     order, compact separators and json.dumps(ensure_ascii=False) escaping of docs/outcome-documents.md,
+#     published by the five steps listed there (durably when HTTK_WORKFLOW_DURABLE=1). Exactly one
+#     outcome per attempt: a second one is refused (return 3), remembered both in this shell
+#     (_httk_workflow_published) and on disk (outcome.ready/ exists; rename never replaces it).
+#
+# Return codes, the same for every public function
+#   0  done
+#   1  the environment failed us: no or unreadable context.json, a missing member, a file operation
+#   2  an argument is invalid (the message on stderr names it); nothing was written
+#   3  this attempt has already published its outcome; nothing was written
+#   Every message goes to stderr, prefixed with the public function's name.
+#
+# Context (spec: "Context and restart detection")
+#   The manager exports HTTK_WORKFLOW_{CONTEXT,CONTROL_DIR,WORKSPACE_DIR,JOB_DIR,WORKDIR,IS_RESTART,
+#   UNCLEAN_RESTART,DURABLE,ATTEMPT_REASON,STEP,PYTHON,BASH_API} (and DATA_DIR for transactional jobs);
+#   a runner uses them directly, e.g. [[ $HTTK_WORKFLOW_UNCLEAN_RESTART == 1 ]]. Every other top-level
+#   scalar of context.json is read with httk_workflow_context (attempt_ordinal, previous_attempt_id, ...).
+#   context.json is read once per process (mapfile, no subprocess). The reader relies on the layout the
+#   manager writes (json.dumps(indent=2): "{" alone on the first line, one top-level member per line
+#   at two spaces, nested members deeper); it refuses a file in any other layout rather than guess.
+#
+# Settings (spec/02 "Application settings"), layers in order, as in the Python SDK
+#   1. the scalar member NAME of the job's inputs, which the manager copies into context.json "inputs";
+#   2. the environment variable HTTK_<NAME> (dots -> underscores, upper case): a deployment override, or
+#      the scalar workspace setting the manager exported there when no override existed; never a
+#      variable of the protocol's own HTTK_WORKFLOW_ namespace, into which the manager exports nothing;
+#   3. the scalar member NAME of context.json's "settings" (the workspace snapshot taken at the claim);
+#   4. DEFAULT when given; otherwise return 1.
+#   Bash reads inputs from context.json, never from job.json: job.json is stored in whatever layout its
+#   author submitted, while the manager writes context.json in one known layout this reader relies on.
+#   Bash has no None and no arrays of JSON: a null setting counts as absent (the next layer applies), an
+#   array or object setting is an error (return 1).
+#
+# NUL
+#   A Bash string cannot hold NUL (U+0000). No text handed to this API can contain one, so it never
+#   emits \u0000; a context or setting string containing \u0000 cannot be read (return 1).
+#
+# Parity with the Python SDK (httk.workflow.sdk): the same operations, the same bytes
+#   a.advance(step, resources=, priority=, message=)  httk_workflow_advance STEP [--resource NAME=INT]...
+#                                                       [--priority N] [--message TEXT]
+#   a.succeed(message=, priority=)                    httk_workflow_succeed [--message TEXT] [--priority N]
+#   a.fail(code, message, details, retryable=)        httk_workflow_fail CODE MESSAGE [--details JSON]
+#                                                       [--retryable|--not-retryable]
+#   a.retry(reason, priority=, message=)              httk_workflow_retry REASON [--priority N] [--message T]
+#   a.pause(reason, priority=, message=)              httk_workflow_pause REASON [--priority N] [--message T]
+#   a.setting(name, default)                          httk_workflow_setting VAR NAME [DEFAULT]
+#   the context's members                             httk_workflow_context VAR MEMBER (scalars only)
+#   a.save_state(obj) / a.state                       httk_workflow_state_save JSON
+#                                                     httk_workflow_state_load VAR
+#   a.declare(name, obj)                              httk_workflow_declare NAME JSON
+#   a.spawn(step, label=, inputs=, tag=, placement=,  httk_workflow_spawn LABEL STEP [--input NAME=JSON]...
+#           name=, priority=, resources=)               [--tag T] [--placement P] [--name TEXT]
+#                                                       [--priority N] [--resource NAME=INT]...
+#   a.wait(step, condition=, count=, on_impossible=,  httk_workflow_wait STEP [--condition C] [--count N]
+#          priority=, message=)                         [--on-impossible STEP] [--priority N] [--message T]
+#   a.children (labels, members)                      httk_workflow_children VAR [KIND]
+#                                                     httk_workflow_child VAR CHILD MEMBER
+#   @step / dispatch()                                httk_workflow_register_step STEP [FUNCTION]
+#                                                     httk_workflow_dispatch [ARGUMENT...]
+#   tx = a.transaction()                              httk_workflow_transaction_begin
+#   tx.make_dir(path, parents=, op_id=)               httk_workflow_make_dir PATH [--parents] [--op-id ID]
+#   tx.put_file(path, source or bytes, op_id=,        httk_workflow_put_file PATH SOURCE|--content TEXT
+#               require_absent=, expected_sha256=)      [--op-id ID] [--require-absent] [--expected-sha256 H]
+#   tx.put_tree(path, source_dir, op_id=,             httk_workflow_put_tree PATH SOURCE_DIR [--op-id ID]
+#               require_absent=)                        [--require-absent]
+#   tx.replace_tree(path, source_dir,                 httk_workflow_replace_tree PATH SOURCE_DIR
+#                   expected_sha256=, op_id=)           [--expected-sha256 H] [--op-id ID]
+#   tx.remove(path, missing_ok=, expected_sha256=,    httk_workflow_remove PATH [--missing-ok]
+#             op_id=)                                   [--expected-sha256 H] [--op-id ID]
+#   tx.operation_ids                                  httk_workflow_transaction_operation_ids VAR
+#   Differences: JSON objects (--details, state, declarations) are given as text and inserted verbatim
+#   after a light check (braces, UTF-8, one line), so byte parity needs the compact form Python writes,
+#   json.dumps(obj, ensure_ascii=False, separators=(",", ":")); --resource cannot express an empty map
+#   (Python's resources={}); a null or non-scalar setting (above); no_outcome details name the shell
+#   function where Python names module.qualname. An operation returns its id with --var VAR.
+#
+# Children and joins (docs/outcome-documents.md "Children and joins")
+#   httk_workflow_spawn composes the child's job.json and keeps the spawn set in this shell; the outcome
+#   function writes every bundle into the draft at once (one mkdir, one chmod, printf for the rest, about
+#   1 ms per child). So call spawn and the outcome function as plain commands, never in $(...) or a
+#   pipeline, whose subshell would lose the set. advance, succeed and wait publish the children (wait
+#   joins every child spawned in this shell); fail, retry and pause discard them. A child
+#   takes runner, workdir, data, claim, priority and retry_policy from the parent's job.json, which this
+#   library reads with a small JSON splitter: the members are copied with the whitespace outside strings
+#   removed, so the child's job.json is Python's bytes whenever the parent's job.json escapes strings as
+#   json.dumps(ensure_ascii=False) does (every job.json this implementation writes). A payload runner is
+#   copied into the child's bundle (cp). UUIDs come from /proc/sys/kernel/random/uuid, else od of
+#   /dev/urandom. Python's runner=, workdir=, data=, claim= and retry_policy= overrides have no Bash form.
+#   The step after a join reads its children from context.json with httk_workflow_children and
+#   httk_workflow_child (the manager's indent=2 layout, like every other member). These functions live
+#   in httk-workflow-children.sh beside this file, sourced on the first call of one of them (so a step
+#   that spawns nothing and follows no join never parses them).
+#
+# Transactions (docs/outcome-documents.md "Transactions")
+#   The transaction functions live in httk-workflow-transaction.sh beside this file, sourced on the first
+#   call of one of them (so a step without a transaction never parses them); its header says what they
+#   guarantee. Like the spawn set, the transaction is kept in this shell: call the functions and the
+#   outcome function as plain commands, never in $(...) or a pipeline. advance, succeed and wait stage a
+#   nonempty transaction into the outcome draft; fail, retry and pause discard it.
+#
+# Job state, declarations and events
+#   httk_workflow_state_save, httk_workflow_state_load, httk_workflow_declare and
+#   httk_workflow_record_event live in httk-workflow-state.sh beside this file, sourced on the first call
+#   of one of them (most steps of most runners call none). Likewise the dispatcher
+#   (httk-workflow-dispatch.sh), fail, retry and pause (httk-workflow-fail.sh) and the decoding of a
+#   context string that holds escapes (httk-workflow-escapes.sh).

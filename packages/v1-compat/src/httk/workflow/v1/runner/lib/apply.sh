@@ -17,39 +17,12 @@
 _v1_record() {
   D_REASON_SIZE=-1 D_STAMP=''
   [[ $D_KIND != advance && $D_KIND != wait ]] || return 0
+  _v1_need finish || return 1
   [[ ! -f $V1_TASK/ht.reason ]] || _v1_size D_REASON_SIZE "$V1_TASK/ht.reason"
   [[ $D_KIND != finished || $V1_PROGRAM != ht_steps ]] || _v1_free_stamp D_STAMP
   _v1_activation || return 1
   httk_workflow_state_save "{\"v1\":{\"activation\":\"$V1_ACTIVATION\",\"decision\":\"$D_KIND\",\
 \"exit\":$D_EXIT,\"stamp\":\"$D_STAMP\",\"reason_size\":$D_REASON_SIZE}}"
-}
-
-# Load the decision this activation recorded into D_*. Returns 0, or 1 when there is none.
-_v1_recorded() {
-  local text rest
-  _v1_activation || return 1
-  httk_workflow_state_load text || return 1
-  [[ $text == *"\"activation\":\"$V1_ACTIVATION\""* ]] || return 1
-  rest=${text#*\"decision\":\"}
-  D_KIND=${rest%%\"*} D_STEP=''
-  rest=${text#*\"stamp\":\"}
-  D_STAMP=${rest%%\"*}
-  rest=${text#*\"exit\":}
-  D_EXIT=${rest%%[,\}]*}
-  rest=${text#*\"reason_size\":}
-  D_REASON_SIZE=${rest%%[,\}]*}
-  if [[ $D_KIND == invalid && -f $V1_RUN_DIR/ht.nextstep ]]; then
-    IFS= read -r D_STEP <"$V1_RUN_DIR/ht.nextstep" || :
-  fi
-  [[ -n $D_KIND ]]
-}
-
-# The size in bytes of the text file FILE into VAR (no subprocess).
-_v1_size() { # <var> <file>
-  local -x LC_ALL=C
-  local _v1z_content=''
-  IFS= read -r -d '' _v1z_content <"$2" || :
-  printf -v "$1" '%s' "${#_v1z_content}"
 }
 
 # The outcome priority option for ht.priority (written by HT_TASK_SET_PRIORITY) into the array VAR.

@@ -16,6 +16,14 @@ _v1_last_line() { # <var> <file>
   printf -v "$1" '%s' "$_v1l_last"
 }
 
+# The size in bytes of the text file FILE into VAR (no subprocess).
+_v1_size() { # <var> <file>
+  local -x LC_ALL=C
+  local _v1z_content=''
+  IFS= read -r -d '' _v1z_content <"$2" || :
+  printf -v "$1" '%s' "${#_v1z_content}"
+}
+
 # Append LINE to ht.reason, once: only while ht.reason still has the size recorded with the decision.
 _v1_reason() { # <line>
   local size=-1
@@ -36,6 +44,7 @@ _v1_freeze() {
     cd -P -- ht.run.current || exit 0
     command rm -f -- ht.nextstep
     export HT_TASK_CURRENT_DIR=$PWD HT_TASK_STEP=freeze HT_TASK_RUN_NAME=ht.run.current TASKMGRPID=$$ HTTK_DIR
+    [[ -z $V1_CALLER_HAS_LC_ALL ]] || export LC_ALL=$V1_CALLER_LC_ALL
     ../ht_steps freeze </dev/null || :
   )
 }
@@ -59,6 +68,7 @@ _v1_archive() {
     httk_workflow_setting bzip2 v1.bzip2log true
     [[ $bzip2 == false ]] || command bzip2 -f -- "$current/ht.taskmgr.stdout"
   fi
+  _v1_need atomic || return 1
   _ht_atomic_open txn "$V1_TASK"
   printf 'ht.run.%s\n' "$D_STAMP" >"$txn/ht.atommv.ht.run.current"
   [[ ! -f $log ]] || printf 'ht.tmp.atomic.log\n' >"$txn/ht.atommv.ht.taskmgr.stdout"

@@ -1,12 +1,14 @@
 # shellcheck shell=bash disable=SC2034,SC2153,SC2154 # V1_*, V1N_*, D_* and _ht_matches are shared by lib/*.sh
 # rare.sh: what an ordinary step of a v1 task never needs: adopting ht.run.resume, the stamp of an
-# archive, the search for subtasks, and stopping a program the watchdog timed out. step.sh holds stubs
-# that source this file on their first call, so the runner of an ordinary step never parses it.
+# archive, the search for subtasks, stopping a program the watchdog timed out, and loading the decision
+# an earlier attempt recorded (an unclean restart). step.sh holds stubs that source this file on their
+# first call, so the runner of an ordinary step never parses it.
 
 # ht.run.resume becomes ht.run.current in one v1 transaction of the task directory; a nonempty
 # ht.run.current is archived as ht.run.<stamp> first, an empty one dropped.
 _v1_resume() {
   local txn stamp current=$V1_TASK/ht.run.current note
+  _v1_need atomic || return 1
   _ht_atomic_open txn "$V1_TASK" || return 1
   if [[ -d $current ]]; then
     if [[ -n $(command find "$current" -mindepth 1 -print -quit) ]]; then
@@ -78,4 +80,24 @@ _v1_stop_program() {
       kill -KILL "$pid" 2>/dev/null || :
     fi
   done
+}
+
+# Load the decision this activation recorded into D_*. Returns 0, or 1 when there is none.
+_v1_recorded() {
+  local text rest
+  _v1_activation || return 1
+  httk_workflow_state_load text || return 1
+  [[ $text == *"\"activation\":\"$V1_ACTIVATION\""* ]] || return 1
+  rest=${text#*\"decision\":\"}
+  D_KIND=${rest%%\"*} D_STEP=''
+  rest=${text#*\"stamp\":\"}
+  D_STAMP=${rest%%\"*}
+  rest=${text#*\"exit\":}
+  D_EXIT=${rest%%[,\}]*}
+  rest=${text#*\"reason_size\":}
+  D_REASON_SIZE=${rest%%[,\}]*}
+  if [[ $D_KIND == invalid && -f $V1_RUN_DIR/ht.nextstep ]]; then
+    IFS= read -r D_STEP <"$V1_RUN_DIR/ht.nextstep" || :
+  fi
+  [[ -n $D_KIND ]]
 }

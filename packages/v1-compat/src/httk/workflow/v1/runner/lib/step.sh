@@ -79,9 +79,22 @@ _v1_program() {
 
 # v1's claim-time replay (task directory, then ht.run.current), after adopting an ht.run.resume.
 _v1_preflight() {
-  _ht_atomic_replay "$V1_TASK" || :
+  _v1_replay "$V1_TASK" || :
   [[ ! -d $V1_TASK/ht.run.resume ]] || _v1_resume
-  [[ ! -d $V1_TASK/ht.run.current ]] || _ht_atomic_replay "$V1_TASK/ht.run.current" || :
+  [[ ! -d $V1_TASK/ht.run.current ]] || _v1_replay "$V1_TASK/ht.run.current" || :
+}
+
+# Replay the transactions of BASE (lib/atomic.sh, sourced only when BASE holds an ht.atomic.* or
+# ht.tmp.atomic.* entry: a step asks four times, and most steps leave none). Returns what the replay does.
+_v1_replay() { # <base>
+  local entry
+  for entry in "$1"/ht.atomic.* "$1"/ht.tmp.atomic.*; do
+    if [[ -e $entry || -L $entry ]]; then
+      _v1_need atomic || return 1
+      _ht_atomic_replay "$1"
+      return
+    fi
+  done
 }
 
 # A decision that needs no program run into D_KIND / D_STEP; returns 1 when the program must run.
@@ -180,7 +193,11 @@ _v1_run() {
   [[ -z $V1_WRAP ]] || argv=("$V1_WRAP" "${argv[@]}")
   V1_TIMED_OUT=0 V1_STOP=0 V1_PID='' V1_SLEEPER=''
   trap _v1_on_stop TERM INT HUP
-  "${argv[@]}" </dev/null >>"$log" 2>&1 &
+  if [[ -n $V1_CALLER_HAS_LC_ALL ]]; then
+    LC_ALL=$V1_CALLER_LC_ALL "${argv[@]}" </dev/null >>"$log" 2>&1 &
+  else
+    "${argv[@]}" </dev/null >>"$log" 2>&1 &
+  fi
   V1_PID=$!
   if ((V1_TIMEOUT > 0)); then
     trap _v1_on_child CHLD
@@ -245,6 +262,7 @@ _v1_resume() { _v1_need rare && _v1_resume "$@"; }
 _v1_free_stamp() { _v1_need rare && _v1_free_stamp "$@"; }
 _v1_subtasks() { _v1_need rare && _v1_subtasks "$@"; }
 _v1_stop_program() { _v1_need rare && _v1_stop_program "$@"; }
+_v1_recorded() { _v1_need rare && _v1_recorded "$@"; }
 
 # Source lib/LIBRARY.sh once: the end of a task, subtasks and the rare paths are not parsed for an
 # ordinary step, whose runner pays every line it parses.

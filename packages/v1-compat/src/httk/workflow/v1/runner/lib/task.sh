@@ -19,18 +19,14 @@ V1_TASKS=task # the directory of a top-level task's payload holding its task dir
 # Split a v1 task basename into V1N_SET V1N_ID V1N_STEP V1N_RESTARTS V1N_OWNER V1N_PRIO V1N_STATUS.
 # Returns 0 for the nine-field grammar (as _names.py accepts it), 1 otherwise.
 _v1_parse_name() { # <basename>
-  local rest=$1 dots=${1//[!.]/}
-  local -a fields=()
+  local IFS=. dots=${1//[!.]/}
+  local -a fields
   ((${#dots} == 8)) || return 1
-  while [[ $rest == *.* ]]; do
-    fields+=("${rest%%.*}")
-    rest=${rest#*.}
-  done
-  fields+=("$rest")
-  [[ ${fields[0]} == ht && ${fields[1]} == task ]] || return 1
-  for rest in "${fields[@]:2}"; do
-    [[ -n $rest && $rest != *[[:space:]]* ]] || return 1
-  done
+  [[ $1 == ht.task.* && $1 != *..* && $1 != *. && $1 != *[[:space:]]* ]] || return 1
+  set -f # the runner globs, and a name may hold a glob character: split it as it is
+  # shellcheck disable=SC2206 # split at IFS (.), with globbing off
+  fields=($1)
+  set +f
   [[ ${fields[5]} != *[!0-9]* && ${fields[7]} == [1-5] ]] || return 1
   case ${fields[8]} in
     waitstart | waitstep | waitsubtasks | running | finished | broken | timeout | stopped) ;;
@@ -73,9 +69,10 @@ _v1_locate() {
   IFS=/ read -r -a parts <<<"$path"
   for part in "${parts[@]}"; do
     if [[ $part == ht.task.* && ${part//[!.]/} == ... ]]; then
-      _ht_glob "$dir" "$part."
       found=()
-      for candidate in "${_ht_matches[@]}"; do
+      # The runner's glob options are Bash's defaults and its locale is C (run): the matches come in C
+      # order, and a pattern that matches nothing stays a word that names no task directory.
+      for candidate in "$dir/$part."*; do
         if [[ -d $candidate && ! -L $candidate ]] && _v1_parse_name "${candidate##*/}"; then
           found+=("$candidate")
         fi

@@ -1,0 +1,1 @@
+../packages/sdk-python/src/httk/workflow/sdk/bash/httk-workflow-escapes.sh
