@@ -292,6 +292,8 @@ def _sync_dir_of(directory: Path | str, owed: OwedSyncs | None) -> None:
 
 def make_dirs(path: Path | str, *, durable: bool) -> None:
     """Create ``path`` and its missing parents; with ``durable``, synchronize each new entry's parent."""
+    if os.path.isdir(path):  # the common case, decided without building a Path
+        return
     target = Path(path)
     missing: list[Path] = []
     probe = target
