@@ -24,7 +24,7 @@ from httk.workflow.engine.core._workspace import attach
 from httk.workflow.engine.manager._detach import read_request, refuse_detached, withdraw_detach
 from httk.workflow.protocol import WorkspaceError
 
-from tests.crashkit import crash_at_every_point
+from tests.crashkit import crash_at_every_traced_point
 from tests.runners import markers_of
 from tests.transferkit import jobs_in, run_manager, transfer_workspace
 
@@ -94,13 +94,7 @@ def outcome(root: Path) -> dict[str, Any]:
 def test_a_crash_at_any_mutation_of_an_attach_and_the_serving_after_it_converges_on_rerun(
     template: Path, tmp_path: Path
 ) -> None:
-    points: list[str] = []
-
-    def every(trace: list[str]) -> list[str]:
-        points.extend(trace)
-        return trace
-
-    expected, failures = crash_at_every_point(template, tmp_path, SCENARIO, recover, outcome, points=every)
+    expected, failures, points = crash_at_every_traced_point(template, tmp_path, SCENARIO, recover, outcome)
     assert failures == []
     assert points[0].split("\t")[1:] == [
         "unlink",
