@@ -5,12 +5,19 @@ directories into workspace A (timed), a manager that claims nothing registers th
 ``transfer detach A <placement> --to DIR`` and ``transfer import B DIR/* --placement P`` (each timed).
 Prints the three figures and the ratio submit / (detach + import). Goal (issue 14): >= 0.5.
 
+Each timed command starts after ``sync``: creating an inode here costs a fifth of a millisecond or
+several, depending on how much the writeback of what came just before (the payloads ``prepare``
+wrote, the bundles detach wrote) competes with it, and without it submit paid for the untimed setup.
+``--repeat N`` runs N rounds, each on fresh workspaces, and prints the median of the per-round ratios.
+Each command's user and system CPU seconds are printed too, and ``--valgrind-jobs N`` adds rounds of 1
+and N jobs with each command under callgrind: its instructions per job, which the load does not move.
+
 Then, over ssh: a real sshd on 127.0.0.1 (the test suite's ``tests/sshkit.py``), a remote reaching it
 whose ``httk`` has configuration of its own, and ``transfer send B <placement> --to REMOTE:C`` of the
 same N jobs (timed: detach, one tar stream over the shared connection, import, acknowledgement).
 Prints its figure and its ratio to the local detach + import (no goal: a figure).
 
-    ./dev bench transfer [--jobs 1000] [--dir DIR] [--no-ssh]
+    ./dev bench transfer [--jobs 1000] [--repeat 1] [--valgrind-jobs N] [--dir DIR] [--no-ssh]
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,13 +58,40 @@ def job_document(index: int, runner: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def httk(*args: str) -> float:
-    """Run one ``httk`` command; its wall time in seconds."""
+CPU: dict[str, float] = {}
+"""The user and system CPU seconds of the last command :func:`httk` ran: its ``user`` and ``sys``."""
+
+
+VALGRIND: list[str] = []
+"""The directory of the callgrind logs, when :func:`httk` runs the counted commands under callgrind."""
+
+
+def _valgrind(label: str) -> list[str]:
+    if not (VALGRIND and label):
+        return []
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        f"--log-file={VALGRIND[0]}/{label}.%p",
+    ]
+
+
+def httk(*args: str, counted: str = "") -> float:
+    """Run one ``httk`` command; its wall time in seconds (its CPU times in :data:`CPU`). A ``counted``
+    one runs under :data:`VALGRIND` when that is set, logging to ``<counted>.<pid>`` there."""
+    os.sync()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(
-        [str(Path(sys.executable).with_name("httk")), *args], check=True, stdout=subprocess.DEVNULL
+        [*_valgrind(counted), str(Path(sys.executable).with_name("httk")), *args],
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.update(user=after.ru_utime - before.ru_utime, sys=after.ru_stime - before.ru_stime)
+    return seconds
 
 
 def prepare(base: Path, jobs: int) -> tuple[Path, Path, list[str]]:
@@ -138,40 +174,117 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--jobs", type=int, default=1_000)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds, each on fresh workspaces")
     parser.add_argument("--dir", type=Path, default=None, help="where to build the workspaces (a tmp dir)")
     parser.add_argument("--no-ssh", action="store_true", help="leave out the figure over ssh")
+    parser.add_argument(
+        "--valgrind-jobs", type=int, default=0, help="rounds of 1 and N jobs counting instructions (N > 1)"
+    )
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="httk-bench-transfer-", dir=args.dir))
-    # Its own user directories, so that the workspaces it makes are not left in the user's registry.
-    os.environ["HTTK_CONFIG_HOME"] = str(base / "desk" / "config")
-    os.environ["HTTK_DATA_HOME"] = str(base / "desk" / "data")
     try:
         print(f"transfer benchmark in {base} ({os.cpu_count()} cores), {args.jobs} jobs, non-durable")
-        source, target, paths = prepare(base, args.jobs)
-        submit = httk("workflow", "job", "submit", str(source), *paths, "--placement", PLACEMENT)
-        register(source)
-        out = base / "out"
-        out.mkdir()
-        detach = httk("workflow", "transfer", "detach", str(source), PLACEMENT, "--to", str(out))
-        bundles = sorted(str(path) for path in out.iterdir())
-        assert len(bundles) == args.jobs, len(bundles)
-        imported = httk("workflow", "transfer", "import", str(target), *bundles, "--placement", PLACEMENT)
-        moved = detach + imported
-        print(f"{'command':<36} {'seconds':>8} {'jobs/s':>8}")
-        for name, seconds in (
-            ("job submit", submit),
-            ("transfer detach", detach),
-            ("transfer import", imported),
-            ("detach + import", moved),
-        ):
-            print(f"{name:<36} {seconds:>8.2f} {args.jobs / seconds:>8.0f}")
-        print(f"submit / (detach + import): {submit / moved:.2f} (goal >= 0.5)")
+        print(f"{'round':<6} {'command':<30} {'seconds':>8} {'jobs/s':>8} {'user':>6} {'sys':>6}")
+        ratios, target, moved = [], base, 0.0
+        for index in range(args.repeat):
+            target, ratio, moved = one_round(base / f"round-{index}", args.jobs, index)
+            ratios.append(ratio)
+        if args.repeat > 1:
+            listed = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+            print(f"per round: {listed}; median {statistics.median(ratios):.2f} (goal >= 0.5)")
+        if args.valgrind_jobs:
+            instructions(base / "valgrind", args.valgrind_jobs)
         if not args.no_ssh:
             sent = over_ssh(base, target)
             print(f"{'transfer send over localhost ssh':<36} {sent:>8.2f} {args.jobs / sent:>8.0f}")
             print(f"(detach + import) / send over ssh: {moved / sent:.2f} (a figure, no goal)")
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def instructions(base: Path, jobs: int) -> None:
+    """Rounds of one job and of ``jobs`` jobs with each timed command under callgrind: the instructions
+    each executes per job, the difference of the two over ``jobs - 1`` (so the interpreter's start and
+    imports, the same in both, drop out). User space only: the kernel's work for the inodes it creates
+    is not counted."""
+    one, many = _counted_round(base / "one", 1), _counted_round(base / "many", jobs)
+    per_job = [(large - small) / (jobs - 1) for small, large in zip(one, many, strict=True)]
+    print(
+        f"instructions per job, 1 and {jobs} jobs under callgrind (user space; the load does not move them):"
+    )
+    names = ("job submit", "transfer detach", "transfer import")
+    for name, count, small, large in zip(names, per_job, one, many, strict=True):
+        print(
+            f"  {name:<30} {count / 1e6:8.2f} M  (1 job {small / 1e6:.0f} M, {jobs} jobs {large / 1e6:.0f} M)"
+        )
+    submit, detach, imported = per_job
+    print(f"  submit / (detach + import): {submit / (detach + imported):.2f}")
+
+
+def _counted_round(base: Path, jobs: int) -> list[int]:
+    """The instructions of submit, detach and import in one round of ``jobs`` jobs under callgrind."""
+    logs = base / "logs"
+    logs.mkdir(parents=True)
+    VALGRIND[:] = [str(logs)]
+    try:
+        with open(os.devnull, "w") as quiet:
+            saved, sys.stdout = sys.stdout, quiet
+            try:
+                one_round(base / "round", jobs, 0)
+            finally:
+                sys.stdout = saved
+    finally:
+        VALGRIND.clear()
+    return [
+        next(int(line.split()[-1]) for line in log.read_text().splitlines() if "Collected :" in line)
+        for label in ("submit", "detach", "import")
+        for log in logs.glob(f"{label}.*")
+    ]
+
+
+def one_round(base: Path, jobs: int, index: int) -> tuple[Path, float, float]:
+    """Submit, register, detach and import ``jobs`` jobs in fresh workspaces below ``base``: the target
+    workspace, the round's ratio submit / (detach + import) and its detach + import in seconds."""
+    base.mkdir()
+    for variable, name in (("HTTK_CONFIG_HOME", "config"), ("HTTK_DATA_HOME", "data")):
+        os.environ[variable] = str(
+            base / "desk" / name
+        )  # its own registry, so the workspaces it makes stay out of the user's
+    source, target, paths = prepare(base, jobs)
+    submit = httk(
+        "workflow", "job", "submit", str(source), *paths, "--placement", PLACEMENT, counted="submit"
+    )
+    cpu = {"job submit": dict(CPU)}
+    register(source)
+    out = base / "out"
+    out.mkdir()
+    detach = httk(
+        "workflow", "transfer", "detach", str(source), PLACEMENT, "--to", str(out), counted="detach"
+    )
+    cpu["transfer detach"] = dict(CPU)
+    bundles = sorted(str(path) for path in out.iterdir())
+    assert len(bundles) == jobs, len(bundles)
+    imported = httk(
+        "workflow", "transfer", "import", str(target), *bundles, "--placement", PLACEMENT, counted="import"
+    )
+    cpu["transfer import"] = dict(CPU)
+    cpu["detach + import"] = {
+        part: cpu["transfer detach"][part] + cpu["transfer import"][part] for part in ("user", "sys")
+    }
+    moved = detach + imported
+    for name, seconds in (
+        ("job submit", submit),
+        ("transfer detach", detach),
+        ("transfer import", imported),
+        ("detach + import", moved),
+    ):
+        used = cpu[name]
+        print(
+            f"{index:<6} {name:<30} {seconds:>8.2f} {jobs / seconds:>8.0f} "
+            f"{used['user']:>6.2f} {used['sys']:>6.2f}"
+        )
+    print(f"{index:<6} submit / (detach + import): {submit / moved:.2f} (goal >= 0.5)")
+    return target, submit / moved, moved
 
 
 if __name__ == "__main__":

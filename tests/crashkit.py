@@ -80,3 +80,19 @@ def crash_at_every_point(
         if got != expected:
             failures.append(f"crash after mutation {k} ({trace[k - 1]}): {got} != {expected}")
     return expected, failures
+
+
+def crash_at_every_traced_point(
+    template: Path, base: Path, code: str, recover: Callable[[Path], object], outcome: Callable[[Path], T]
+) -> tuple[T, list[str], list[str]]:
+    """:func:`crash_at_every_point` at every mutation of ``code``: the reference outcome, the failures
+    and the trace lines (``count``, ``what``, ``path`` separated by tabs), for a test to check that the
+    mutations it means to enumerate are among them."""
+    points: list[str] = []
+
+    def every(trace: list[str]) -> list[str]:
+        points.extend(trace)
+        return trace
+
+    expected, failures = crash_at_every_point(template, base, code, recover, outcome, points=every)
+    return expected, failures, points

@@ -23,7 +23,7 @@ from httk.workflow.engine.core._workspace import attach
 from httk.workflow.engine.manager._detach import detach_quiescence, read_request, request_detach
 from httk.workflow.protocol._jsonio import read_json_object
 
-from tests.crashkit import crash_at_every_point
+from tests.crashkit import crash_at_every_traced_point
 from tests.transferkit import jobs_in, transfer_workspace
 
 SCENARIO = """
@@ -78,13 +78,7 @@ def outcome(root: Path) -> dict[str, Any]:
 def test_a_crash_at_any_mutation_of_a_detach_and_its_acknowledgement_converges_on_rerun(
     template: Path, tmp_path: Path
 ) -> None:
-    points: list[str] = []
-
-    def every(trace: list[str]) -> list[str]:
-        points.extend(trace)
-        return trace
-
-    expected, failures = crash_at_every_point(template, tmp_path, SCENARIO, recover, outcome, points=every)
+    expected, failures, points = crash_at_every_traced_point(template, tmp_path, SCENARIO, recover, outcome)
     assert failures == []
     paths = [line.split("\t")[2] for line in points]
     assert any(path.endswith("/detach.json") for path in paths), points  # the request's publication

@@ -23,9 +23,11 @@ from httk.workflow.engine.manager._state import ManagerConfig
 from httk.workflow.engine.ops._debug import DebugOptions, debug_job
 from httk.workflow.protocol import WorkspaceError
 
+from tests.engine.manager.test_manager_e2e import kill_group, kill_manager, payload, start_manager
 from tests.runners import (
     WAIT_SECONDS,
     current_marker,
+    frame_chain,
     job_key,
     runner_fixture,  # noqa: F401 (a fixture)
     scripted_job,
@@ -90,6 +92,49 @@ def test_a_library_manager_finishes_what_it_holds_then_acknowledges_and_stops(
         (manager.manager_id, detach_id)
     ]
     assert detach_quiescence(attach(ws.root), detach_id).quiescent
+
+
+def test_a_detaching_manager_recovers_what_a_dead_manager_left_running_before_it_acknowledges(
+    ws: Workspace, runner: dict[str, Any], tmp_path: Path
+) -> None:
+    """A manager killed with an attempt running leaves its marker running, and no manager is waited
+    for that is not live, but the marker is: only a recovery settles it. The live manager asked to
+    detach claims nothing more, yet recovers it (the dead manager's process is gone: DECISIONS D17)
+    before it acknowledges, so the detach is quiescent instead of held up forever."""
+    never = tmp_path / "never-created"
+    steps = {"prepare": {"attempts": [{"wait_for": str(never)}, {"action": "succeed"}]}}
+    job = scripted_job(steps, runner, retry_on=["lease_lost"])
+    submit(ws, job)
+    dead = start_manager(ws)
+    try:
+        wait_until(lambda: _kind(ws, job) == "running" or None, "the attempt to run")
+        kill_manager(dead)
+        manager = Manager(attach(ws.root), ManagerConfig(idle=True))
+        manager.start()
+        detach_id = request_detach(attach(ws.root))
+        watchdog = threading.Timer(WAIT_SECONDS, manager.request_drain)
+        watchdog.start()
+        try:
+            summary = manager.run(rescan_interval=0.0)
+        finally:
+            watchdog.cancel()
+    finally:
+        dead.kill()
+        kill_group(payload(ws, job))
+    assert summary.exit_reason == "detached"
+    marker = current_marker(attach(ws.root, writable=False), job)
+    assert marker.kind.value == "ready"  # retried by the recovery, and not claimed while detaching
+    frame = _last_frame(ws, job)
+    assert (frame["manager_id"], frame["attempt_reason"]) == (manager.manager_id, "lease_lost")
+    assert frame["takeover"]["rule"] == "process_gone"
+    state = detach_quiescence(attach(ws.root), detach_id)
+    assert (state.quiescent, state.held, state.acknowledged) == (True, {}, (manager.manager_id,))
+
+
+def _last_frame(ws: Workspace, job: dict[str, Any]) -> dict[str, Any]:
+    return frame_chain(attach(ws.root, writable=False), current_marker(attach(ws.root, writable=False), job))[
+        -1
+    ]
 
 
 def test_a_library_manager_refuses_a_detached_workspace_before_publishing_anything(

@@ -127,3 +127,17 @@ def test_import_through_the_command_line_prints_advisories_and_strict_exits_2(tm
     imported = httk("workflow", "transfer", "import", b, *bundles, "--placement", "in")
     assert imported.returncode == 0 and imported.stderr.count("advisory: ") == 2
     assert imported.stdout.startswith("imported ")
+
+
+def test_import_json_carries_the_advisories_beside_the_rows_as_send_json_does(tmp_path: Path) -> None:
+    _a, b, bundles = _detached_with_needs(tmp_path)
+
+    imported = httk("workflow", "transfer", "import", b, *bundles, "--placement", "in", "--json")
+
+    assert imported.returncode == 0, imported.stderr
+    report = json.loads(imported.stdout)
+    advised = [line.removeprefix("advisory: ") for line in imported.stderr.splitlines()]
+    assert report["advisories"] == advised and len(advised) == 2
+    assert report["workspace_id"] == attach(b, writable=False).workspace_id
+    assert sorted(row["status"] for row in report["imported"]) == ["imported"] * len(bundles)
+    assert {row["placement"] for row in report["imported"]} == {"in"}

@@ -23,6 +23,7 @@ from httk.workflow.engine.maintenance._gc import collect_garbage
 from httk.workflow.engine.ops._transfer_detach import detach_jobs
 from httk.workflow.engine.ops._transfer_import import ImportStatus, import_bundles
 from httk.workflow.engine.ops._transfers import abort_transfer, list_transfers, show_transfer
+from httk.workflow.engine.publish._submit import Submitter
 from httk.workflow.protocol import TransferError
 
 from tests.engine.maintenance.test_gc import AGGRESSIVE, make_old_tree, set_retention
@@ -137,3 +138,31 @@ def test_an_acknowledgement_recorded_the_way_before_still_refuses_an_abort(
 
     with pytest.raises(TransferError, match="was acknowledged"):
         abort_transfer(attach(a), transfer_id)
+
+
+@pytest.mark.parametrize(("workdir", "linked"), [("run", True), ("files/work", False)])
+def test_the_copy_links_files_unless_a_workdir_lies_in_it(tmp_path: Path, workdir: str, linked: bool) -> None:
+    """spec/01 makes ``files/`` the submitted, immutable inputs, so the copy in DIR shares its inodes
+    with the sealed original, unless the job's persistent workdir is inside it (a runner writes there):
+    then it is copied, and a write through the copy cannot reach what an abort would put back."""
+    a, out = tmp_path / "a", tmp_path / "out"
+    source = transfer_workspace(a)
+    out.mkdir()
+    job = scripted_job(
+        {"prepare": {"action": "succeed"}}, publish_scripted_runner(source, tmp_path / "scratch")
+    )
+    job["workdir"] = {"mode": "persistent", "path": workdir}
+    payload = tmp_path / "payload"
+    (payload / "files").mkdir(parents=True)
+    (payload / "job.json").write_text(json.dumps(job))
+    (payload / "files" / "INCAR").write_text("ENCUT = 520\n")
+    Submitter(source).submit_payload(payload, "p")
+    source.close()
+    run_manager(a)
+
+    [result] = detach_jobs(attach(a), [job_key(job)], out)
+
+    original = result.source_bundle / "files" / "INCAR"
+    copy = out / job_key(job) / "files" / "INCAR"
+    assert copy.read_text() == "ENCUT = 520\n"
+    assert (os.stat(copy).st_ino == os.stat(original).st_ino) is linked

@@ -99,24 +99,37 @@ def import_(
     """Validate whole bundles, then republish each job at --placement P, acknowledging it to its source.
 
     What the bundles need that this workspace lacks (settings their source has, extensions, runners) is
-    printed as advisories first; --strict-environment refuses the import then, changing nothing.
+    printed as advisories first; --strict-environment refuses the import then, changing nothing. With
+    --json: an object with the advisories and one row per imported bundle.
     """
     root, bundles = bind_many(words or [], workspace_option, what="BUNDLE", writes=True)
     from httk.workflow.engine import attach, import_bundles
 
     workspace = attach(root, durable=durable)
+    advisories: list[str] = []
+
+    def advise(text: str) -> None:
+        advisories.append(text)
+        typer.echo(f"advisory: {text}", err=True)
+
     try:
         results = import_bundles(
             workspace,
             [Path(bundle) for bundle in bundles],
             placement,
             strict_environment=strict_environment,
-            advise=lambda text: typer.echo(f"advisory: {text}", err=True),
+            advise=advise,
         )
     finally:
         workspace.close()
-    if json_output:
-        print_json([result.as_dict() for result in results])
+    if json_output:  # the shape of `transfer send --json`: the advisories beside what was imported
+        print_json(
+            {
+                "workspace_id": workspace.workspace_id,
+                "advisories": advisories,
+                "imported": [result.as_dict() for result in results],
+            }
+        )
         return
     for result in results:
         ack = {

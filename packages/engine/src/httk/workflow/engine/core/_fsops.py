@@ -384,6 +384,8 @@ def _sync_dir_of(directory: Path | str, owed: OwedSyncs | None) -> None:
 def make_dirs(path: Path | str, *, durable: bool, mode: int | None = None) -> None:
     """Create ``path`` and its missing parents; with ``durable``, synchronize each new entry's parent.
     A ``mode`` is ``path``'s own, as :func:`make_dir` gives it; its parents get the default."""
+    if os.path.isdir(path):  # the common case, decided without building a Path
+        return
     target = Path(path)
     missing: list[Path] = []
     probe = target

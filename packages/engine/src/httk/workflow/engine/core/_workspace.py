@@ -119,6 +119,8 @@ class Workspace:
     # manager's Python time. Bounded by the placements this process touched, like the marker index.
     _marker_dirs: dict[tuple[str, str], Path] = field(default_factory=dict, init=False, repr=False)
     _marker_dir_texts: dict[tuple[Kind, str], str] = field(default_factory=dict, init=False, repr=False)
+    # The control directory of ``root``, which every layout path below starts from: built once per root.
+    _control: tuple[Path, Path] | None = field(default=None, init=False, repr=False)
 
     # -- identity and layout -------------------------------------------------------------------
     @property
@@ -136,7 +138,10 @@ class Workspace:
 
     @property
     def control(self) -> Path:
-        return self.root / CONTROL_DIR
+        cached = self._control
+        if cached is None or cached[0] is not self.root:
+            cached = self._control = (self.root, self.root / CONTROL_DIR)
+        return cached[1]
 
     @property
     def format_path(self) -> Path:

@@ -10,7 +10,11 @@ The workspace is *quiescent* — safe to move out — once every manager with a 
 acknowledged this ``detach_id`` and no marker is claimed, running, committing or cancelling. A manager
 whose heartbeat is stale or whose process is provably gone (DECISIONS D17) cannot hold anything a move
 would break, so it is not waited for; a marker it left claimed or running still is, because only a
-recovery, by some live manager, can settle it. While the request is there no manager attaches the
+recovery, by some live manager, can settle it. So a detaching manager, which claims nothing more, keeps
+its recovery passes over those kinds and acknowledges only once a whole cycle of them found nothing to
+recover: what a dead manager left is released, retried or failed by the usual rules, not left to hold
+the detach up forever. (With no live manager at all there is nobody to recover it, and the detach says
+what it waits for.) While the request is there no manager attaches the
 workspace; ``workspace attach`` removes it, and the next rescan of a watch root attaches it again.
 """
 
@@ -107,6 +111,8 @@ class Detaching(Member, Protocol):
 
     def close(self) -> None: ...
 
+    def held_settled(self) -> bool: ...
+
 
 def begin_detach(root: Path, manager: Detaching) -> None:
     """The request is there: ``manager`` stops scanning and claiming, and only finishes what it holds."""
@@ -119,8 +125,11 @@ def begin_detach(root: Path, manager: Detaching) -> None:
 
 
 def holds_nothing(manager: Detaching) -> bool:
-    """Whether a detaching ``manager`` is done: no attempt, cancellation or commit left in hand."""
-    return manager.detaching and not manager.busy() and not manager.state.unfinished
+    """Whether a detaching ``manager`` is done: no attempt, cancellation or commit left in hand, and
+    nothing a manager that is not live left held that it could recover now (``held_settled``)."""
+    return (
+        manager.detaching and not manager.busy() and not manager.state.unfinished and manager.held_settled()
+    )
 
 
 def finish_detach(root: Path, manager: Detaching) -> None:

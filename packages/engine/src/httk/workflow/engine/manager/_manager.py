@@ -102,6 +102,7 @@ class Manager:
         self._window_at = float("-inf")
         self._last_join_pass = float("-inf")
         self._quiet: set[Kind] = set()
+        self._detach_passes_begun = False
         self._report = AnomalyReport()
         self.gc = PeriodicCollection(config.gc_interval, clock)
         self.allocation = AllocationWatch.of(config.drain_before_end, os.environ, clock)
@@ -241,8 +242,10 @@ class Manager:
             self._stop_live()  # also an attempt launched while the signal was being handled
         reaped = self._reap()
         acted = reaped | _commit.finish_unfinished(self.state)
-        if self.draining or self.detaching:
-            pass  # a detaching manager only reaps and commits what it holds
+        if self.draining:
+            pass
+        elif self.detaching:
+            acted |= self._held_passes()  # no claims: what it holds, and what no live manager does
         elif self._scan_due():
             self._last_scan = self.state.clock.monotonic()
             for kind, handler in PASSES:
@@ -276,6 +279,30 @@ class Manager:
         if acted:
             self._quiet.clear()
         return acted
+
+    def _held_passes(self) -> bool:
+        """A detaching manager's passes: only the kinds a detach waits for (claimed, running, committing,
+        cancelling), so what a manager that is not live left there — its heartbeat stale, or its process
+        gone from this host (DECISIONS D17) — is recovered, by the same rules as any recovery, instead of
+        holding the detach up forever. Its own work it reaps and commits as before; it claims nothing.
+
+        The kinds' quiet is forgotten when the detach begins: :meth:`held_settled` wants a whole cycle
+        of each, after it, that found nothing to act on."""
+        if not self._detach_passes_begun:
+            self._detach_passes_begun = True
+            self._quiet -= set(_detach.HELD_KINDS)
+        elif not self._scan_due():
+            return False
+        self._last_scan = self.state.clock.monotonic()
+        acted = False
+        for kind, handler in PASSES:
+            if kind in _detach.HELD_KINDS:
+                acted |= self._pass(kind, handler)
+        return acted
+
+    def held_settled(self) -> bool:
+        """Whether, since its detach began, a whole cycle of each held kind found nothing to recover."""
+        return self._detach_passes_begun and self._quiet >= set(_detach.HELD_KINDS)
 
     def _retire_committed(self) -> None:
         while self.state.retiring:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -378,14 +379,39 @@ def read_manifest(bundle: Path) -> dict[str, Any]:
     return manifest
 
 
+class RunnerDigests:
+    """The digests of the carried runner files one command checked, by file identity: a detach links
+    every bundle's runner to the store's one inode, so the runner of 1,000 bundles is read once.
+
+    The identity includes the size and the change time, which every write moves; a directory runner is
+    digested every time (a change deep in its tree moves nothing at its top)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, ...], str] = {}
+
+    def of(self, path: Path) -> str:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            return runner_digest(path)
+        identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        found = self._known.get(identity)
+        if found is None:
+            found = self._known[identity] = runner_digest(path)
+        return found
+
+
 def read_bundle(
-    bundle: Path, *, check_payload: bool = True, manifest: dict[str, Any] | None = None
+    bundle: Path,
+    *,
+    check_payload: bool = True,
+    manifest: dict[str, Any] | None = None,
+    digests: RunnerDigests | None = None,
 ) -> Bundle:
     """Validate the complete bundle at ``bundle``; :class:`TransferError` naming the first defect.
 
     With ``check_payload`` false the payload and runner digests are not recomputed (a bundle this process
     has already verified and only renamed since); ``manifest`` is its :func:`read_manifest`, when the
-    caller has just read it.
+    caller has just read it; ``digests`` the runner digests the command already took.
     """
     if os.path.islink(bundle) or not os.path.isdir(bundle):
         raise TransferError(f"{bundle}: a transfer bundle is a directory (not a symbolic link)")
@@ -416,7 +442,7 @@ def read_bundle(
     if sha256_bytes(history) != manifest["history"]["digest"]:
         raise TransferError(f"{bundle}/{SEALED_DIR}/{SEALED_HISTORY}: its digest is not the manifest's")
     if check_payload:
-        _check_digests(bundle, manifest, job)
+        _check_digests(bundle, manifest, job, RunnerDigests() if digests is None else digests)
     return Bundle(bundle, manifest, job, marker, history)
 
 
@@ -438,7 +464,9 @@ def _sealed_marker(bundle: Path, sealed: Mapping[str, Any], key: str) -> MarkerN
     return name
 
 
-def _check_digests(bundle: Path, manifest: Mapping[str, Any], job: Mapping[str, Any]) -> None:
+def _check_digests(
+    bundle: Path, manifest: Mapping[str, Any], job: Mapping[str, Any], digests: RunnerDigests
+) -> None:
     left_behind = manifest_left_behind(manifest)
     for relative in left_behind:
         if os.path.lexists(bundle / relative):
@@ -462,7 +490,7 @@ def _check_digests(bundle: Path, manifest: Mapping[str, Any], job: Mapping[str, 
         path = carried_runner(bundle, name)
         if os.path.basename(name) != name or not os.path.lexists(path):
             raise TransferError(f"{bundle}: the carried runner {name!r} is missing")
-        if runner_digest(path) != runner["digest"]:
+        if digests.of(path) != runner["digest"]:
             raise TransferError(f"{bundle}: the carried runner {name!r} does not have the manifest's digest")
         pinned = (job.get("runner") or {}).get("sha256")
         if name in store_runners(job) and pinned != runner["digest"]:

@@ -55,6 +55,7 @@ from ._transfer_bundle import (
     outgoing_bundles,
     outgoing_dir,
     payload_digest,
+    read_document,
     read_manifest,
     require_extension,
     store_runners,
@@ -275,7 +276,7 @@ def _detach(
         bundle, manifest = _seal(reads, marker, frame)
     if manifest is None:
         manifest = read_manifest(bundle)
-    copy = _copy_out(workspace, bundle, manifest, destination)
+    copy = _copy_out(workspace, bundle, manifest, destination, _files_immutable(reads, bundle, manifest))
     return Detached(
         manifest["transfer_id"],
         manifest["job"]["job_id"],
@@ -436,8 +437,11 @@ def _carry_runner(reads: _Reads, name: str, sealed: Path) -> dict[str, Any]:
     return {"name": name, "digest": reads.runner_digest(name), "directory": source.is_dir()}
 
 
-def _copy_out(workspace: Workspace, bundle: Path, manifest: Mapping[str, Any], destination: Path) -> Path:
-    """Step 5: the bundle's copy in ``destination``, through a partial directory renamed when whole."""
+def _copy_out(
+    workspace: Workspace, bundle: Path, manifest: Mapping[str, Any], destination: Path, link_files: bool
+) -> Path:
+    """Step 5: the bundle's copy in ``destination``, through a partial directory renamed when whole;
+    with ``link_files`` the payload's ``files/`` is hard-linked too."""
     key, transfer_id = str(manifest["job"]["job_key"]), str(manifest["transfer_id"])
     target = destination / key
     if os.path.lexists(target):
@@ -451,12 +455,17 @@ def _copy_out(workspace: Workspace, bundle: Path, manifest: Mapping[str, Any], d
     skip = frozenset(manifest_left_behind(manifest))
     immutable = {*_IMMUTABLE, f"{SEALED_DIR}/{manifest['marker']['name']}"}
     copy_checked_tree(
-        bundle, partial, durable=workspace.durable, skip=skip, link=lambda path: _immutable(path, immutable)
+        bundle,
+        partial,
+        durable=workspace.durable,
+        skip=skip,
+        link=lambda path: _immutable(path, immutable) or (link_files and path.startswith(_FILES)),
     )
     _fsops.rename(partial, target, durable=workspace.durable)
     return target
 
 
+_FILES = "files/"
 _IMMUTABLE = ("job.json", f"{SEALED_DIR}/{MANIFEST}", f"{SEALED_DIR}/{SEALED_HISTORY}")
 _CARRIED = (f"{SEALED_DIR}/{RUNNER_PREFIX}", f"{SEALED_DIR}/{LEGACY_RUNNERS}/")
 
@@ -464,10 +473,32 @@ _CARRIED = (f"{SEALED_DIR}/{RUNNER_PREFIX}", f"{SEALED_DIR}/{LEGACY_RUNNERS}/")
 def _immutable(relative: str, immutable: Collection[str]) -> bool:
     """Whether the bundle's file at ``relative`` never changes in place, so its copy may be a hard link:
     job.json, the transfer documents and runners (replaced by rename when rewritten) and the sealed
-    marker (an empty file, only ever renamed). The job's own files are copied: a runner may append to a
-    workdir file wherever the job lands.
+    marker (an empty file, only ever renamed). The job's other files are copied, ``files/`` apart when
+    :func:`_files_immutable`: a runner may append to a workdir file wherever the job lands.
     """
     return relative in immutable or relative.startswith(_CARRIED)
+
+
+def _files_immutable(reads: _Reads, bundle: Path, manifest: Mapping[str, Any]) -> bool:
+    """Whether the payload's ``files/`` never changes in place, so its copy may be hard links: spec/01
+    makes it the submitted, immutable inputs, unless the job's persistent workdir lies in it (a runner
+    writes there). A job.json this command did not load is read from the bundle; unreadable, it copies.
+    """
+    loaded = reads.jobs.get(str(manifest["job"]["job_id"]))
+    if loaded is not None:
+        job: Mapping[str, Any] = loaded.document
+    else:
+        try:
+            job = read_document(bundle / "job.json", "job.json")
+        except TransferError:
+            return False
+    workdir = job.get("workdir")
+    if not isinstance(workdir, Mapping):
+        return False
+    if workdir.get("mode") != "persistent":
+        return True  # an isolated attempt works in run.<attempt-id>/
+    first = os.path.normpath(str(workdir.get("path", ""))).split("/", 1)[0]
+    return first not in ("files", ".", "..")
 
 
 def _same_transfer(path: Path, transfer_id: str) -> bool:

@@ -56,6 +56,7 @@ from ._history import carried_history
 from ._transfer_bundle import (
     IMPORT_REASON,
     Bundle,
+    RunnerDigests,
     carried_runner,
     manifest_left_behind,
     read_bundle,
@@ -127,7 +128,8 @@ def import_bundles(
     before anything changes."""
     require_extension(workspace)
     validate_placement(placement)
-    plans = [_plan(workspace, Path(bundle), placement) for bundle in bundles]
+    digests = RunnerDigests()
+    plans = [_plan(workspace, Path(bundle), placement, digests) for bundle in bundles]
     store = _Store(workspace)
     _refuse_duplicates(workspace, plans, store)
     if advise is not None or strict_environment:
@@ -142,7 +144,7 @@ def import_bundles(
         sources.close()
 
 
-def _plan(workspace: Workspace, named: Path, placement: str) -> _Plan:
+def _plan(workspace: Workspace, named: Path, placement: str, digests: RunnerDigests) -> _Plan:
     placed = workspace.payload_path(placement, named.name)
     source = named if os.path.lexists(named) else placed
     if not os.path.lexists(source):
@@ -156,11 +158,12 @@ def _plan(workspace: Workspace, named: Path, placement: str) -> _Plan:
         if _transfer_of(placed) != transfer_id:
             raise TransferError(f"{placed} already exists; choose another --placement")
         if is_sealed(placed):
-            return _Plan(named, read_bundle(placed), transfer_id, key, _Stage.PLACED)
+            return _Plan(named, read_bundle(placed, digests=digests), transfer_id, key, _Stage.PLACED)
         if _imported_marker(workspace, placement, key, transfer_id) is None:
             raise TransferError(f"{placed} holds this transfer's payload, but no marker of its import")
         return _Plan(named, None, transfer_id, key, _Stage.PUBLISHED)
-    return _Plan(named, read_bundle(source, manifest=manifest), transfer_id, key, _Stage.FRESH)
+    bundle = read_bundle(source, manifest=manifest, digests=digests)
+    return _Plan(named, bundle, transfer_id, key, _Stage.FRESH)
 
 
 def _transfer_of(payload: Path) -> str | None:
